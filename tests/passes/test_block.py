@@ -173,7 +173,9 @@ def test_flash_attention_block_fits_by_its_plan():
     # a 64x64 f32 score block per KV step and [64, 128] rows of the bounded head dim: the retired
     # all-tiles-live estimate refused the 64x64 form alone at 210 KiB; the memory plan, which reuses
     # the tiles of dead values, needs at most half the UB (single buffered; double buffering then
-    # takes two sets of tiles where they still fit)
+    # takes two sets of tiles where a loop has a next tile to load and they still fit: flash's KV
+    # loop runs in mixed kernels, whose row blocks each load one score tile, so its vector kernels
+    # may stay as they are)
     c = compile_spec("specs/flash_attn.yaml")
 
     def peaks(double_buffer: int) -> list[int]:
@@ -183,7 +185,7 @@ def test_flash_attention_block_fits_by_its_plan():
 
     single, doubled = peaks(0), peaks(1)
     assert single and max(single) <= c.target.ub_bytes // 2
-    assert max(single) < max(doubled) <= c.target.ub_bytes
+    assert max(single) <= max(doubled) <= c.target.ub_bytes
 
 
 def test_library_summary_explains_what_is_over_the_minimum(tmp_path, capsys):

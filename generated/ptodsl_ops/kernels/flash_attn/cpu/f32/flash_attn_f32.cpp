@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* q, __gm__ float* kj_first, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* vj_first, __gm__ float* acc, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* q, __gm__ float* k, __gm__ float* v, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* q, __gm__ float* kj_first, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* pt, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ float* acc, __gm__ float* alpha, __gm__ float* ptj_first, __gm__ float* vj_first, __gm__ float* t16_first, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* q, __gm__ float* k, __gm__ float* v, __gm__ float* t0, __gm__ float* pt, __gm__ float* pv, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t16_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -67,32 +67,36 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
     pto::cpu::clear_failure();
 #endif
     try {
-    std::vector<unsigned char> m_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:5:9
-    float* m = reinterpret_cast<float*>(m_bytes.data());  // flash_attn.pto:5:9
-    std::vector<unsigned char> l_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:6:9
-    float* l = reinterpret_cast<float*>(l_bytes.data());  // flash_attn.pto:6:9
-    std::vector<unsigned char> acc_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:7:11
-    float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:7:11
-    std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:11:13
-    std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:11:13
-    std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:17
-    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:14:17
-    std::vector<unsigned char> t5_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:16:29
-    float* t5_first = reinterpret_cast<float*>(t5_first_bytes.data());  // flash_attn.pto:16:29
-    if ((L + 63) / 64 >= 1) {  // flash_attn.pto:8:5
-        for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:8:5
-            float* kj_first = k;  // flash_attn.pto:9:14
-            float* vj_first = v;  // flash_attn.pto:10:14
-            {  // flash_attn.pto:8:5
-                const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
+    std::vector<unsigned char> m_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:9
+    float* m = reinterpret_cast<float*>(m_bytes.data());  // flash_attn.pto:11:9
+    std::vector<unsigned char> l_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:12:9
+    float* l = reinterpret_cast<float*>(l_bytes.data());  // flash_attn.pto:12:9
+    std::vector<unsigned char> acc_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:13:11
+    float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:13:11
+    std::vector<unsigned char> alpha_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:13
+    float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:14:13
+    std::vector<unsigned char> pt_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:15:10
+    float* pt = reinterpret_cast<float*>(pt_bytes.data());  // flash_attn.pto:15:10
+    std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
+    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:19:13
+    std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
+    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:19:13
+    std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:17
+    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:22:17
+    std::vector<unsigned char> t16_first_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:41:36
+    float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:41:36
+    if ((L + 63) / 64 >= 1) {  // flash_attn.pto:16:5
+        for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:16:5
+            float* kj_first = k;  // flash_attn.pto:17:14
+            float* vj_first = v;  // flash_attn.pto:18:14
+            {  // flash_attn.pto:16:5
+                const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
                 bool flash_attn_f32_k0_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k0_block = 0; flash_attn_f32_k0_block < flash_attn_f32_k0_blocks; ++flash_attn_f32_k0_block) {  // flash_attn.pto:8:5
+                for (int64_t flash_attn_f32_k0_block = 0; flash_attn_f32_k0_block < flash_attn_f32_k0_blocks; ++flash_attn_f32_k0_block) {  // flash_attn.pto:16:5
                     try {
-                        start_launch(poison);  // flash_attn.pto:8:5
-                        flash_attn_f32_k0(q, kj_first, t0_first, s_first, m, p_first, l, t5_first, vj_first, acc, S, L, D, scale, flash_attn_f32_k0_block, flash_attn_f32_k0_blocks);  // flash_attn.pto:8:5
+                        start_launch(poison);  // flash_attn.pto:16:5
+                        flash_attn_f32_k0(q, kj_first, t0_first, s_first, m, p_first, l, acc, alpha, pt, S, L, D, scale, flash_attn_f32_k0_block, flash_attn_f32_k0_blocks);  // flash_attn.pto:16:5
 #ifdef PTO_CPU_SUBSET
                     } catch (const pto::cpu::Failure&) {
 #endif
@@ -110,15 +114,16 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
                 }
 #endif
             }
-            if ((L + 63) / 64 == 1) {  // flash_attn.pto:24:9
-                {  // flash_attn.pto:8:5
-                    const int64_t flash_attn_f32_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:8:5
+            if ((L + 63) / 64 == 1) {  // flash_attn.pto:39:9
+                float* ptj_first = pt;  // flash_attn.pto:40:19
+                {  // flash_attn.pto:16:5
+                    const int64_t flash_attn_f32_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
                     bool flash_attn_f32_k1_block_no_memory = false;
                     #pragma omp parallel for schedule(static)
-                    for (int64_t flash_attn_f32_k1_block = 0; flash_attn_f32_k1_block < flash_attn_f32_k1_blocks; ++flash_attn_f32_k1_block) {  // flash_attn.pto:8:5
+                    for (int64_t flash_attn_f32_k1_block = 0; flash_attn_f32_k1_block < flash_attn_f32_k1_blocks; ++flash_attn_f32_k1_block) {  // flash_attn.pto:16:5
                         try {
-                            start_launch(poison);  // flash_attn.pto:8:5
-                            flash_attn_f32_k1(acc, l, o, S, D, flash_attn_f32_k1_block, flash_attn_f32_k1_blocks);  // flash_attn.pto:8:5
+                            start_launch(poison);  // flash_attn.pto:16:5
+                            flash_attn_f32_k1(acc, alpha, ptj_first, vj_first, t16_first, l, o, S, D, L, flash_attn_f32_k1_block, flash_attn_f32_k1_blocks);  // flash_attn.pto:16:5
 #ifdef PTO_CPU_SUBSET
                         } catch (const pto::cpu::Failure&) {
 #endif
@@ -139,30 +144,28 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
             }
         }
     }
-    std::vector<unsigned char> t0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:11:13
-    std::vector<unsigned char> t15_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
-    float* t15 = reinterpret_cast<float*>(t15_bytes.data());  // flash_attn.pto:22:43
-    std::vector<unsigned char> t14_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
-    float* t14 = reinterpret_cast<float*>(t14_bytes.data());  // flash_attn.pto:22:36
-    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:11:13
-    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
-    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
-    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
-    std::vector<unsigned char> t15_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:43
-    float* t15_last = reinterpret_cast<float*>(t15_last_bytes.data());  // flash_attn.pto:22:43
-    std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
-    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // flash_attn.pto:22:36
-    {  // flash_attn.pto:8:5
-        const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
+    std::vector<unsigned char> t0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
+    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:19:13
+    std::vector<unsigned char> pv_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:30:18
+    float* pv = reinterpret_cast<float*>(pv_bytes.data());  // flash_attn.pto:30:18
+    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
+    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:19:13
+    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
+    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:19:13
+    std::vector<unsigned char> pv_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:30:18
+    float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:30:18
+    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:17
+    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:33:17
+    std::vector<unsigned char> t16_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:41:36
+    float* t16_last = reinterpret_cast<float*>(t16_last_bytes.data());  // flash_attn.pto:41:36
+    {  // flash_attn.pto:16:5
+        const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
         bool flash_attn_f32_k2_block_no_memory = false;
         #pragma omp parallel for schedule(static)
-        for (int64_t flash_attn_f32_k2_block = 0; flash_attn_f32_k2_block < flash_attn_f32_k2_blocks; ++flash_attn_f32_k2_block) {  // flash_attn.pto:8:5
+        for (int64_t flash_attn_f32_k2_block = 0; flash_attn_f32_k2_block < flash_attn_f32_k2_blocks; ++flash_attn_f32_k2_block) {  // flash_attn.pto:16:5
             try {
-                start_launch(poison);  // flash_attn.pto:8:5
-                flash_attn_f32_k2(q, k, v, t0, m, l, acc, t15, t14, S, D, L, scale, flash_attn_f32_k2_block, flash_attn_f32_k2_blocks);  // flash_attn.pto:8:5
+                start_launch(poison);  // flash_attn.pto:16:5
+                flash_attn_f32_k2(q, k, v, t0, pt, pv, m, l, acc, alpha, S, D, L, scale, flash_attn_f32_k2_block, flash_attn_f32_k2_blocks);  // flash_attn.pto:16:5
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
@@ -180,15 +183,15 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
         }
 #endif
     }
-    if ((L + 63) / 64 >= 2) {  // flash_attn.pto:8:5
-        {  // flash_attn.pto:8:5
-            const int64_t flash_attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
+    if ((L + 63) / 64 >= 2) {  // flash_attn.pto:16:5
+        {  // flash_attn.pto:16:5
+            const int64_t flash_attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
             bool flash_attn_f32_k3_block_no_memory = false;
             #pragma omp parallel for schedule(static)
-            for (int64_t flash_attn_f32_k3_block = 0; flash_attn_f32_k3_block < flash_attn_f32_k3_blocks; ++flash_attn_f32_k3_block) {  // flash_attn.pto:8:5
+            for (int64_t flash_attn_f32_k3_block = 0; flash_attn_f32_k3_block < flash_attn_f32_k3_blocks; ++flash_attn_f32_k3_block) {  // flash_attn.pto:16:5
                 try {
-                    start_launch(poison);  // flash_attn.pto:8:5
-                    flash_attn_f32_k3(k, v, q, t0_last, s_last, m, p_1_last, l, acc, t15_last, t14_last, o, S, L, D, scale, flash_attn_f32_k3_block, flash_attn_f32_k3_blocks);  // flash_attn.pto:8:5
+                    start_launch(poison);  // flash_attn.pto:16:5
+                    flash_attn_f32_k3(k, v, q, t0_last, s_last, pt, pv_last, m, p_1_last, l, acc, alpha, t16_last, o, S, L, D, scale, flash_attn_f32_k3_block, flash_attn_f32_k3_blocks);  // flash_attn.pto:16:5
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif

@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* q, __gm__ float* kj_first, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* vj_first, __gm__ float* acc, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* q, __gm__ float* kj_first, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* pt, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ float* q, __gm__ float* kj_first, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* vj_first, __gm__ float* acc, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ float* q, __gm__ float* kj_first, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* pt, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT17Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -56,17 +56,12 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
     using TileT30Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT35Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT35Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT38Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT38Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT42 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT43 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT44 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT45 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT46 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT48 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT49 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT50 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT51 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT37Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT37Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT39Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT39Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT42Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT42Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -80,17 +75,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:8:5
+    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:16:5
         pipe_barrier(PIPE_V);
-        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:13:20
-        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:13:20
-        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:13:20
-        TASSIGN(t17_aiv1, 1024);  // flash_attn.pto:13:20
+        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:21:20
+        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:21:20
+        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+        TASSIGN(t17_aiv1, 1024);  // flash_attn.pto:21:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:13:20
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:13:20
-            TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:13:20
+        TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:21:20
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:21:20
+            TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:21:20
         }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -100,352 +95,304 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
-            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t2, 0);  // flash_attn.pto:11:13
-            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
-            TASSIGN(t3, 0);  // flash_attn.pto:11:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t3, qGm0);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
-            TASSIGN(t4, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TMOV(t4, t3);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t5, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t6, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TMOV(t6, t5);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-            TMATMUL(t2, t4, t6);  // flash_attn.pto:11:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:11:13
-                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:11:13
-                TASSIGN(t8, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t8, qGm2);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:11:13
-                TASSIGN(t9, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t9, t8);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t10, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t10, kj_firstGm3);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t11, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t11, t10);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:19:13
+            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t2, 0);  // flash_attn.pto:19:13
+            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
+            TASSIGN(t3, 0);  // flash_attn.pto:19:13
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
+            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:19:13
+            TLOAD(t3, qGm0);  // flash_attn.pto:19:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
+            TASSIGN(t4, 0);  // flash_attn.pto:19:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t4, t3);  // flash_attn.pto:19:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t5, 0);  // flash_attn.pto:19:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
+            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:19:13
+            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:19:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t6, 0);  // flash_attn.pto:19:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6, t5);  // flash_attn.pto:19:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t2, t4, t6);  // flash_attn.pto:19:13
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:19:13
+                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:19:13
+                TASSIGN(t8, 0);  // flash_attn.pto:19:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
+                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:19:13
+                TLOAD(t8, qGm2);  // flash_attn.pto:19:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:19:13
+                TASSIGN(t9, 0);  // flash_attn.pto:19:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t9, t8);  // flash_attn.pto:19:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:11:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+                TASSIGN(t10, 0);  // flash_attn.pto:19:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:19:13
+                TLOAD(t10, kj_firstGm3);  // flash_attn.pto:19:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+                TASSIGN(t11, 0);  // flash_attn.pto:19:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t11, t10);  // flash_attn.pto:19:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:19:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0_firstGm4, t2);  // flash_attn.pto:11:13
-            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t14_aiv0, 2048);  // flash_attn.pto:11:13
-            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t14_aiv1, 10240);  // flash_attn.pto:11:13
-            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t15_aiv0, 18432);  // flash_attn.pto:11:13
-            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t15_aiv1, 26624);  // flash_attn.pto:11:13
-            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:13:20
-            TASSIGN(t20_aiv0, 34816);  // flash_attn.pto:13:20
-            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:13:20
-            TASSIGN(t20_aiv1, 35840);  // flash_attn.pto:13:20
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:11:13
-            TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:11:13
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:19:13
+            TSTORE(t0_firstGm4, t2);  // flash_attn.pto:19:13
+            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t14_aiv0, 2048);  // flash_attn.pto:19:13
+            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t14_aiv1, 10240);  // flash_attn.pto:19:13
+            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t15_aiv0, 18432);  // flash_attn.pto:19:13
+            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t15_aiv1, 26624);  // flash_attn.pto:19:13
+            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:21:20
+            TASSIGN(t20_aiv0, 34816);  // flash_attn.pto:21:20
+            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+            TASSIGN(t20_aiv1, 35840);  // flash_attn.pto:21:20
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+            GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:19:13
+            TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:19:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:11:13
+            TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:19:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:11:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+            GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:19:13
+            TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:19:13
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // flash_attn.pto:13:20
-            TASSIGN(tmp0, 38912);  // flash_attn.pto:13:20
-            TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:13:20
+            TileTmp0 tmp0;  // flash_attn.pto:21:20
+            TASSIGN(tmp0, 38912);  // flash_attn.pto:21:20
+            TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:21:20
             pipe_barrier(PIPE_V);
-            TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:13:20
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:11:13
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:11:13
-                TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:11:13
+            TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:21:20
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:19:13
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+                GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:19:13
+                TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:19:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:11:13
+                TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:19:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:11:13
-                TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:11:13
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+                GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:19:13
+                TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:19:13
                 pipe_barrier(PIPE_V);
-                TileTmp0 tmp1;  // flash_attn.pto:13:20
-                TASSIGN(tmp1, 38912);  // flash_attn.pto:13:20
-                TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:13:20
+                TileTmp0 tmp1;  // flash_attn.pto:21:20
+                TASSIGN(tmp1, 38912);  // flash_attn.pto:21:20
+                TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:21:20
                 pipe_barrier(PIPE_V);
-                TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:13:20
+                TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:21:20
             }
         }
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:15:20
-        TASSIGN(t32_aiv0, 2048);  // flash_attn.pto:15:20
-        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:15:20
-        TASSIGN(t32_aiv1, 3072);  // flash_attn.pto:15:20
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:23:20
+        TASSIGN(t32_aiv0, 2048);  // flash_attn.pto:23:20
+        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:23:20
+        TASSIGN(t32_aiv1, 3072);  // flash_attn.pto:23:20
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:13:20
-        GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:13:20
-        TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:13:20
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+        GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+        TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:21:20
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:15:20
+        TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:23:20
         pipe_barrier(PIPE_V);
-        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:13:20
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:13:20
-            GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:13:20
-            TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:13:20
-            TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:15:20
+        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:21:20
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+            TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:21:20
+            TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:23:20
         }
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:14:21
-            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t23_aiv0, 4096);  // flash_attn.pto:14:21
-            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t23_aiv1, 12288);  // flash_attn.pto:14:21
-            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:17
-            TASSIGN(t30_aiv0, 20480);  // flash_attn.pto:14:17
-            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:17
-            TASSIGN(t30_aiv1, 28672);  // flash_attn.pto:14:17
-            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:15:20
-            TASSIGN(t35_aiv0, 36864);  // flash_attn.pto:15:20
-            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:15:20
-            TASSIGN(t35_aiv1, 37888);  // flash_attn.pto:15:20
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
-            GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:14:21
-            TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:14:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:14:17
-            TASSIGN(tmp2, 38912);  // flash_attn.pto:14:17
-            TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:14:17
-            pipe_barrier(PIPE_V);  // flash_attn.pto:14:17
-            TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:14:17
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:22:21
+            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:21
+            TASSIGN(t23_aiv0, 4096);  // flash_attn.pto:22:21
+            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:21
+            TASSIGN(t23_aiv1, 12288);  // flash_attn.pto:22:21
+            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:17
+            TASSIGN(t30_aiv0, 20480);  // flash_attn.pto:22:17
+            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:17
+            TASSIGN(t30_aiv1, 28672);  // flash_attn.pto:22:17
+            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:23:20
+            TASSIGN(t35_aiv0, 36864);  // flash_attn.pto:23:20
+            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:23:20
+            TASSIGN(t35_aiv1, 37888);  // flash_attn.pto:23:20
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:21
+            GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:22:21
+            TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:22:21
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:22:17
+            TASSIGN(tmp2, 38912);  // flash_attn.pto:22:17
+            TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:22:17
+            pipe_barrier(PIPE_V);  // flash_attn.pto:22:17
+            TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:22:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
-            GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:14:17
-            TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:14:17
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:17
+            GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:22:17
+            TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:22:17
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // flash_attn.pto:15:20
-            TASSIGN(tmp3, 38912);  // flash_attn.pto:15:20
-            TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:15:20
+            TileTmp0 tmp3;  // flash_attn.pto:23:20
+            TASSIGN(tmp3, 38912);  // flash_attn.pto:23:20
+            TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:23:20
             pipe_barrier(PIPE_V);
-            TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:15:20
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:14:21
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
-                GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:14:21
-                TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:14:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:14:17
-                TASSIGN(tmp4, 38912);  // flash_attn.pto:14:17
-                TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:14:17
-                pipe_barrier(PIPE_V);  // flash_attn.pto:14:17
-                TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:14:17
+            TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:23:20
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:22:21
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:21
+                GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:22:21
+                TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:22:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:22:17
+                TASSIGN(tmp4, 38912);  // flash_attn.pto:22:17
+                TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:22:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:22:17
+                TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:22:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
-                GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:14:17
-                TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:14:17
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:17
+                GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:22:17
+                TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:22:17
                 pipe_barrier(PIPE_V);
-                TileTmp0 tmp5;  // flash_attn.pto:15:20
-                TASSIGN(tmp5, 38912);  // flash_attn.pto:15:20
-                TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:15:20
+                TileTmp0 tmp5;  // flash_attn.pto:23:20
+                TASSIGN(tmp5, 38912);  // flash_attn.pto:23:20
+                TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:23:20
                 pipe_barrier(PIPE_V);
-                TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:15:20
+                TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:23:20
             }
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:24:13
+        TASSIGN(t37_aiv0, 4096);  // flash_attn.pto:24:13
+        TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:24:13
+        TASSIGN(t37_aiv1, 20480);  // flash_attn.pto:24:13
+        TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:13
+        TASSIGN(t39_aiv0, 0);  // flash_attn.pto:25:13
+        TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:13
+        TASSIGN(t39_aiv1, 1024);  // flash_attn.pto:25:13
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:15:20
-        GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:15:20
-        TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:15:20
-        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:15:20
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:15:20
-            GmView16 lGm16(l + _qb0 * 64 + 32, GmView16::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:15:20
-            TSTORE(lGm16, t32_aiv1);  // flash_attn.pto:15:20
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:20
+        GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:23:20
+        TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:23:20
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:24:13
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:24:13
+        GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:24:13
+        TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:24:13
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:25:13
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:13
+        GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:25:13
+        TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:25:13
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:23:20
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:20
+            GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:23:20
+            TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:23:20
+            TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:24:13
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:24:13
+            GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:24:13
+            TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:24:13
+            TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:25:13
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:13
+            GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:25:13
+            TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:25:13
         }
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // flash_attn.pto:16:29
-            TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // flash_attn.pto:16:29
-            TASSIGN(t38_aiv0, 0);  // flash_attn.pto:16:29
-            TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // flash_attn.pto:16:29
-            TASSIGN(t38_aiv1, 8192);  // flash_attn.pto:16:29
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-            GmView17 p_firstGm17(p_first + _qb0 * 64 * 64 + _g37 * 64, GmView17::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // flash_attn.pto:16:29
-            TLOAD(t38_aiv0, p_firstGm17);  // flash_attn.pto:16:29
+        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:26:21
+            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
+            TASSIGN(t42_aiv0, 0);  // flash_attn.pto:26:21
+            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
+            TASSIGN(t42_aiv1, 8192);  // flash_attn.pto:26:21
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
+            GmView21 p_firstGm21(p_first + _qb0 * 64 * 64 + _g41 * 64, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:26:21
+            TLOAD(t42_aiv0, p_firstGm21);  // flash_attn.pto:26:21
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-            GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 64 + _g37 * 64, GmView18::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // flash_attn.pto:16:29
-            TSTORE(t5_firstGm18, t38_aiv0);  // flash_attn.pto:16:29
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:16:29
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-                GmView19 p_firstGm19(p_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView19::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // flash_attn.pto:16:29
-                TLOAD(t38_aiv1, p_firstGm19);  // flash_attn.pto:16:29
+            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
+            GmView22 ptGm22(pt + _qb0 * 64 * 64 + _g41 * 64, GmView22::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:26:21
+            TSTORE(ptGm22, t42_aiv0);  // flash_attn.pto:26:21
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:26:21
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
+                GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:26:21
+                TLOAD(t42_aiv1, p_firstGm23);  // flash_attn.pto:26:21
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-                GmView20 t5_firstGm20(t5_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView20::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // flash_attn.pto:16:29
-                TSTORE(t5_firstGm20, t38_aiv1);  // flash_attn.pto:16:29
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
+                GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView24::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:26:21
+                TSTORE(ptGm24, t42_aiv1);  // flash_attn.pto:26:21
             }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // flash_attn.pto:16:22
-            TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-            TASSIGN(t42, 0);  // flash_attn.pto:16:22
-            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
-            TASSIGN(t43, 0);  // flash_attn.pto:16:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
-            GmView21 t5_firstGm21(t5_first + _qb0 * 64 * 64, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
-            TLOAD(t43, t5_firstGm21);  // flash_attn.pto:16:22
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
-            TASSIGN(t44, 0);  // flash_attn.pto:16:22
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t44, t43);  // flash_attn.pto:16:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-            TASSIGN(t45, 0);  // flash_attn.pto:16:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-            GmView22 vj_firstGm22(vj_first + _g41 * 64, GmView22::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:16:22
-            TLOAD(t45, vj_firstGm22);  // flash_attn.pto:16:22
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-            TASSIGN(t46, 0);  // flash_attn.pto:16:22
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t46, t45);  // flash_attn.pto:16:22
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t42, t44, t46);  // flash_attn.pto:16:22
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // flash_attn.pto:16:22
-                TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
-                TASSIGN(t48, 0);  // flash_attn.pto:16:22
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
-                GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // flash_attn.pto:16:22
-                TLOAD(t48, t5_firstGm23);  // flash_attn.pto:16:22
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
-                TASSIGN(t49, 0);  // flash_attn.pto:16:22
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t49, t48);  // flash_attn.pto:16:22
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-                TASSIGN(t50, 0);  // flash_attn.pto:16:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-                GmView24 vj_firstGm24(vj_first + _k47 * 64 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:16:22
-                TLOAD(t50, vj_firstGm24);  // flash_attn.pto:16:22
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-                TASSIGN(t51, 0);  // flash_attn.pto:16:22
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t51, t50);  // flash_attn.pto:16:22
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t42, t42, t49, t51);  // flash_attn.pto:16:22
-            }
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-            GmView25 accGm25(acc + _qb0 * 64 * D + _g41 * 64, GmView25::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:16:22
-            TSTORE(accGm25, t42);  // flash_attn.pto:16:22
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -463,197 +410,107 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
     {
-    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:8:5
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:13:20
+    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:16:5
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:21:20
         }
         wait_flag_dev(0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
-            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t2, 0);  // flash_attn.pto:11:13
-            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
-            TASSIGN(t3, 0);  // flash_attn.pto:11:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t3, qGm0);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
-            TASSIGN(t4, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TMOV(t4, t3);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t5, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t6, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TMOV(t6, t5);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-            TMATMUL(t2, t4, t6);  // flash_attn.pto:11:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:11:13
-                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:11:13
-                TASSIGN(t8, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t8, qGm2);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:11:13
-                TASSIGN(t9, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t9, t8);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t10, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t10, kj_firstGm3);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t11, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t11, t10);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:11:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0_firstGm4, t2);  // flash_attn.pto:11:13
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:11:13
-            }
-        }
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:13:20
-        }
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:14:21
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:14:21
-            }
-        }
-        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:15:20
-        }
-        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // flash_attn.pto:16:29
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:16:29
-            }
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        wait_flag_dev(2);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // flash_attn.pto:16:22
-            TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-            TASSIGN(t42, 0);  // flash_attn.pto:16:22
-            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
-            TASSIGN(t43, 0);  // flash_attn.pto:16:22
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:19:13
+            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t2, 0);  // flash_attn.pto:19:13
+            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
+            TASSIGN(t3, 0);  // flash_attn.pto:19:13
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
+            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:19:13
+            TLOAD(t3, qGm0);  // flash_attn.pto:19:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
+            TASSIGN(t4, 0);  // flash_attn.pto:19:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t4, t3);  // flash_attn.pto:19:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t5, 0);  // flash_attn.pto:19:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
-            GmView21 t5_firstGm21(t5_first + _qb0 * 64 * 64, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
-            TLOAD(t43, t5_firstGm21);  // flash_attn.pto:16:22
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
+            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:19:13
+            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:19:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
-            TASSIGN(t44, 0);  // flash_attn.pto:16:22
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t6, 0);  // flash_attn.pto:19:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t44, t43);  // flash_attn.pto:16:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-            TASSIGN(t45, 0);  // flash_attn.pto:16:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-            GmView22 vj_firstGm22(vj_first + _g41 * 64, GmView22::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:16:22
-            TLOAD(t45, vj_firstGm22);  // flash_attn.pto:16:22
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-            TASSIGN(t46, 0);  // flash_attn.pto:16:22
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t46, t45);  // flash_attn.pto:16:22
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            TMOV(t6, t5);  // flash_attn.pto:19:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t42, t44, t46);  // flash_attn.pto:16:22
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // flash_attn.pto:16:22
-                TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
-                TASSIGN(t48, 0);  // flash_attn.pto:16:22
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
-                GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // flash_attn.pto:16:22
-                TLOAD(t48, t5_firstGm23);  // flash_attn.pto:16:22
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
-                TASSIGN(t49, 0);  // flash_attn.pto:16:22
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t49, t48);  // flash_attn.pto:16:22
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-                TASSIGN(t50, 0);  // flash_attn.pto:16:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-                GmView24 vj_firstGm24(vj_first + _k47 * 64 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:16:22
-                TLOAD(t50, vj_firstGm24);  // flash_attn.pto:16:22
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
-                TASSIGN(t51, 0);  // flash_attn.pto:16:22
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t51, t50);  // flash_attn.pto:16:22
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t42, t42, t49, t51);  // flash_attn.pto:16:22
-            }
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            TMATMUL(t2, t4, t6);  // flash_attn.pto:19:13
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:19:13
+                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:19:13
+                TASSIGN(t8, 0);  // flash_attn.pto:19:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
+                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:19:13
+                TLOAD(t8, qGm2);  // flash_attn.pto:19:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:19:13
+                TASSIGN(t9, 0);  // flash_attn.pto:19:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t9, t8);  // flash_attn.pto:19:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+                TASSIGN(t10, 0);  // flash_attn.pto:19:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:19:13
+                TLOAD(t10, kj_firstGm3);  // flash_attn.pto:19:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+                TASSIGN(t11, 0);  // flash_attn.pto:19:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t11, t10);  // flash_attn.pto:19:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:19:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
-            GmView25 accGm25(acc + _qb0 * 64 * D + _g41 * 64, GmView25::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:16:22
-            TSTORE(accGm25, t42);  // flash_attn.pto:16:22
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:19:13
+            TSTORE(t0_firstGm4, t2);  // flash_attn.pto:19:13
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:19:13
+            }
         }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:21:20
+        }
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:22:21
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:22:21
+            }
+        }
+        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:23:20
+        }
+        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:26:21
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:26:21
+            }
+        }
     }
     wait_flag_dev(0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -672,20 +529,20 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:8:5
+    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:16:5
         pipe_barrier(PIPE_V);
-        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:13:20
-        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:13:20
-        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:13:20
-        TASSIGN(t17_aiv1, 1024);  // flash_attn.pto:13:20
+        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:21:20
+        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:21:20
+        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+        TASSIGN(t17_aiv1, 1024);  // flash_attn.pto:21:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         if (ptodsl_aiv0) {
-            TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:13:20
+            TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:21:20
         }
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:13:20
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:21:20
             if (!ptodsl_aiv0) {
-                TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:13:20
+                TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:21:20
             }
         }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -693,76 +550,76 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
-            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:11:13
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:19:13
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:19:13
             }
-            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t14_aiv0, 2048);  // flash_attn.pto:11:13
-            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t14_aiv1, 10240);  // flash_attn.pto:11:13
-            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t15_aiv0, 18432);  // flash_attn.pto:11:13
-            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t15_aiv1, 26624);  // flash_attn.pto:11:13
-            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:13:20
-            TASSIGN(t20_aiv0, 34816);  // flash_attn.pto:13:20
-            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:13:20
-            TASSIGN(t20_aiv1, 35840);  // flash_attn.pto:13:20
-            wait_flag_dev(2);
+            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t14_aiv0, 2048);  // flash_attn.pto:19:13
+            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t14_aiv1, 10240);  // flash_attn.pto:19:13
+            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t15_aiv0, 18432);  // flash_attn.pto:19:13
+            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
+            TASSIGN(t15_aiv1, 26624);  // flash_attn.pto:19:13
+            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:21:20
+            TASSIGN(t20_aiv0, 34816);  // flash_attn.pto:21:20
+            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
+            TASSIGN(t20_aiv1, 35840);  // flash_attn.pto:21:20
+            wait_flag_dev(1);
             if (ptodsl_aiv0) {
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:11:13
-                TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:11:13
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+                GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:19:13
+                TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:19:13
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             if (ptodsl_aiv0) {
-                TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:11:13
+                TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:19:13
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:11:13
-                TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:11:13
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+                GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:19:13
+                TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:19:13
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp0 tmp0;  // flash_attn.pto:13:20
-                TASSIGN(tmp0, 38912);  // flash_attn.pto:13:20
-                TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:13:20
+                TileTmp0 tmp0;  // flash_attn.pto:21:20
+                TASSIGN(tmp0, 38912);  // flash_attn.pto:21:20
+                TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:21:20
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:13:20
+                TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:21:20
             }
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:11:13
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:19:13
                 if (!ptodsl_aiv0) {
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                    GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:11:13
-                    TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:11:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+                    GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:19:13
+                    TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:19:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:11:13
+                    TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:19:13
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                    GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:11:13
-                    TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:11:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+                    GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:19:13
+                    TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:19:13
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TileTmp0 tmp1;  // flash_attn.pto:13:20
-                    TASSIGN(tmp1, 38912);  // flash_attn.pto:13:20
-                    TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:13:20
+                    TileTmp0 tmp1;  // flash_attn.pto:21:20
+                    TASSIGN(tmp1, 38912);  // flash_attn.pto:21:20
+                    TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:21:20
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:13:20
+                    TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:21:20
                 }
             }
         }
@@ -773,181 +630,225 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:15:20
-        TASSIGN(t32_aiv0, 2048);  // flash_attn.pto:15:20
-        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:15:20
-        TASSIGN(t32_aiv1, 3072);  // flash_attn.pto:15:20
+        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:23:20
+        TASSIGN(t32_aiv0, 2048);  // flash_attn.pto:23:20
+        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:23:20
+        TASSIGN(t32_aiv1, 3072);  // flash_attn.pto:23:20
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         if (ptodsl_aiv0) {
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:13:20
-            GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:13:20
-            TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:13:20
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+            GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:21:20
+            TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:21:20
         }
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         if (ptodsl_aiv0) {
-            TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:15:20
+            TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:23:20
         }
         pipe_barrier(PIPE_V);
-        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:13:20
+        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:21:20
             if (!ptodsl_aiv0) {
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:13:20
-                GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:13:20
-                TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:13:20
-                TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:15:20
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
+                GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:21:20
+                TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:21:20
+                TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:23:20
             }
         }
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:14:21
-            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t23_aiv0, 4096);  // flash_attn.pto:14:21
-            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t23_aiv1, 12288);  // flash_attn.pto:14:21
-            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:17
-            TASSIGN(t30_aiv0, 20480);  // flash_attn.pto:14:17
-            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:17
-            TASSIGN(t30_aiv1, 28672);  // flash_attn.pto:14:17
-            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:15:20
-            TASSIGN(t35_aiv0, 36864);  // flash_attn.pto:15:20
-            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:15:20
-            TASSIGN(t35_aiv1, 37888);  // flash_attn.pto:15:20
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:22:21
+            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:21
+            TASSIGN(t23_aiv0, 4096);  // flash_attn.pto:22:21
+            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:21
+            TASSIGN(t23_aiv1, 12288);  // flash_attn.pto:22:21
+            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:17
+            TASSIGN(t30_aiv0, 20480);  // flash_attn.pto:22:17
+            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:17
+            TASSIGN(t30_aiv1, 28672);  // flash_attn.pto:22:17
+            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:23:20
+            TASSIGN(t35_aiv0, 36864);  // flash_attn.pto:23:20
+            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:23:20
+            TASSIGN(t35_aiv1, 37888);  // flash_attn.pto:23:20
             if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
-                GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:14:21
-                TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:14:21
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:21
+                GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:22:21
+                TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:22:21
             }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:14:17
-                TASSIGN(tmp2, 38912);  // flash_attn.pto:14:17
-                TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:14:17
-                pipe_barrier(PIPE_V);  // flash_attn.pto:14:17
-                TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:14:17
+                TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:22:17
+                TASSIGN(tmp2, 38912);  // flash_attn.pto:22:17
+                TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:22:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:22:17
+                TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:22:17
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
-                GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:14:17
-                TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:14:17
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:17
+                GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:22:17
+                TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:22:17
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp0 tmp3;  // flash_attn.pto:15:20
-                TASSIGN(tmp3, 38912);  // flash_attn.pto:15:20
-                TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:15:20
+                TileTmp0 tmp3;  // flash_attn.pto:23:20
+                TASSIGN(tmp3, 38912);  // flash_attn.pto:23:20
+                TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:23:20
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:15:20
+                TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:23:20
             }
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:14:21
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:22:21
                 if (!ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
-                    GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:14:21
-                    TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:14:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:21
+                    GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:22:21
+                    TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:22:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:14:17
-                    TASSIGN(tmp4, 38912);  // flash_attn.pto:14:17
-                    TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:14:17
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:14:17
-                    TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:14:17
+                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:22:17
+                    TASSIGN(tmp4, 38912);  // flash_attn.pto:22:17
+                    TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:22:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:22:17
+                    TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:22:17
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
-                    GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:14:17
-                    TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:14:17
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:17
+                    GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:22:17
+                    TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:22:17
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TileTmp0 tmp5;  // flash_attn.pto:15:20
-                    TASSIGN(tmp5, 38912);  // flash_attn.pto:15:20
-                    TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:15:20
+                    TileTmp0 tmp5;  // flash_attn.pto:23:20
+                    TASSIGN(tmp5, 38912);  // flash_attn.pto:23:20
+                    TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:23:20
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:15:20
+                    TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:23:20
                 }
             }
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:24:13
+        TASSIGN(t37_aiv0, 4096);  // flash_attn.pto:24:13
+        TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:24:13
+        TASSIGN(t37_aiv1, 20480);  // flash_attn.pto:24:13
+        TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:13
+        TASSIGN(t39_aiv0, 0);  // flash_attn.pto:25:13
+        TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:13
+        TASSIGN(t39_aiv1, 1024);  // flash_attn.pto:25:13
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         if (ptodsl_aiv0) {
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:15:20
-            GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:15:20
-            TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:15:20
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:20
+            GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:23:20
+            TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:23:20
         }
-        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:15:20
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        if (ptodsl_aiv0) {
+            TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:24:13
+        }
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        if (ptodsl_aiv0) {
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:24:13
+            GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:24:13
+            TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:24:13
+        }
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        if (ptodsl_aiv0) {
+            TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:25:13
+        }
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        if (ptodsl_aiv0) {
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:13
+            GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:25:13
+            TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:25:13
+        }
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:23:20
             if (!ptodsl_aiv0) {
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:15:20
-                GmView16 lGm16(l + _qb0 * 64 + 32, GmView16::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:15:20
-                TSTORE(lGm16, t32_aiv1);  // flash_attn.pto:15:20
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:20
+                GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:23:20
+                TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:23:20
+                TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:24:13
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            if (!ptodsl_aiv0) {
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:24:13
+                GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:24:13
+                TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:24:13
+                TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:25:13
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            if (!ptodsl_aiv0) {
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:13
+                GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:25:13
+                TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:25:13
             }
         }
-        wait_flag_dev(1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // flash_attn.pto:16:29
-            TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // flash_attn.pto:16:29
-            TASSIGN(t38_aiv0, 0);  // flash_attn.pto:16:29
-            TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // flash_attn.pto:16:29
-            TASSIGN(t38_aiv1, 8192);  // flash_attn.pto:16:29
+        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:26:21
+            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
+            TASSIGN(t42_aiv0, 0);  // flash_attn.pto:26:21
+            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
+            TASSIGN(t42_aiv1, 8192);  // flash_attn.pto:26:21
             if (ptodsl_aiv0) {
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-                GmView17 p_firstGm17(p_first + _qb0 * 64 * 64 + _g37 * 64, GmView17::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // flash_attn.pto:16:29
-                TLOAD(t38_aiv0, p_firstGm17);  // flash_attn.pto:16:29
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
+                GmView21 p_firstGm21(p_first + _qb0 * 64 * 64 + _g41 * 64, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:26:21
+                TLOAD(t42_aiv0, p_firstGm21);  // flash_attn.pto:26:21
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-                GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 64 + _g37 * 64, GmView18::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // flash_attn.pto:16:29
-                TSTORE(t5_firstGm18, t38_aiv0);  // flash_attn.pto:16:29
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
+                GmView22 ptGm22(pt + _qb0 * 64 * 64 + _g41 * 64, GmView22::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:26:21
+                TSTORE(ptGm22, t42_aiv0);  // flash_attn.pto:26:21
             }
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:16:29
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:26:21
                 if (!ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-                    GmView19 p_firstGm19(p_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView19::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // flash_attn.pto:16:29
-                    TLOAD(t38_aiv1, p_firstGm19);  // flash_attn.pto:16:29
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
+                    GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:26:21
+                    TLOAD(t42_aiv1, p_firstGm23);  // flash_attn.pto:26:21
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-                    GmView20 t5_firstGm20(t5_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView20::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // flash_attn.pto:16:29
-                    TSTORE(t5_firstGm20, t38_aiv1);  // flash_attn.pto:16:29
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
+                    GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView24::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:26:21
+                    TSTORE(ptGm24, t42_aiv1);  // flash_attn.pto:26:21
                 }
             }
         }
-        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // flash_attn.pto:16:22
-            for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // flash_attn.pto:16:22
-            }
-        }
     }
-    wait_flag_dev(1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

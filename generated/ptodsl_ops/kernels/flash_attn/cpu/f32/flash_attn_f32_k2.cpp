@@ -26,119 +26,131 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* q, __gm__ float* k, __gm__ float* v, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* q, __gm__ float* k, __gm__ float* v, __gm__ float* t0, __gm__ float* pt, __gm__ float* pv, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* q, __gm__ float* k, __gm__ float* v, __gm__ float* t0, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* t15, __gm__ float* t14, int64_t S, int64_t D, int64_t L, float scale)
+extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* q, __gm__ float* k, __gm__ float* v, __gm__ float* t0, __gm__ float* pt, __gm__ float* pv, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, int64_t S, int64_t D, int64_t L, float scale)
 #endif
 {
-    using TileT63 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT76 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileHeld0Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileHeld0Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileHeld1Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileHeld1Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileHeld2Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileHeld2Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT77Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT62 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT64 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT65 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT66 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT68 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT69 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT70 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT71 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT74Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT74Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT75Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT75Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT80Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT80Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT84Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT84Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT88Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT88Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT91Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT91Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT101Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT101Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT105Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT105Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT107Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT107Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT110Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT110Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT119Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT126 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT127 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT128 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT129 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT130 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT132 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT133 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT134 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT135 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT138Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT138Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileHeld3Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileHeld3Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT75 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT77 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT78 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT79 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT81 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT82 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT83 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT84 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT87Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT87Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT91 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT92 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT93 = TileLeft<float, 64, 64, DYNAMIC, 64>;
+    using TileT94 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, 64, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT95 = TileRight<float, 64, 64, 64, DYNAMIC>;
+    using TileT97Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT97Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT100Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT100Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT104Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT104Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT108Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT108Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT111Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT111Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT121Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT121Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT125Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT125Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT127Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT127Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT130Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT130Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT141Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT141Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT144Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT144Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
-        TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
-        TASSIGN(t63, 0);  // flash_attn.pto:11:13
+    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:16:5
+        TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
+        TASSIGN(t76, 0);  // flash_attn.pto:19:13
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:8:5
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t63, qGm0);  // flash_attn.pto:11:13
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:16:5
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
+            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:19:13
+            TLOAD(t76, qGm0);  // flash_attn.pto:19:13
         }
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:21
-        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:18:21
-        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
-        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:18:21
+        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:21
+        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:31:21
+        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:21
+        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:31:21
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-            GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:18:21
-            TLOAD(held0_aiv0, mGm1);  // flash_attn.pto:18:21
-            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:21
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView2 mGm2(m + _qb2 * 64 + 32, GmView2::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(held0_aiv1, mGm2);  // flash_attn.pto:18:21
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:31:21
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:31:21
+            GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:31:21
+            TLOAD(held0_aiv0, mGm1);  // flash_attn.pto:31:21
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:31:21
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:31:21
+                GmView2 mGm2(m + _qb2 * 64 + 32, GmView2::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:31:21
+                TLOAD(held0_aiv1, mGm2);  // flash_attn.pto:31:21
             }
         }
-        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:20
-        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:21:20
-        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
-        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:21:20
-        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:21:20
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
-            TLOAD(held1_aiv0, lGm3);  // flash_attn.pto:21:20
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:21:20
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView4 lGm4(l + _qb2 * 64 + 32, GmView4::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(held1_aiv1, lGm4);  // flash_attn.pto:21:20
+        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:20
+        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:34:20
+        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:20
+        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:34:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:34:20
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
+            GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:34:20
+            TLOAD(held1_aiv0, lGm3);  // flash_attn.pto:34:20
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:34:20
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
+                GmView4 lGm4(l + _qb2 * 64 + 32, GmView4::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:34:20
+                TLOAD(held1_aiv1, lGm4);  // flash_attn.pto:34:20
             }
         }
-        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
-        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:22:22
-        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
-        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:22:22
-        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:22:22
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(held2_aiv0, accGm5);  // flash_attn.pto:22:22
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:22:22
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView6 accGm6(acc + (_qb2 * 64 + 32) * D, GmView6::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(held2_aiv1, accGm6);  // flash_attn.pto:22:22
+        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
+        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:36:22
+        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
+        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:36:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:36:22
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+            GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:36:22
+            TLOAD(held2_aiv0, accGm5);  // flash_attn.pto:36:22
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:36:22
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                GmView6 accGm6(acc + (_qb2 * 64 + 32) * D, GmView6::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:36:22
+                TLOAD(held2_aiv1, accGm6);  // flash_attn.pto:36:22
+            }
+        }
+        TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:22
+        TASSIGN(held3_aiv0, 36864);  // flash_attn.pto:36:22
+        TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:22
+        TASSIGN(held3_aiv1, 37888);  // flash_attn.pto:36:22
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:36:22
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
+            GmView7 alphaGm7(alpha + _qb2 * 64, GmView7::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:36:22
+            TLOAD(held3_aiv0, alphaGm7);  // flash_attn.pto:36:22
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:36:22
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
+                GmView8 alphaGm8(alpha + _qb2 * 64 + 32, GmView8::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:36:22
+                TLOAD(held3_aiv1, alphaGm8);  // flash_attn.pto:36:22
             }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -146,83 +158,72 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
+        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:16:5
             pipe_barrier(PIPE_V);
-            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:9:14
-            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-            TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:32
-            TASSIGN(t77_aiv0, 36864);  // flash_attn.pto:18:32
-            TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
-            TASSIGN(t77_aiv1, 37888);  // flash_attn.pto:18:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TEXPANDS(t77_aiv0, -__builtin_inff());  // flash_attn.pto:18:32
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:18:32
-                TEXPANDS(t77_aiv1, -__builtin_inff());  // flash_attn.pto:18:32
-            }
-            TileT62 t62(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t62, 0);  // flash_attn.pto:11:13
-            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
-            TASSIGN(t64, 0);  // flash_attn.pto:11:13
+            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:17:14
+            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:18:14
+            __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:29:21
+            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t75, 0);  // flash_attn.pto:19:13
+            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
+            TASSIGN(t77, 0);  // flash_attn.pto:19:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            TMOV(t64, t63);  // flash_attn.pto:11:13
-            TileT65 t65(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t65, 32768);  // flash_attn.pto:11:13
+            TMOV(t77, t76);  // flash_attn.pto:19:13
+            TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t78, 32768);  // flash_attn.pto:19:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView7 kjGm7(kj, GmView7::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t65, kjGm7);  // flash_attn.pto:11:13
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
+            GmView9 kjGm9(kj, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:19:13
+            TLOAD(t78, kjGm9);  // flash_attn.pto:19:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT66 t66(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t66, 0);  // flash_attn.pto:11:13
+            TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t79, 0);  // flash_attn.pto:19:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t66, t65);  // flash_attn.pto:11:13
+            TMOV(t79, t78);  // flash_attn.pto:19:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t62, t64, t66);  // flash_attn.pto:11:13
+            TMATMUL(t75, t77, t79);  // flash_attn.pto:19:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k67 = 1; _k67 < (D + 127) / 128; ++_k67) {  // flash_attn.pto:11:13
-                TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
-                TASSIGN(t68, 32768);  // flash_attn.pto:11:13
+            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:19:13
+                TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:19:13
+                TASSIGN(t81, 32768);  // flash_attn.pto:19:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView8 qGm8(q + _qb2 * 64 * D + _k67 * 128, GmView8::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t68, qGm8);  // flash_attn.pto:11:13
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
+                GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:19:13
+                TLOAD(t81, qGm10);  // flash_attn.pto:19:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
-                TASSIGN(t69, 0);  // flash_attn.pto:11:13
+                TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:19:13
+                TASSIGN(t82, 0);  // flash_attn.pto:19:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t69, t68);  // flash_attn.pto:11:13
+                TMOV(t82, t81);  // flash_attn.pto:19:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                TileT70 t70(min_i64(D - _k67 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t70, 32768);  // flash_attn.pto:11:13
+                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+                TASSIGN(t83, 32768);  // flash_attn.pto:19:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView9 kjGm9(kj + _k67 * 128, GmView9::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t70, kjGm9);  // flash_attn.pto:11:13
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
+                GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:19:13
+                TLOAD(t83, kjGm11);  // flash_attn.pto:19:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT71 t71(min_i64(D - _k67 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t71, 0);  // flash_attn.pto:11:13
+                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+                TASSIGN(t84, 0);  // flash_attn.pto:19:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t71, t70);  // flash_attn.pto:11:13
+                TMOV(t84, t83);  // flash_attn.pto:19:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                TMATMUL_ACC(t62, t62, t69, t71);  // flash_attn.pto:11:13
+                TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:19:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -233,157 +234,34 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView10 t0Gm10(t0 + _qb2 * 64 * 64, GmView10::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0Gm10, t62);  // flash_attn.pto:11:13
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+            GmView12 t0Gm12(t0 + _qb2 * 64 * 64, GmView12::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:19:13
+            TSTORE(t0Gm12, t75);  // flash_attn.pto:19:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            TileT74Aiv0 t74_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t74_aiv0, 38912);  // flash_attn.pto:11:13
-            TileT74Aiv1 t74_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t74_aiv1, 47104);  // flash_attn.pto:11:13
-            TileT75Aiv0 t75_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t75_aiv0, 55296);  // flash_attn.pto:11:13
-            TileT75Aiv1 t75_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t75_aiv1, 63488);  // flash_attn.pto:11:13
-            TileT80Aiv0 t80_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:32
-            TASSIGN(t80_aiv0, 71680);  // flash_attn.pto:18:32
-            TileT80Aiv1 t80_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
-            TASSIGN(t80_aiv1, 72704);  // flash_attn.pto:18:32
-            TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:21
-            TASSIGN(t84_aiv0, 73728);  // flash_attn.pto:18:21
-            TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
-            TASSIGN(t84_aiv1, 74752);  // flash_attn.pto:18:21
-            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:19:25
-            TASSIGN(t88_aiv0, 75776);  // flash_attn.pto:19:25
-            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:25
-            TASSIGN(t88_aiv1, 76800);  // flash_attn.pto:19:25
-            TileT91Aiv0 t91_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:19:21
-            TASSIGN(t91_aiv0, 77824);  // flash_attn.pto:19:21
-            TileT91Aiv1 t91_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:21
-            TASSIGN(t91_aiv1, 78848);  // flash_attn.pto:19:21
-            TileT101Aiv0 t101_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
-            TASSIGN(t101_aiv0, 79872);  // flash_attn.pto:20:17
-            TileT101Aiv1 t101_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
-            TASSIGN(t101_aiv1, 88064);  // flash_attn.pto:20:17
-            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:20
-            TASSIGN(t105_aiv0, 96256);  // flash_attn.pto:21:20
-            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
-            TASSIGN(t105_aiv1, 97280);  // flash_attn.pto:21:20
-            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:32
-            TASSIGN(t107_aiv0, 98304);  // flash_attn.pto:21:32
-            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
-            TASSIGN(t107_aiv1, 99328);  // flash_attn.pto:21:32
-            TileT110Aiv0 t110_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:32
-            TASSIGN(t110_aiv0, 100352);  // flash_attn.pto:21:32
-            TileT110Aiv1 t110_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
-            TASSIGN(t110_aiv1, 101376);  // flash_attn.pto:21:32
-            TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
-            TASSIGN(t119_aiv0, 102400);  // flash_attn.pto:22:22
-            TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
-            TASSIGN(t119_aiv1, 118784);  // flash_attn.pto:22:22
+            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t87_aiv0, 38912);  // flash_attn.pto:19:13
+            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t87_aiv1, 47104);  // flash_attn.pto:19:13
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t88_aiv0, 55296);  // flash_attn.pto:19:13
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t88_aiv1, 63488);  // flash_attn.pto:19:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView11 t0Gm11(t0 + _qb2 * 64 * 64, GmView11::Shape(t74_aiv0.GetValidRow(), t74_aiv0.GetValidCol()));  // flash_attn.pto:11:13
-            TLOAD(t74_aiv0, t0Gm11);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TMULS(t75_aiv0, t74_aiv0, scale);  // flash_attn.pto:11:13
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // flash_attn.pto:18:32
-            TASSIGN(tmp0, 135168);  // flash_attn.pto:18:32
-            TROWMAX(t80_aiv0, t75_aiv0, tmp0);  // flash_attn.pto:18:32
-            pipe_barrier(PIPE_V);
-            TMAX(t77_aiv0, t77_aiv0, t80_aiv0);  // flash_attn.pto:18:32
-            pipe_barrier(PIPE_V);
-            TMAX(t84_aiv0, held0_aiv0, t77_aiv0);  // flash_attn.pto:18:21
-            pipe_barrier(PIPE_V);
-            TSUB(t88_aiv0, held0_aiv0, t84_aiv0);  // flash_attn.pto:19:25
-            pipe_barrier(PIPE_V);
-            TEXP(t91_aiv0, t88_aiv0);  // flash_attn.pto:19:21
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:20:17
-            TASSIGN(tmp1, 135168);  // flash_attn.pto:20:17
-            TROWEXPAND(tmp1, t84_aiv0);  // flash_attn.pto:20:17
-            pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-            TROWEXPANDEXPDIF(t101_aiv0, t75_aiv0, tmp1);  // flash_attn.pto:20:17
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            TMUL(t105_aiv0, held1_aiv0, t91_aiv0);  // flash_attn.pto:21:20
-            TEXPANDS(t107_aiv0, 0.0f);  // flash_attn.pto:21:32
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp2;  // flash_attn.pto:21:32
-            TASSIGN(tmp2, 135168);  // flash_attn.pto:21:32
-            TROWSUM(t110_aiv0, t101_aiv0, tmp2);  // flash_attn.pto:21:32
-            pipe_barrier(PIPE_V);
-            TADD(t107_aiv0, t107_aiv0, t110_aiv0);  // flash_attn.pto:21:32
-            pipe_barrier(PIPE_V);
-            TADD(held1_aiv0, t105_aiv0, t107_aiv0);  // flash_attn.pto:21:20
-            pipe_barrier(PIPE_V);
-            TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:22:22
-            TASSIGN(tmp3, 135168);  // flash_attn.pto:22:22
-            TROWEXPAND(tmp3, t91_aiv0);  // flash_attn.pto:22:22
-            pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-            TROWEXPANDMUL(t119_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:22:22
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView12 t15Gm12(t15 + _qb2 * 64 * 64, GmView12::Shape(t101_aiv0.GetValidRow(), t101_aiv0.GetValidCol()));  // flash_attn.pto:22:43
-            TSTORE(t15Gm12, t101_aiv0);  // flash_attn.pto:22:43
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:11:13
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView13 t0Gm13(t0 + (_qb2 * 64 + 32) * 64, GmView13::Shape(t74_aiv1.GetValidRow(), t74_aiv1.GetValidCol()));  // flash_attn.pto:11:13
-                TLOAD(t74_aiv1, t0Gm13);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMULS(t75_aiv1, t74_aiv1, scale);  // flash_attn.pto:11:13
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp4;  // flash_attn.pto:18:32
-                TASSIGN(tmp4, 135168);  // flash_attn.pto:18:32
-                TROWMAX(t80_aiv1, t75_aiv1, tmp4);  // flash_attn.pto:18:32
-                pipe_barrier(PIPE_V);
-                TMAX(t77_aiv1, t77_aiv1, t80_aiv1);  // flash_attn.pto:18:32
-                pipe_barrier(PIPE_V);
-                TMAX(t84_aiv1, held0_aiv1, t77_aiv1);  // flash_attn.pto:18:21
-                pipe_barrier(PIPE_V);
-                TSUB(t88_aiv1, held0_aiv1, t84_aiv1);  // flash_attn.pto:19:25
-                pipe_barrier(PIPE_V);
-                TEXP(t91_aiv1, t88_aiv1);  // flash_attn.pto:19:21
-                pipe_barrier(PIPE_V);
-                TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:20:17
-                TASSIGN(tmp5, 135168);  // flash_attn.pto:20:17
-                TROWEXPAND(tmp5, t84_aiv1);  // flash_attn.pto:20:17
-                pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-                TROWEXPANDEXPDIF(t101_aiv1, t75_aiv1, tmp5);  // flash_attn.pto:20:17
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                TMUL(t105_aiv1, held1_aiv1, t91_aiv1);  // flash_attn.pto:21:20
-                TEXPANDS(t107_aiv1, 0.0f);  // flash_attn.pto:21:32
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp6;  // flash_attn.pto:21:32
-                TASSIGN(tmp6, 135168);  // flash_attn.pto:21:32
-                TROWSUM(t110_aiv1, t101_aiv1, tmp6);  // flash_attn.pto:21:32
-                pipe_barrier(PIPE_V);
-                TADD(t107_aiv1, t107_aiv1, t110_aiv1);  // flash_attn.pto:21:32
-                pipe_barrier(PIPE_V);
-                TADD(held1_aiv1, t105_aiv1, t107_aiv1);  // flash_attn.pto:21:20
-                pipe_barrier(PIPE_V);
-                TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:22:22
-                TASSIGN(tmp7, 135168);  // flash_attn.pto:22:22
-                TROWEXPAND(tmp7, t91_aiv1);  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-                TROWEXPANDMUL(t119_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:22:22
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView14 t15Gm14(t15 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t101_aiv1.GetValidRow(), t101_aiv1.GetValidCol()));  // flash_attn.pto:22:43
-                TSTORE(t15Gm14, t101_aiv1);  // flash_attn.pto:22:43
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+            GmView13 t0Gm13(t0 + _qb2 * 64 * 64, GmView13::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:19:13
+            TLOAD(t87_aiv0, t0Gm13);  // flash_attn.pto:19:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TMULS(t88_aiv0, t87_aiv0, scale);  // flash_attn.pto:19:13
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:19:13
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+                GmView14 t0Gm14(t0 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:19:13
+                TLOAD(t87_aiv1, t0Gm14);  // flash_attn.pto:19:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:19:13
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -392,75 +270,44 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
-                TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t126, 0);  // flash_attn.pto:22:36
-                TileT127 t127(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t127, 32768);  // flash_attn.pto:22:36
+            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:30:18
+                TileT91 t91(min_i64(S - _qb2 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
+                TASSIGN(t91, 0);  // flash_attn.pto:30:18
+                TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:30:18
+                TASSIGN(t92, 32768);  // flash_attn.pto:30:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView15 t15Gm15(t15 + _qb2 * 64 * 64, GmView15::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t127, t15Gm15);  // flash_attn.pto:22:36
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:30:18
+                GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:30:18
+                TLOAD(t92, ptGm15);  // flash_attn.pto:30:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT128 t128(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t128, 0);  // flash_attn.pto:22:36
+                TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:30:18
+                TASSIGN(t93, 0);  // flash_attn.pto:30:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t128, t127);  // flash_attn.pto:22:36
+                TMOV(t93, t92);  // flash_attn.pto:30:18
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT129 t129(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t129, 32768);  // flash_attn.pto:22:36
+                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
+                TASSIGN(t94, 32768);  // flash_attn.pto:30:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView16 vjGm16(vj + _g125 * 64, GmView16::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t129, vjGm16);  // flash_attn.pto:22:36
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:30:18
+                GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:30:18
+                TLOAD(t94, vprevGm16);  // flash_attn.pto:30:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT130 t130(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t130, 0);  // flash_attn.pto:22:36
+                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
+                TASSIGN(t95, 0);  // flash_attn.pto:30:18
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t130, t129);  // flash_attn.pto:22:36
+                TMOV(t95, t94);  // flash_attn.pto:30:18
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t126, t128, t130);  // flash_attn.pto:22:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
-                    TileT132 t132(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t132, 32768);  // flash_attn.pto:22:36
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView17 t15Gm17(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView17::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t132, t15Gm17);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT133 t133(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t133, 0);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t133, t132);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT134 t134(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t134, 32768);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView18 vjGm18(vj + _k131 * 64 * D + _g125 * 64, GmView18::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t134, vjGm18);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT135 t135(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t135, 0);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t135, t134);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t126, t126, t133, t135);  // flash_attn.pto:22:36
-                }
+                TMATMUL(t91, t93, t95);  // flash_attn.pto:30:18
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView19 t14Gm19(t14 + _qb2 * 64 * D + _g125 * 64, GmView19::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm19, t126);  // flash_attn.pto:22:36
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:30:18
+                GmView17 pvGm17(pv + _qb2 * 64 * D + _g90 * 64, GmView17::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:30:18
+                TSTORE(pvGm17, t91);  // flash_attn.pto:30:18
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -469,77 +316,212 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            TileT138Aiv0 t138_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
-            TASSIGN(t138_aiv0, 36864);  // flash_attn.pto:22:22
-            TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
-            TASSIGN(t138_aiv1, 53248);  // flash_attn.pto:22:22
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView20 t14Gm20(t14 + _qb2 * 64 * D, GmView20::Shape(t138_aiv0.GetValidRow(), t138_aiv0.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(t138_aiv0, t14Gm20);  // flash_attn.pto:22:22
+            TileT97Aiv0 t97_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:32
+            TASSIGN(t97_aiv0, 38912);  // flash_attn.pto:31:32
+            TileT97Aiv1 t97_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:32
+            TASSIGN(t97_aiv1, 39936);  // flash_attn.pto:31:32
+            TileT100Aiv0 t100_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:32
+            TASSIGN(t100_aiv0, 40960);  // flash_attn.pto:31:32
+            TileT100Aiv1 t100_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:32
+            TASSIGN(t100_aiv1, 41984);  // flash_attn.pto:31:32
+            TileT104Aiv0 t104_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:21
+            TASSIGN(t104_aiv0, 43008);  // flash_attn.pto:31:21
+            TileT104Aiv1 t104_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:21
+            TASSIGN(t104_aiv1, 44032);  // flash_attn.pto:31:21
+            TileT108Aiv0 t108_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:32:21
+            TASSIGN(t108_aiv0, 45056);  // flash_attn.pto:32:21
+            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:32:21
+            TASSIGN(t108_aiv1, 46080);  // flash_attn.pto:32:21
+            TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:32:17
+            TASSIGN(t111_aiv0, 47104);  // flash_attn.pto:32:17
+            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:32:17
+            TASSIGN(t111_aiv1, 48128);  // flash_attn.pto:32:17
+            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:33:17
+            TASSIGN(t121_aiv0, 71680);  // flash_attn.pto:33:17
+            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:33:17
+            TASSIGN(t121_aiv1, 79872);  // flash_attn.pto:33:17
+            TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:20
+            TASSIGN(t125_aiv0, 49152);  // flash_attn.pto:34:20
+            TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:20
+            TASSIGN(t125_aiv1, 50176);  // flash_attn.pto:34:20
+            TileT127Aiv0 t127_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:28
+            TASSIGN(t127_aiv0, 51200);  // flash_attn.pto:34:28
+            TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:28
+            TASSIGN(t127_aiv1, 52224);  // flash_attn.pto:34:28
+            TileT130Aiv0 t130_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:28
+            TASSIGN(t130_aiv0, 53248);  // flash_attn.pto:34:28
+            TileT130Aiv1 t130_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:28
+            TASSIGN(t130_aiv1, 54272);  // flash_attn.pto:34:28
+            TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
+            TASSIGN(t141_aiv0, 88064);  // flash_attn.pto:36:22
+            TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
+            TASSIGN(t141_aiv1, 104448);  // flash_attn.pto:36:22
+            TileT144Aiv0 t144_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
+            TASSIGN(t144_aiv0, 120832);  // flash_attn.pto:36:22
+            TileT144Aiv1 t144_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
+            TASSIGN(t144_aiv1, 137216);  // flash_attn.pto:36:22
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TEXPANDS(t97_aiv0, -__builtin_inff());  // flash_attn.pto:31:32
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp0;  // flash_attn.pto:31:32
+            TASSIGN(tmp0, 153600);  // flash_attn.pto:31:32
+            TROWMAX(t100_aiv0, t88_aiv0, tmp0);  // flash_attn.pto:31:32
+            pipe_barrier(PIPE_V);
+            TMAX(t97_aiv0, t97_aiv0, t100_aiv0);  // flash_attn.pto:31:32
+            pipe_barrier(PIPE_V);
+            TMAX(t104_aiv0, held0_aiv0, t97_aiv0);  // flash_attn.pto:31:21
+            pipe_barrier(PIPE_V);
+            TSUB(t108_aiv0, held0_aiv0, t104_aiv0);  // flash_attn.pto:32:21
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TEXP(t111_aiv0, t108_aiv0);  // flash_attn.pto:32:17
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:33:17
+            TASSIGN(tmp1, 153600);  // flash_attn.pto:33:17
+            TROWEXPAND(tmp1, t104_aiv0);  // flash_attn.pto:33:17
+            pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
+            TROWEXPANDEXPDIF(t121_aiv0, t88_aiv0, tmp1);  // flash_attn.pto:33:17
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TMUL(t125_aiv0, held1_aiv0, t111_aiv0);  // flash_attn.pto:34:20
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t127_aiv0, 0.0f);  // flash_attn.pto:34:28
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp2;  // flash_attn.pto:34:28
+            TASSIGN(tmp2, 153600);  // flash_attn.pto:34:28
+            TROWSUM(t130_aiv0, t121_aiv0, tmp2);  // flash_attn.pto:34:28
+            pipe_barrier(PIPE_V);
+            TADD(t127_aiv0, t127_aiv0, t130_aiv0);  // flash_attn.pto:34:28
+            pipe_barrier(PIPE_V);
+            TADD(held1_aiv0, t125_aiv0, t127_aiv0);  // flash_attn.pto:34:20
+            pipe_barrier(PIPE_V);
+            TMULS(held0_aiv0, t104_aiv0, 1.0f);  // flash_attn.pto:35:13
+            TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:22
+            TASSIGN(tmp3, 153600);  // flash_attn.pto:36:22
+            TROWEXPAND(tmp3, held3_aiv0);  // flash_attn.pto:36:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
+            TROWEXPANDMUL(t141_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:36:22
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+            GmView18 pvGm18(pv + _qb2 * 64 * D, GmView18::Shape(t144_aiv0.GetValidRow(), t144_aiv0.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:36:22
+            TLOAD(t144_aiv0, pvGm18);  // flash_attn.pto:36:22
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TADD(held2_aiv0, t119_aiv0, t138_aiv0);  // flash_attn.pto:22:22
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADD(held2_aiv0, t141_aiv0, t144_aiv0);  // flash_attn.pto:36:22
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TMULS(held0_aiv0, t84_aiv0, 1.0f);  // flash_attn.pto:23:13
+            TMULS(held3_aiv0, t111_aiv0, 1.0f);  // flash_attn.pto:37:13
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
+            GmView19 ptGm19(pt + _qb2 * 64 * 64, GmView19::Shape(t121_aiv0.GetValidRow(), t121_aiv0.GetValidCol()));  // flash_attn.pto:38:21
+            TSTORE(ptGm19, t121_aiv0);  // flash_attn.pto:38:21
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:22:22
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView21 t14Gm21(t14 + (_qb2 * 64 + 32) * D, GmView21::Shape(t138_aiv1.GetValidRow(), t138_aiv1.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t138_aiv1, t14Gm21);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TADD(held2_aiv1, t119_aiv1, t138_aiv1);  // flash_attn.pto:22:22
-                TMULS(held0_aiv1, t84_aiv1, 1.0f);  // flash_attn.pto:23:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:31:32
+                TEXPANDS(t97_aiv1, -__builtin_inff());  // flash_attn.pto:31:32
+                TileTmp0 tmp4;  // flash_attn.pto:31:32
+                TASSIGN(tmp4, 153600);  // flash_attn.pto:31:32
+                TROWMAX(t100_aiv1, t88_aiv1, tmp4);  // flash_attn.pto:31:32
+                pipe_barrier(PIPE_V);
+                TMAX(t97_aiv1, t97_aiv1, t100_aiv1);  // flash_attn.pto:31:32
+                pipe_barrier(PIPE_V);
+                TMAX(t104_aiv1, held0_aiv1, t97_aiv1);  // flash_attn.pto:31:21
+                pipe_barrier(PIPE_V);
+                TSUB(t108_aiv1, held0_aiv1, t104_aiv1);  // flash_attn.pto:32:21
+                pipe_barrier(PIPE_V);
+                TEXP(t111_aiv1, t108_aiv1);  // flash_attn.pto:32:17
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:33:17
+                TASSIGN(tmp5, 153600);  // flash_attn.pto:33:17
+                TROWEXPAND(tmp5, t104_aiv1);  // flash_attn.pto:33:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
+                TROWEXPANDEXPDIF(t121_aiv1, t88_aiv1, tmp5);  // flash_attn.pto:33:17
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                TMUL(t125_aiv1, held1_aiv1, t111_aiv1);  // flash_attn.pto:34:20
+                TEXPANDS(t127_aiv1, 0.0f);  // flash_attn.pto:34:28
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp6;  // flash_attn.pto:34:28
+                TASSIGN(tmp6, 153600);  // flash_attn.pto:34:28
+                TROWSUM(t130_aiv1, t121_aiv1, tmp6);  // flash_attn.pto:34:28
+                pipe_barrier(PIPE_V);
+                TADD(t127_aiv1, t127_aiv1, t130_aiv1);  // flash_attn.pto:34:28
+                pipe_barrier(PIPE_V);
+                TADD(held1_aiv1, t125_aiv1, t127_aiv1);  // flash_attn.pto:34:20
+                pipe_barrier(PIPE_V);
+                TMULS(held0_aiv1, t104_aiv1, 1.0f);  // flash_attn.pto:35:13
+                TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:22
+                TASSIGN(tmp7, 153600);  // flash_attn.pto:36:22
+                TROWEXPAND(tmp7, held3_aiv1);  // flash_attn.pto:36:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
+                TROWEXPANDMUL(t141_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:36:22
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                GmView20 pvGm20(pv + (_qb2 * 64 + 32) * D, GmView20::Shape(t144_aiv1.GetValidRow(), t144_aiv1.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:36:22
+                TLOAD(t144_aiv1, pvGm20);  // flash_attn.pto:36:22
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TADD(held2_aiv1, t141_aiv1, t144_aiv1);  // flash_attn.pto:36:22
+                pipe_barrier(PIPE_V);
+                TMULS(held3_aiv1, t111_aiv1, 1.0f);  // flash_attn.pto:37:13
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
+                GmView21 ptGm21(pt + (_qb2 * 64 + 32) * 64, GmView21::Shape(t121_aiv1.GetValidRow(), t121_aiv1.GetValidCol()));  // flash_attn.pto:38:21
+                TSTORE(ptGm21, t121_aiv1);  // flash_attn.pto:38:21
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:22:22
-            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView22 accGm22(acc + _qb2 * 64 * D, GmView22::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
-            TSTORE(accGm22, held2_aiv0);  // flash_attn.pto:22:22
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:22:22
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView23 accGm23(acc + (_qb2 * 64 + 32) * D, GmView23::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(accGm23, held2_aiv1);  // flash_attn.pto:22:22
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:37:13
+            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
+            GmView22 alphaGm22(alpha + _qb2 * 64, GmView22::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:37:13
+            TSTORE(alphaGm22, held3_aiv0);  // flash_attn.pto:37:13
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:37:13
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
+                GmView23 alphaGm23(alpha + _qb2 * 64 + 32, GmView23::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:37:13
+                TSTORE(alphaGm23, held3_aiv1);  // flash_attn.pto:37:13
             }
         }
-        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:21:20
-            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView24 lGm24(l + _qb2 * 64, GmView24::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(lGm24, held1_aiv0);  // flash_attn.pto:21:20
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:21:20
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView25 lGm25(l + _qb2 * 64 + 32, GmView25::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(lGm25, held1_aiv1);  // flash_attn.pto:21:20
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:36:22
+            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+            GmView24 accGm24(acc + _qb2 * 64 * D, GmView24::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:36:22
+            TSTORE(accGm24, held2_aiv0);  // flash_attn.pto:36:22
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:36:22
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                GmView25 accGm25(acc + (_qb2 * 64 + 32) * D, GmView25::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:36:22
+                TSTORE(accGm25, held2_aiv1);  // flash_attn.pto:36:22
             }
         }
-        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:23:13
-            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-            GmView26 mGm26(m + _qb2 * 64, GmView26::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:23:13
-            TSTORE(mGm26, held0_aiv0);  // flash_attn.pto:23:13
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:23:13
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView27 mGm27(m + _qb2 * 64 + 32, GmView27::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:23:13
-                TSTORE(mGm27, held0_aiv1);  // flash_attn.pto:23:13
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:34:20
+            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
+            GmView26 lGm26(l + _qb2 * 64, GmView26::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:34:20
+            TSTORE(lGm26, held1_aiv0);  // flash_attn.pto:34:20
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:34:20
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
+                GmView27 lGm27(l + _qb2 * 64 + 32, GmView27::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:34:20
+                TSTORE(lGm27, held1_aiv1);  // flash_attn.pto:34:20
+            }
+        }
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:35:13
+            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
+            GmView28 mGm28(m + _qb2 * 64, GmView28::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:35:13
+            TSTORE(mGm28, held0_aiv0);  // flash_attn.pto:35:13
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:35:13
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
+                GmView29 mGm29(m + _qb2 * 64 + 32, GmView29::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:35:13
+                TSTORE(mGm29, held0_aiv1);  // flash_attn.pto:35:13
             }
         }
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -554,94 +536,96 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_CUBE__)
     {
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
-        TileT63 t63(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
-        TASSIGN(t63, 0);  // flash_attn.pto:11:13
+    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:16:5
+        TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
+        TASSIGN(t76, 0);  // flash_attn.pto:19:13
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:8:5
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t63, qGm0);  // flash_attn.pto:11:13
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:16:5
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
+            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:19:13
+            TLOAD(t76, qGm0);  // flash_attn.pto:19:13
         }
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
-            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:21
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:31:21
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:31:21
             }
         }
-        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:21:20
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:21:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:34:20
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:34:20
             }
         }
-        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:22:22
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:22:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:36:22
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:36:22
+            }
+        }
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:36:22
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:36:22
             }
         }
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
-            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:9:14
-            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:18:32
-            }
-            TileT62 t62(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t62, 0);  // flash_attn.pto:11:13
-            TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:11:13
-            TASSIGN(t64, 0);  // flash_attn.pto:11:13
+        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:16:5
+            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:17:14
+            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:18:14
+            __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:29:21
+            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t75, 0);  // flash_attn.pto:19:13
+            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
+            TASSIGN(t77, 0);  // flash_attn.pto:19:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            TMOV(t64, t63);  // flash_attn.pto:11:13
-            TileT65 t65(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t65, 32768);  // flash_attn.pto:11:13
+            TMOV(t77, t76);  // flash_attn.pto:19:13
+            TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t78, 32768);  // flash_attn.pto:19:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-            GmView7 kjGm7(kj, GmView7::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:11:13
-            TLOAD(t65, kjGm7);  // flash_attn.pto:11:13
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
+            GmView9 kjGm9(kj, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:19:13
+            TLOAD(t78, kjGm9);  // flash_attn.pto:19:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT66 t66(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t66, 0);  // flash_attn.pto:11:13
+            TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t79, 0);  // flash_attn.pto:19:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t66, t65);  // flash_attn.pto:11:13
+            TMOV(t79, t78);  // flash_attn.pto:19:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t62, t64, t66);  // flash_attn.pto:11:13
+            TMATMUL(t75, t77, t79);  // flash_attn.pto:19:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k67 = 1; _k67 < (D + 127) / 128; ++_k67) {  // flash_attn.pto:11:13
-                TileT68 t68(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
-                TASSIGN(t68, 32768);  // flash_attn.pto:11:13
+            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:19:13
+                TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:19:13
+                TASSIGN(t81, 32768);  // flash_attn.pto:19:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView8 qGm8(q + _qb2 * 64 * D + _k67 * 128, GmView8::Shape(t68.GetValidRow(), t68.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t68, qGm8);  // flash_attn.pto:11:13
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
+                GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:19:13
+                TLOAD(t81, qGm10);  // flash_attn.pto:19:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT69 t69(min_i64(S - _qb2 * 64, 64), min_i64(D - _k67 * 128, 128));  // flash_attn.pto:11:13
-                TASSIGN(t69, 0);  // flash_attn.pto:11:13
+                TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:19:13
+                TASSIGN(t82, 0);  // flash_attn.pto:19:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t69, t68);  // flash_attn.pto:11:13
+                TMOV(t82, t81);  // flash_attn.pto:19:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                TileT70 t70(min_i64(D - _k67 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t70, 32768);  // flash_attn.pto:11:13
+                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+                TASSIGN(t83, 32768);  // flash_attn.pto:19:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView9 kjGm9(kj + _k67 * 128, GmView9::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t70, kjGm9);  // flash_attn.pto:11:13
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
+                GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:19:13
+                TLOAD(t83, kjGm11);  // flash_attn.pto:19:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT71 t71(min_i64(D - _k67 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-                TASSIGN(t71, 0);  // flash_attn.pto:11:13
+                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+                TASSIGN(t84, 0);  // flash_attn.pto:19:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t71, t70);  // flash_attn.pto:11:13
+                TMOV(t84, t83);  // flash_attn.pto:19:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                TMATMUL_ACC(t62, t62, t69, t71);  // flash_attn.pto:11:13
+                TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:19:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             }
             wait_flag_dev(0);
@@ -653,121 +637,95 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView10 t0Gm10(t0 + _qb2 * 64 * 64, GmView10::Shape(t62.GetValidRow(), t62.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0Gm10, t62);  // flash_attn.pto:11:13
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+            GmView12 t0Gm12(t0 + _qb2 * 64 * 64, GmView12::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:19:13
+            TSTORE(t0Gm12, t75);  // flash_attn.pto:19:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:11:13
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:19:13
             }
             wait_flag_dev(2);
+            wait_flag_dev(1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag_dev(3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
-                TileT126 t126(min_i64(S - _qb2 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t126, 0);  // flash_attn.pto:22:36
-                TileT127 t127(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t127, 32768);  // flash_attn.pto:22:36
+            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:30:18
+                TileT91 t91(min_i64(S - _qb2 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
+                TASSIGN(t91, 0);  // flash_attn.pto:30:18
+                TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:30:18
+                TASSIGN(t92, 32768);  // flash_attn.pto:30:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                GmView15 t15Gm15(t15 + _qb2 * 64 * 64, GmView15::Shape(t127.GetValidRow(), t127.GetValidCol()));  // flash_attn.pto:22:36
-                TLOAD(t127, t15Gm15);  // flash_attn.pto:22:36
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:30:18
+                GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:30:18
+                TLOAD(t92, ptGm15);  // flash_attn.pto:30:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT128 t128(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
-                TASSIGN(t128, 0);  // flash_attn.pto:22:36
+                TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:30:18
+                TASSIGN(t93, 0);  // flash_attn.pto:30:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t128, t127);  // flash_attn.pto:22:36
+                TMOV(t93, t92);  // flash_attn.pto:30:18
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT129 t129(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t129, 32768);  // flash_attn.pto:22:36
+                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
+                TASSIGN(t94, 32768);  // flash_attn.pto:30:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView16 vjGm16(vj + _g125 * 64, GmView16::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:36
-                TLOAD(t129, vjGm16);  // flash_attn.pto:22:36
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:30:18
+                GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:30:18
+                TLOAD(t94, vprevGm16);  // flash_attn.pto:30:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT130 t130(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                TASSIGN(t130, 0);  // flash_attn.pto:22:36
+                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
+                TASSIGN(t95, 0);  // flash_attn.pto:30:18
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t130, t129);  // flash_attn.pto:22:36
+                TMOV(t95, t94);  // flash_attn.pto:30:18
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t126, t128, t130);  // flash_attn.pto:22:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
-                    TileT132 t132(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t132, 32768);  // flash_attn.pto:22:36
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
-                    GmView17 t15Gm17(t15 + _qb2 * 64 * 64 + _k131 * 64, GmView17::Shape(t132.GetValidRow(), t132.GetValidCol()));  // flash_attn.pto:22:36
-                    TLOAD(t132, t15Gm17);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT133 t133(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t133, 0);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t133, t132);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT134 t134(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t134, 32768);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                    GmView18 vjGm18(vj + _k131 * 64 * D + _g125 * 64, GmView18::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:22:36
-                    TLOAD(t134, vjGm18);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT135 t135(min_i64(min_i64(L - j * 64, 64) - _k131 * 64, 64), min_i64(D - _g125 * 64, 64));  // flash_attn.pto:22:36
-                    TASSIGN(t135, 0);  // flash_attn.pto:22:36
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t135, t134);  // flash_attn.pto:22:36
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t126, t126, t133, t135);  // flash_attn.pto:22:36
-                }
+                TMATMUL(t91, t93, t95);  // flash_attn.pto:30:18
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
-                GmView19 t14Gm19(t14 + _qb2 * 64 * D + _g125 * 64, GmView19::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:36
-                TSTORE(t14Gm19, t126);  // flash_attn.pto:22:36
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:30:18
+                GmView17 pvGm17(pv + _qb2 * 64 * D + _g90 * 64, GmView17::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:30:18
+                TSTORE(pvGm17, t91);  // flash_attn.pto:30:18
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:22:22
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:31:32
             }
         }
         wait_flag_dev(2);
+        wait_flag_dev(1);
         wait_flag_dev(0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:22:22
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:22:22
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:37:13
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:37:13
             }
         }
-        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:21:20
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:21:20
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:36:22
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:36:22
             }
         }
-        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:23:13
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:23:13
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:34:20
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:34:20
+            }
+        }
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:35:13
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:35:13
             }
         }
     }
@@ -779,397 +737,418 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:8:5
-        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:8:5
+    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:16:5
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:16:5
         }
-        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:21
-        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:18:21
-        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
-        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:18:21
+        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:21
+        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:31:21
+        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:21
+        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:31:21
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:18:21
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:31:21
             if (ptodsl_aiv0) {
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:18:21
-                TLOAD(held0_aiv0, mGm1);  // flash_attn.pto:18:21
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:31:21
+                GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:31:21
+                TLOAD(held0_aiv0, mGm1);  // flash_attn.pto:31:21
             }
-            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:18:21
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:31:21
                 if (!ptodsl_aiv0) {
-                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
-                    GmView2 mGm2(m + _qb2 * 64 + 32, GmView2::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:18:21
-                    TLOAD(held0_aiv1, mGm2);  // flash_attn.pto:18:21
+                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:31:21
+                    GmView2 mGm2(m + _qb2 * 64 + 32, GmView2::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:31:21
+                    TLOAD(held0_aiv1, mGm2);  // flash_attn.pto:31:21
                 }
             }
         }
-        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:20
-        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:21:20
-        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
-        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:21:20
-        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:21:20
+        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:20
+        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:34:20
+        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:20
+        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:34:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:34:20
             if (ptodsl_aiv0) {
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
-                TLOAD(held1_aiv0, lGm3);  // flash_attn.pto:21:20
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
+                GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:34:20
+                TLOAD(held1_aiv0, lGm3);  // flash_attn.pto:34:20
             }
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:21:20
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:34:20
                 if (!ptodsl_aiv0) {
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                    GmView4 lGm4(l + _qb2 * 64 + 32, GmView4::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
-                    TLOAD(held1_aiv1, lGm4);  // flash_attn.pto:21:20
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
+                    GmView4 lGm4(l + _qb2 * 64 + 32, GmView4::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:34:20
+                    TLOAD(held1_aiv1, lGm4);  // flash_attn.pto:34:20
                 }
             }
         }
-        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
-        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:22:22
-        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
-        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:22:22
-        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:22:22
+        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
+        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:36:22
+        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
+        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:36:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:36:22
             if (ptodsl_aiv0) {
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(held2_aiv0, accGm5);  // flash_attn.pto:22:22
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:36:22
+                TLOAD(held2_aiv0, accGm5);  // flash_attn.pto:36:22
             }
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:22:22
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:36:22
                 if (!ptodsl_aiv0) {
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView6 accGm6(acc + (_qb2 * 64 + 32) * D, GmView6::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(held2_aiv1, accGm6);  // flash_attn.pto:22:22
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                    GmView6 accGm6(acc + (_qb2 * 64 + 32) * D, GmView6::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:36:22
+                    TLOAD(held2_aiv1, accGm6);  // flash_attn.pto:36:22
+                }
+            }
+        }
+        TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:22
+        TASSIGN(held3_aiv0, 36864);  // flash_attn.pto:36:22
+        TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:22
+        TASSIGN(held3_aiv1, 37888);  // flash_attn.pto:36:22
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:36:22
+            if (ptodsl_aiv0) {
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
+                GmView7 alphaGm7(alpha + _qb2 * 64, GmView7::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:36:22
+                TLOAD(held3_aiv0, alphaGm7);  // flash_attn.pto:36:22
+            }
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:36:22
+                if (!ptodsl_aiv0) {
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
+                    GmView8 alphaGm8(alpha + _qb2 * 64 + 32, GmView8::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:36:22
+                    TLOAD(held3_aiv1, alphaGm8);  // flash_attn.pto:36:22
                 }
             }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:8:5
+        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:16:5
             pipe_barrier(PIPE_V);
-            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:9:14
-            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:10:14
-            TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:32
-            TASSIGN(t77_aiv0, 36864);  // flash_attn.pto:18:32
-            TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
-            TASSIGN(t77_aiv1, 37888);  // flash_attn.pto:18:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t77_aiv0, -__builtin_inff());  // flash_attn.pto:18:32
+            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:17:14
+            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:18:14
+            __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:29:21
+            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:19:13
             }
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:18:32
-                if (!ptodsl_aiv0) {
-                    TEXPANDS(t77_aiv1, -__builtin_inff());  // flash_attn.pto:18:32
-                }
-            }
-            for (int64_t _k67 = 1; _k67 < (D + 127) / 128; ++_k67) {  // flash_attn.pto:11:13
-            }
-            TileT74Aiv0 t74_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t74_aiv0, 38912);  // flash_attn.pto:11:13
-            TileT74Aiv1 t74_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t74_aiv1, 47104);  // flash_attn.pto:11:13
-            TileT75Aiv0 t75_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t75_aiv0, 55296);  // flash_attn.pto:11:13
-            TileT75Aiv1 t75_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:11:13
-            TASSIGN(t75_aiv1, 63488);  // flash_attn.pto:11:13
-            TileT80Aiv0 t80_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:32
-            TASSIGN(t80_aiv0, 71680);  // flash_attn.pto:18:32
-            TileT80Aiv1 t80_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:32
-            TASSIGN(t80_aiv1, 72704);  // flash_attn.pto:18:32
-            TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:18:21
-            TASSIGN(t84_aiv0, 73728);  // flash_attn.pto:18:21
-            TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:18:21
-            TASSIGN(t84_aiv1, 74752);  // flash_attn.pto:18:21
-            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:19:25
-            TASSIGN(t88_aiv0, 75776);  // flash_attn.pto:19:25
-            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:25
-            TASSIGN(t88_aiv1, 76800);  // flash_attn.pto:19:25
-            TileT91Aiv0 t91_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:19:21
-            TASSIGN(t91_aiv0, 77824);  // flash_attn.pto:19:21
-            TileT91Aiv1 t91_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:19:21
-            TASSIGN(t91_aiv1, 78848);  // flash_attn.pto:19:21
-            TileT101Aiv0 t101_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
-            TASSIGN(t101_aiv0, 79872);  // flash_attn.pto:20:17
-            TileT101Aiv1 t101_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:20:17
-            TASSIGN(t101_aiv1, 88064);  // flash_attn.pto:20:17
-            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:20
-            TASSIGN(t105_aiv0, 96256);  // flash_attn.pto:21:20
-            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
-            TASSIGN(t105_aiv1, 97280);  // flash_attn.pto:21:20
-            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:32
-            TASSIGN(t107_aiv0, 98304);  // flash_attn.pto:21:32
-            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
-            TASSIGN(t107_aiv1, 99328);  // flash_attn.pto:21:32
-            TileT110Aiv0 t110_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:21:32
-            TASSIGN(t110_aiv0, 100352);  // flash_attn.pto:21:32
-            TileT110Aiv1 t110_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:32
-            TASSIGN(t110_aiv1, 101376);  // flash_attn.pto:21:32
-            TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
-            TASSIGN(t119_aiv0, 102400);  // flash_attn.pto:22:22
-            TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
-            TASSIGN(t119_aiv1, 118784);  // flash_attn.pto:22:22
+            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t87_aiv0, 38912);  // flash_attn.pto:19:13
+            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t87_aiv1, 47104);  // flash_attn.pto:19:13
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t88_aiv0, 55296);  // flash_attn.pto:19:13
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
+            TASSIGN(t88_aiv1, 63488);  // flash_attn.pto:19:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag_dev(3);
             if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                GmView11 t0Gm11(t0 + _qb2 * 64 * 64, GmView11::Shape(t74_aiv0.GetValidRow(), t74_aiv0.GetValidCol()));  // flash_attn.pto:11:13
-                TLOAD(t74_aiv0, t0Gm11);  // flash_attn.pto:11:13
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+                GmView13 t0Gm13(t0 + _qb2 * 64 * 64, GmView13::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:19:13
+                TLOAD(t87_aiv0, t0Gm13);  // flash_attn.pto:19:13
             }
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
-                TMULS(t75_aiv0, t74_aiv0, scale);  // flash_attn.pto:11:13
+                TMULS(t88_aiv0, t87_aiv0, scale);  // flash_attn.pto:19:13
+            }
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:19:13
+                if (!ptodsl_aiv0) {
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
+                    GmView14 t0Gm14(t0 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:19:13
+                    TLOAD(t87_aiv1, t0Gm14);  // flash_attn.pto:19:13
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:19:13
+                }
+            }
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:30:18
+            }
+            TileT97Aiv0 t97_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:32
+            TASSIGN(t97_aiv0, 38912);  // flash_attn.pto:31:32
+            TileT97Aiv1 t97_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:32
+            TASSIGN(t97_aiv1, 39936);  // flash_attn.pto:31:32
+            TileT100Aiv0 t100_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:32
+            TASSIGN(t100_aiv0, 40960);  // flash_attn.pto:31:32
+            TileT100Aiv1 t100_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:32
+            TASSIGN(t100_aiv1, 41984);  // flash_attn.pto:31:32
+            TileT104Aiv0 t104_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:21
+            TASSIGN(t104_aiv0, 43008);  // flash_attn.pto:31:21
+            TileT104Aiv1 t104_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:21
+            TASSIGN(t104_aiv1, 44032);  // flash_attn.pto:31:21
+            TileT108Aiv0 t108_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:32:21
+            TASSIGN(t108_aiv0, 45056);  // flash_attn.pto:32:21
+            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:32:21
+            TASSIGN(t108_aiv1, 46080);  // flash_attn.pto:32:21
+            TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:32:17
+            TASSIGN(t111_aiv0, 47104);  // flash_attn.pto:32:17
+            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:32:17
+            TASSIGN(t111_aiv1, 48128);  // flash_attn.pto:32:17
+            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:33:17
+            TASSIGN(t121_aiv0, 71680);  // flash_attn.pto:33:17
+            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:33:17
+            TASSIGN(t121_aiv1, 79872);  // flash_attn.pto:33:17
+            TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:20
+            TASSIGN(t125_aiv0, 49152);  // flash_attn.pto:34:20
+            TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:20
+            TASSIGN(t125_aiv1, 50176);  // flash_attn.pto:34:20
+            TileT127Aiv0 t127_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:28
+            TASSIGN(t127_aiv0, 51200);  // flash_attn.pto:34:28
+            TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:28
+            TASSIGN(t127_aiv1, 52224);  // flash_attn.pto:34:28
+            TileT130Aiv0 t130_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:28
+            TASSIGN(t130_aiv0, 53248);  // flash_attn.pto:34:28
+            TileT130Aiv1 t130_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:28
+            TASSIGN(t130_aiv1, 54272);  // flash_attn.pto:34:28
+            TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
+            TASSIGN(t141_aiv0, 88064);  // flash_attn.pto:36:22
+            TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
+            TASSIGN(t141_aiv1, 104448);  // flash_attn.pto:36:22
+            TileT144Aiv0 t144_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
+            TASSIGN(t144_aiv0, 120832);  // flash_attn.pto:36:22
+            TileT144Aiv1 t144_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
+            TASSIGN(t144_aiv1, 137216);  // flash_attn.pto:36:22
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t97_aiv0, -__builtin_inff());  // flash_attn.pto:31:32
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp0 tmp0;  // flash_attn.pto:18:32
-                TASSIGN(tmp0, 135168);  // flash_attn.pto:18:32
-                TROWMAX(t80_aiv0, t75_aiv0, tmp0);  // flash_attn.pto:18:32
+                TileTmp0 tmp0;  // flash_attn.pto:31:32
+                TASSIGN(tmp0, 153600);  // flash_attn.pto:31:32
+                TROWMAX(t100_aiv0, t88_aiv0, tmp0);  // flash_attn.pto:31:32
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TMAX(t77_aiv0, t77_aiv0, t80_aiv0);  // flash_attn.pto:18:32
+                TMAX(t97_aiv0, t97_aiv0, t100_aiv0);  // flash_attn.pto:31:32
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TMAX(t84_aiv0, held0_aiv0, t77_aiv0);  // flash_attn.pto:18:21
+                TMAX(t104_aiv0, held0_aiv0, t97_aiv0);  // flash_attn.pto:31:21
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TSUB(t88_aiv0, held0_aiv0, t84_aiv0);  // flash_attn.pto:19:25
+                TSUB(t108_aiv0, held0_aiv0, t104_aiv0);  // flash_attn.pto:32:21
             }
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
-                TEXP(t91_aiv0, t88_aiv0);  // flash_attn.pto:19:21
+                TEXP(t111_aiv0, t108_aiv0);  // flash_attn.pto:32:17
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:20:17
-                TASSIGN(tmp1, 135168);  // flash_attn.pto:20:17
-                TROWEXPAND(tmp1, t84_aiv0);  // flash_attn.pto:20:17
-                pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-                TROWEXPANDEXPDIF(t101_aiv0, t75_aiv0, tmp1);  // flash_attn.pto:20:17
+                TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:33:17
+                TASSIGN(tmp1, 153600);  // flash_attn.pto:33:17
+                TROWEXPAND(tmp1, t104_aiv0);  // flash_attn.pto:33:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
+                TROWEXPANDEXPDIF(t121_aiv0, t88_aiv0, tmp1);  // flash_attn.pto:33:17
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMUL(t105_aiv0, held1_aiv0, t91_aiv0);  // flash_attn.pto:21:20
-                TEXPANDS(t107_aiv0, 0.0f);  // flash_attn.pto:21:32
+                TMUL(t125_aiv0, held1_aiv0, t111_aiv0);  // flash_attn.pto:34:20
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp0 tmp2;  // flash_attn.pto:21:32
-                TASSIGN(tmp2, 135168);  // flash_attn.pto:21:32
-                TROWSUM(t110_aiv0, t101_aiv0, tmp2);  // flash_attn.pto:21:32
+                TEXPANDS(t127_aiv0, 0.0f);  // flash_attn.pto:34:28
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TADD(t107_aiv0, t107_aiv0, t110_aiv0);  // flash_attn.pto:21:32
+                TileTmp0 tmp2;  // flash_attn.pto:34:28
+                TASSIGN(tmp2, 153600);  // flash_attn.pto:34:28
+                TROWSUM(t130_aiv0, t121_aiv0, tmp2);  // flash_attn.pto:34:28
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TADD(held1_aiv0, t105_aiv0, t107_aiv0);  // flash_attn.pto:21:20
+                TADD(t127_aiv0, t127_aiv0, t130_aiv0);  // flash_attn.pto:34:28
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:22:22
-                TASSIGN(tmp3, 135168);  // flash_attn.pto:22:22
-                TROWEXPAND(tmp3, t91_aiv0);  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-                TROWEXPANDMUL(t119_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:22:22
+                TADD(held1_aiv0, t125_aiv0, t127_aiv0);  // flash_attn.pto:34:20
             }
-            wait_flag_dev(1);
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TMULS(held0_aiv0, t104_aiv0, 1.0f);  // flash_attn.pto:35:13
+                TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:22
+                TASSIGN(tmp3, 153600);  // flash_attn.pto:36:22
+                TROWEXPAND(tmp3, held3_aiv0);  // flash_attn.pto:36:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
+                TROWEXPANDMUL(t141_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:36:22
+            }
+            wait_flag_dev(3);
+            if (ptodsl_aiv0) {
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                GmView18 pvGm18(pv + _qb2 * 64 * D, GmView18::Shape(t144_aiv0.GetValidRow(), t144_aiv0.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:36:22
+                TLOAD(t144_aiv0, pvGm18);  // flash_attn.pto:36:22
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            if (ptodsl_aiv0) {
+                TADD(held2_aiv0, t141_aiv0, t144_aiv0);  // flash_attn.pto:36:22
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TMULS(held3_aiv0, t111_aiv0, 1.0f);  // flash_attn.pto:37:13
+            }
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag_dev(4);
             if (ptodsl_aiv0) {
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                GmView12 t15Gm12(t15 + _qb2 * 64 * 64, GmView12::Shape(t101_aiv0.GetValidRow(), t101_aiv0.GetValidCol()));  // flash_attn.pto:22:43
-                TSTORE(t15Gm12, t101_aiv0);  // flash_attn.pto:22:43
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
+                GmView19 ptGm19(pt + _qb2 * 64 * 64, GmView19::Shape(t121_aiv0.GetValidRow(), t121_aiv0.GetValidCol()));  // flash_attn.pto:38:21
+                TSTORE(ptGm19, t121_aiv0);  // flash_attn.pto:38:21
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:11:13
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:31:32
                 if (!ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-                    GmView13 t0Gm13(t0 + (_qb2 * 64 + 32) * 64, GmView13::Shape(t74_aiv1.GetValidRow(), t74_aiv1.GetValidCol()));  // flash_attn.pto:11:13
-                    TLOAD(t74_aiv1, t0Gm13);  // flash_attn.pto:11:13
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (!ptodsl_aiv0) {
-                    TMULS(t75_aiv1, t74_aiv1, scale);  // flash_attn.pto:11:13
+                    TEXPANDS(t97_aiv1, -__builtin_inff());  // flash_attn.pto:31:32
+                    TileTmp0 tmp4;  // flash_attn.pto:31:32
+                    TASSIGN(tmp4, 153600);  // flash_attn.pto:31:32
+                    TROWMAX(t100_aiv1, t88_aiv1, tmp4);  // flash_attn.pto:31:32
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TileTmp0 tmp4;  // flash_attn.pto:18:32
-                    TASSIGN(tmp4, 135168);  // flash_attn.pto:18:32
-                    TROWMAX(t80_aiv1, t75_aiv1, tmp4);  // flash_attn.pto:18:32
+                    TMAX(t97_aiv1, t97_aiv1, t100_aiv1);  // flash_attn.pto:31:32
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TMAX(t77_aiv1, t77_aiv1, t80_aiv1);  // flash_attn.pto:18:32
+                    TMAX(t104_aiv1, held0_aiv1, t97_aiv1);  // flash_attn.pto:31:21
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TMAX(t84_aiv1, held0_aiv1, t77_aiv1);  // flash_attn.pto:18:21
+                    TSUB(t108_aiv1, held0_aiv1, t104_aiv1);  // flash_attn.pto:32:21
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TSUB(t88_aiv1, held0_aiv1, t84_aiv1);  // flash_attn.pto:19:25
+                    TEXP(t111_aiv1, t108_aiv1);  // flash_attn.pto:32:17
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TEXP(t91_aiv1, t88_aiv1);  // flash_attn.pto:19:21
-                }
-                pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:20:17
-                    TASSIGN(tmp5, 135168);  // flash_attn.pto:20:17
-                    TROWEXPAND(tmp5, t84_aiv1);  // flash_attn.pto:20:17
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:20:17
-                    TROWEXPANDEXPDIF(t101_aiv1, t75_aiv1, tmp5);  // flash_attn.pto:20:17
+                    TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:33:17
+                    TASSIGN(tmp5, 153600);  // flash_attn.pto:33:17
+                    TROWEXPAND(tmp5, t104_aiv1);  // flash_attn.pto:33:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
+                    TROWEXPANDEXPDIF(t121_aiv1, t88_aiv1, tmp5);  // flash_attn.pto:33:17
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    TMUL(t105_aiv1, held1_aiv1, t91_aiv1);  // flash_attn.pto:21:20
-                    TEXPANDS(t107_aiv1, 0.0f);  // flash_attn.pto:21:32
+                    TMUL(t125_aiv1, held1_aiv1, t111_aiv1);  // flash_attn.pto:34:20
+                    TEXPANDS(t127_aiv1, 0.0f);  // flash_attn.pto:34:28
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TileTmp0 tmp6;  // flash_attn.pto:21:32
-                    TASSIGN(tmp6, 135168);  // flash_attn.pto:21:32
-                    TROWSUM(t110_aiv1, t101_aiv1, tmp6);  // flash_attn.pto:21:32
+                    TileTmp0 tmp6;  // flash_attn.pto:34:28
+                    TASSIGN(tmp6, 153600);  // flash_attn.pto:34:28
+                    TROWSUM(t130_aiv1, t121_aiv1, tmp6);  // flash_attn.pto:34:28
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TADD(t107_aiv1, t107_aiv1, t110_aiv1);  // flash_attn.pto:21:32
+                    TADD(t127_aiv1, t127_aiv1, t130_aiv1);  // flash_attn.pto:34:28
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TADD(held1_aiv1, t105_aiv1, t107_aiv1);  // flash_attn.pto:21:20
+                    TADD(held1_aiv1, t125_aiv1, t127_aiv1);  // flash_attn.pto:34:20
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:22:22
-                    TASSIGN(tmp7, 135168);  // flash_attn.pto:22:22
-                    TROWEXPAND(tmp7, t91_aiv1);  // flash_attn.pto:22:22
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-                    TROWEXPANDMUL(t119_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:22:22
+                    TMULS(held0_aiv1, t104_aiv1, 1.0f);  // flash_attn.pto:35:13
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:22
+                    TASSIGN(tmp7, 153600);  // flash_attn.pto:36:22
+                    TROWEXPAND(tmp7, held3_aiv1);  // flash_attn.pto:36:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
+                    TROWEXPANDMUL(t141_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:36:22
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                    GmView20 pvGm20(pv + (_qb2 * 64 + 32) * D, GmView20::Shape(t144_aiv1.GetValidRow(), t144_aiv1.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:36:22
+                    TLOAD(t144_aiv1, pvGm20);  // flash_attn.pto:36:22
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                if (!ptodsl_aiv0) {
+                    TADD(held2_aiv1, t141_aiv1, t144_aiv1);  // flash_attn.pto:36:22
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TMULS(held3_aiv1, t111_aiv1, 1.0f);  // flash_attn.pto:37:13
                 }
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-                    GmView14 t15Gm14(t15 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t101_aiv1.GetValidRow(), t101_aiv1.GetValidCol()));  // flash_attn.pto:22:43
-                    TSTORE(t15Gm14, t101_aiv1);  // flash_attn.pto:22:43
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
+                    GmView21 ptGm21(pt + (_qb2 * 64 + 32) * 64, GmView21::Shape(t121_aiv1.GetValidRow(), t121_aiv1.GetValidCol()));  // flash_attn.pto:38:21
+                    TSTORE(ptGm21, t121_aiv1);  // flash_attn.pto:38:21
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-            for (int64_t _g125 = 0; _g125 < (D + 63) / 64; ++_g125) {  // flash_attn.pto:22:36
-                for (int64_t _k131 = 1; _k131 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k131) {  // flash_attn.pto:22:36
-                }
-            }
-            TileT138Aiv0 t138_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:22:22
-            TASSIGN(t138_aiv0, 36864);  // flash_attn.pto:22:22
-            TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:22:22
-            TASSIGN(t138_aiv1, 53248);  // flash_attn.pto:22:22
-            wait_flag_dev(3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            if (ptodsl_aiv0) {
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView20 t14Gm20(t14 + _qb2 * 64 * D, GmView20::Shape(t138_aiv0.GetValidRow(), t138_aiv0.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t138_aiv0, t14Gm20);  // flash_attn.pto:22:22
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                TADD(held2_aiv0, t119_aiv0, t138_aiv0);  // flash_attn.pto:22:22
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TMULS(held0_aiv0, t84_aiv0, 1.0f);  // flash_attn.pto:23:13
-            }
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:22:22
-                if (!ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView21 t14Gm21(t14 + (_qb2 * 64 + 32) * D, GmView21::Shape(t138_aiv1.GetValidRow(), t138_aiv1.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:22:22
-                    TLOAD(t138_aiv1, t14Gm21);  // flash_attn.pto:22:22
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (!ptodsl_aiv0) {
-                    TADD(held2_aiv1, t119_aiv1, t138_aiv1);  // flash_attn.pto:22:22
-                    TMULS(held0_aiv1, t84_aiv1, 1.0f);  // flash_attn.pto:23:13
-                }
-            }
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag_dev(1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:22:22
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:37:13
             if (ptodsl_aiv0) {
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView22 accGm22(acc + _qb2 * 64 * D, GmView22::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(accGm22, held2_aiv0);  // flash_attn.pto:22:22
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
+                GmView22 alphaGm22(alpha + _qb2 * 64, GmView22::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:37:13
+                TSTORE(alphaGm22, held3_aiv0);  // flash_attn.pto:37:13
             }
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:22:22
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:37:13
                 if (!ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                    GmView23 accGm23(acc + (_qb2 * 64 + 32) * D, GmView23::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView23::Stride(D));  // flash_attn.pto:22:22
-                    TSTORE(accGm23, held2_aiv1);  // flash_attn.pto:22:22
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
+                    GmView23 alphaGm23(alpha + _qb2 * 64 + 32, GmView23::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:37:13
+                    TSTORE(alphaGm23, held3_aiv1);  // flash_attn.pto:37:13
                 }
             }
         }
-        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:21:20
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:36:22
             if (ptodsl_aiv0) {
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView24 lGm24(l + _qb2 * 64, GmView24::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(lGm24, held1_aiv0);  // flash_attn.pto:21:20
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                GmView24 accGm24(acc + _qb2 * 64 * D, GmView24::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:36:22
+                TSTORE(accGm24, held2_aiv0);  // flash_attn.pto:36:22
             }
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:21:20
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:36:22
                 if (!ptodsl_aiv0) {
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                    GmView25 lGm25(l + _qb2 * 64 + 32, GmView25::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:21:20
-                    TSTORE(lGm25, held1_aiv1);  // flash_attn.pto:21:20
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                    GmView25 accGm25(acc + (_qb2 * 64 + 32) * D, GmView25::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:36:22
+                    TSTORE(accGm25, held2_aiv1);  // flash_attn.pto:36:22
                 }
             }
         }
-        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:23:13
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:34:20
             if (ptodsl_aiv0) {
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                GmView26 mGm26(m + _qb2 * 64, GmView26::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:23:13
-                TSTORE(mGm26, held0_aiv0);  // flash_attn.pto:23:13
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
+                GmView26 lGm26(l + _qb2 * 64, GmView26::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:34:20
+                TSTORE(lGm26, held1_aiv0);  // flash_attn.pto:34:20
             }
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:23:13
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:34:20
                 if (!ptodsl_aiv0) {
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13
-                    GmView27 mGm27(m + _qb2 * 64 + 32, GmView27::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:23:13
-                    TSTORE(mGm27, held0_aiv1);  // flash_attn.pto:23:13
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
+                    GmView27 lGm27(l + _qb2 * 64 + 32, GmView27::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:34:20
+                    TSTORE(lGm27, held1_aiv1);  // flash_attn.pto:34:20
+                }
+            }
+        }
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:35:13
+            if (ptodsl_aiv0) {
+                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
+                GmView28 mGm28(m + _qb2 * 64, GmView28::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:35:13
+                TSTORE(mGm28, held0_aiv0);  // flash_attn.pto:35:13
+            }
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:35:13
+                if (!ptodsl_aiv0) {
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
+                    GmView29 mGm29(m + _qb2 * 64 + 32, GmView29::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:35:13
+                    TSTORE(mGm29, held0_aiv1);  // flash_attn.pto:35:13
                 }
             }
         }

@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* q, half* kj_first, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, half* vj_first, float* acc, int64_t S, int64_t L, int64_t D, float scale);
-extern "C" void flash_attn_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
-extern "C" void flash_attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* q, half* k, half* v, float* t0, float* m, float* l, float* acc, half* t15, float* t14, int64_t S, int64_t D, int64_t L, float scale);
-extern "C" void flash_attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* p_1_last, float* l, float* acc, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void flash_attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* q, half* kj_first, float* t0_first, float* s_first, float* m, float* p_first, float* l, float* acc, float* alpha, half* pt, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void flash_attn_f16_k1_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* acc, float* alpha, half* ptj_first, half* vj_first, float* t16_first, float* l, half* o, int64_t S, int64_t D, int64_t L);
+extern "C" void flash_attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* q, half* k, half* v, float* t0, half* pt, float* pv, float* m, float* l, float* acc, float* alpha, int64_t S, int64_t D, int64_t L, float scale);
+extern "C" void flash_attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, half* pt, float* pv_last, float* m, float* p_1_last, float* l, float* acc, float* alpha, float* t16_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -229,128 +229,138 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
     if (ptodsl_failed) {
         return -1;
     }
-    DeviceWorkspace m_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:5:9
-    if (ptodsl_failed) {  // flash_attn.pto:5:9
-        return -1;  // flash_attn.pto:5:9
+    DeviceWorkspace m_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:9
+    if (ptodsl_failed) {  // flash_attn.pto:11:9
+        return -1;  // flash_attn.pto:11:9
     }
-    float* m = reinterpret_cast<float*>(m_bytes.data());  // flash_attn.pto:5:9
-    DeviceWorkspace l_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:6:9
-    if (ptodsl_failed) {  // flash_attn.pto:6:9
-        return -1;  // flash_attn.pto:6:9
+    float* m = reinterpret_cast<float*>(m_bytes.data());  // flash_attn.pto:11:9
+    DeviceWorkspace l_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:12:9
+    if (ptodsl_failed) {  // flash_attn.pto:12:9
+        return -1;  // flash_attn.pto:12:9
     }
-    float* l = reinterpret_cast<float*>(l_bytes.data());  // flash_attn.pto:6:9
-    DeviceWorkspace acc_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:7:11
-    if (ptodsl_failed) {  // flash_attn.pto:7:11
-        return -1;  // flash_attn.pto:7:11
+    float* l = reinterpret_cast<float*>(l_bytes.data());  // flash_attn.pto:12:9
+    DeviceWorkspace acc_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:13:11
+    if (ptodsl_failed) {  // flash_attn.pto:13:11
+        return -1;  // flash_attn.pto:13:11
     }
-    float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:7:11
-    DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    if (ptodsl_failed) {  // flash_attn.pto:11:13
-        return -1;  // flash_attn.pto:11:13
+    float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:13:11
+    DeviceWorkspace alpha_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:13
+    if (ptodsl_failed) {  // flash_attn.pto:14:13
+        return -1;  // flash_attn.pto:14:13
     }
-    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:11:13
-    DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    if (ptodsl_failed) {  // flash_attn.pto:11:13
-        return -1;  // flash_attn.pto:11:13
+    float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:14:13
+    DeviceWorkspace pt_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:15:10
+    if (ptodsl_failed) {  // flash_attn.pto:15:10
+        return -1;  // flash_attn.pto:15:10
     }
-    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:11:13
-    DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:17
-    if (ptodsl_failed) {  // flash_attn.pto:14:17
-        return -1;  // flash_attn.pto:14:17
+    half* pt = reinterpret_cast<half*>(pt_bytes.data());  // flash_attn.pto:15:10
+    DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
+    if (ptodsl_failed) {  // flash_attn.pto:19:13
+        return -1;  // flash_attn.pto:19:13
     }
-    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:14:17
-    DeviceWorkspace t5_first_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:16:29
-    if (ptodsl_failed) {  // flash_attn.pto:16:29
-        return -1;  // flash_attn.pto:16:29
+    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:19:13
+    DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
+    if (ptodsl_failed) {  // flash_attn.pto:19:13
+        return -1;  // flash_attn.pto:19:13
     }
-    half* t5_first = reinterpret_cast<half*>(t5_first_bytes.data());  // flash_attn.pto:16:29
-    if ((L + 63) / 64 >= 1) {  // flash_attn.pto:8:5
-        for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:8:5
-            half* kj_first = k;  // flash_attn.pto:9:14
-            half* vj_first = v;  // flash_attn.pto:10:14
-            {  // flash_attn.pto:8:5
-                const int64_t flash_attn_f16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
-                uint64_t* ffts = ptodsl_c2c_ctrl();  // flash_attn.pto:8:5
-                if (ptodsl_failed) {  // flash_attn.pto:8:5
-                    return -1;  // flash_attn.pto:8:5
+    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:19:13
+    DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:17
+    if (ptodsl_failed) {  // flash_attn.pto:22:17
+        return -1;  // flash_attn.pto:22:17
+    }
+    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:22:17
+    DeviceWorkspace t16_first_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:41:36
+    if (ptodsl_failed) {  // flash_attn.pto:41:36
+        return -1;  // flash_attn.pto:41:36
+    }
+    float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:41:36
+    if ((L + 63) / 64 >= 1) {  // flash_attn.pto:16:5
+        for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:16:5
+            half* kj_first = k;  // flash_attn.pto:17:14
+            half* vj_first = v;  // flash_attn.pto:18:14
+            {  // flash_attn.pto:16:5
+                const int64_t flash_attn_f16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
+                uint64_t* ffts = ptodsl_c2c_ctrl();  // flash_attn.pto:16:5
+                if (ptodsl_failed) {  // flash_attn.pto:16:5
+                    return -1;  // flash_attn.pto:16:5
                 }
-                flash_attn_f16_k0_launch(flash_attn_f16_k0_blocks, ptodsl_stream, ffts, q, kj_first, t0_first, s_first, m, p_first, l, t5_first, vj_first, acc, S, L, D, scale);  // flash_attn.pto:8:5
-                if (!launched("the launch of flash_attn_f16_k0")) {  // flash_attn.pto:8:5
-                    return -1;  // flash_attn.pto:8:5
+                flash_attn_f16_k0_launch(flash_attn_f16_k0_blocks, ptodsl_stream, ffts, q, kj_first, t0_first, s_first, m, p_first, l, acc, alpha, pt, S, L, D, scale);  // flash_attn.pto:16:5
+                if (!launched("the launch of flash_attn_f16_k0")) {  // flash_attn.pto:16:5
+                    return -1;  // flash_attn.pto:16:5
                 }
             }
-            if ((L + 63) / 64 == 1) {  // flash_attn.pto:24:9
-                {  // flash_attn.pto:8:5
-                    const int64_t flash_attn_f16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:8:5
-                    flash_attn_f16_k1_launch(flash_attn_f16_k1_blocks, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:8:5
-                    if (!launched("the launch of flash_attn_f16_k1")) {  // flash_attn.pto:8:5
-                        return -1;  // flash_attn.pto:8:5
+            if ((L + 63) / 64 == 1) {  // flash_attn.pto:39:9
+                half* ptj_first = pt;  // flash_attn.pto:40:19
+                {  // flash_attn.pto:16:5
+                    const int64_t flash_attn_f16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
+                    uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // flash_attn.pto:16:5
+                    if (ptodsl_failed) {  // flash_attn.pto:16:5
+                        return -1;  // flash_attn.pto:16:5
+                    }
+                    flash_attn_f16_k1_launch(flash_attn_f16_k1_blocks, ptodsl_stream, ffts_1, acc, alpha, ptj_first, vj_first, t16_first, l, o, S, D, L);  // flash_attn.pto:16:5
+                    if (!launched("the launch of flash_attn_f16_k1")) {  // flash_attn.pto:16:5
+                        return -1;  // flash_attn.pto:16:5
                     }
                 }
             }
         }
     }
-    DeviceWorkspace t0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    if (ptodsl_failed) {  // flash_attn.pto:11:13
-        return -1;  // flash_attn.pto:11:13
+    DeviceWorkspace t0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
+    if (ptodsl_failed) {  // flash_attn.pto:19:13
+        return -1;  // flash_attn.pto:19:13
     }
-    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:11:13
-    DeviceWorkspace t15_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:22:43
-    if (ptodsl_failed) {  // flash_attn.pto:22:43
-        return -1;  // flash_attn.pto:22:43
+    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:19:13
+    DeviceWorkspace pv_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:30:18
+    if (ptodsl_failed) {  // flash_attn.pto:30:18
+        return -1;  // flash_attn.pto:30:18
     }
-    half* t15 = reinterpret_cast<half*>(t15_bytes.data());  // flash_attn.pto:22:43
-    DeviceWorkspace t14_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
-    if (ptodsl_failed) {  // flash_attn.pto:22:36
-        return -1;  // flash_attn.pto:22:36
+    float* pv = reinterpret_cast<float*>(pv_bytes.data());  // flash_attn.pto:30:18
+    DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
+    if (ptodsl_failed) {  // flash_attn.pto:19:13
+        return -1;  // flash_attn.pto:19:13
     }
-    float* t14 = reinterpret_cast<float*>(t14_bytes.data());  // flash_attn.pto:22:36
-    DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    if (ptodsl_failed) {  // flash_attn.pto:11:13
-        return -1;  // flash_attn.pto:11:13
+    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:19:13
+    DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
+    if (ptodsl_failed) {  // flash_attn.pto:19:13
+        return -1;  // flash_attn.pto:19:13
     }
-    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:11:13
-    DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-    if (ptodsl_failed) {  // flash_attn.pto:11:13
-        return -1;  // flash_attn.pto:11:13
+    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:19:13
+    DeviceWorkspace pv_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:30:18
+    if (ptodsl_failed) {  // flash_attn.pto:30:18
+        return -1;  // flash_attn.pto:30:18
     }
-    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
-    DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
-    if (ptodsl_failed) {  // flash_attn.pto:20:17
-        return -1;  // flash_attn.pto:20:17
+    float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:30:18
+    DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:17
+    if (ptodsl_failed) {  // flash_attn.pto:33:17
+        return -1;  // flash_attn.pto:33:17
     }
-    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
-    DeviceWorkspace t15_last_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:22:43
-    if (ptodsl_failed) {  // flash_attn.pto:22:43
-        return -1;  // flash_attn.pto:22:43
+    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:33:17
+    DeviceWorkspace t16_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:41:36
+    if (ptodsl_failed) {  // flash_attn.pto:41:36
+        return -1;  // flash_attn.pto:41:36
     }
-    half* t15_last = reinterpret_cast<half*>(t15_last_bytes.data());  // flash_attn.pto:22:43
-    DeviceWorkspace t14_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
-    if (ptodsl_failed) {  // flash_attn.pto:22:36
-        return -1;  // flash_attn.pto:22:36
-    }
-    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // flash_attn.pto:22:36
-    {  // flash_attn.pto:8:5
-        const int64_t flash_attn_f16_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
-        uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // flash_attn.pto:8:5
-        if (ptodsl_failed) {  // flash_attn.pto:8:5
-            return -1;  // flash_attn.pto:8:5
+    float* t16_last = reinterpret_cast<float*>(t16_last_bytes.data());  // flash_attn.pto:41:36
+    {  // flash_attn.pto:16:5
+        const int64_t flash_attn_f16_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
+        uint64_t* ffts_2 = ptodsl_c2c_ctrl();  // flash_attn.pto:16:5
+        if (ptodsl_failed) {  // flash_attn.pto:16:5
+            return -1;  // flash_attn.pto:16:5
         }
-        flash_attn_f16_k2_launch(flash_attn_f16_k2_blocks, ptodsl_stream, ffts_1, q, k, v, t0, m, l, acc, t15, t14, S, D, L, scale);  // flash_attn.pto:8:5
-        if (!launched("the launch of flash_attn_f16_k2")) {  // flash_attn.pto:8:5
-            return -1;  // flash_attn.pto:8:5
+        flash_attn_f16_k2_launch(flash_attn_f16_k2_blocks, ptodsl_stream, ffts_2, q, k, v, t0, pt, pv, m, l, acc, alpha, S, D, L, scale);  // flash_attn.pto:16:5
+        if (!launched("the launch of flash_attn_f16_k2")) {  // flash_attn.pto:16:5
+            return -1;  // flash_attn.pto:16:5
         }
     }
-    if ((L + 63) / 64 >= 2) {  // flash_attn.pto:8:5
-        {  // flash_attn.pto:8:5
-            const int64_t flash_attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:8:5
-            uint64_t* ffts_2 = ptodsl_c2c_ctrl();  // flash_attn.pto:8:5
-            if (ptodsl_failed) {  // flash_attn.pto:8:5
-                return -1;  // flash_attn.pto:8:5
+    if ((L + 63) / 64 >= 2) {  // flash_attn.pto:16:5
+        {  // flash_attn.pto:16:5
+            const int64_t flash_attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
+            uint64_t* ffts_3 = ptodsl_c2c_ctrl();  // flash_attn.pto:16:5
+            if (ptodsl_failed) {  // flash_attn.pto:16:5
+                return -1;  // flash_attn.pto:16:5
             }
-            flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_last, s_last, m, p_1_last, l, acc, t15_last, t14_last, o, S, L, D, scale);  // flash_attn.pto:8:5
-            if (!launched("the launch of flash_attn_f16_k3")) {  // flash_attn.pto:8:5
-                return -1;  // flash_attn.pto:8:5
+            flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, ffts_3, k, v, q, t0_last, s_last, pt, pv_last, m, p_1_last, l, acc, alpha, t16_last, o, S, L, D, scale);  // flash_attn.pto:16:5
+            if (!launched("the launch of flash_attn_f16_k3")) {  // flash_attn.pto:16:5
+                return -1;  // flash_attn.pto:16:5
             }
         }
     }

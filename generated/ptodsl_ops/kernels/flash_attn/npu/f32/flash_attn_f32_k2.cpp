@@ -2,7 +2,7 @@
 #include "../../cpu/f32/flash_attn_f32_k2.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches flash_attn_f32_k2 on an NPU stream (mixed core).
-extern "C" void flash_attn_f32_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* q, float* k, float* v, float* t0, float* m, float* l, float* acc, float* t15, float* t14, int64_t S, int64_t D, int64_t L, float scale)
+extern "C" void flash_attn_f32_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* q, float* k, float* v, float* t0, float* pt, float* pv, float* m, float* l, float* acc, float* alpha, int64_t S, int64_t D, int64_t L, float scale)
 {
-    flash_attn_f32_k2<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ float*)q, (__gm__ float*)k, (__gm__ float*)v, (__gm__ float*)t0, (__gm__ float*)m, (__gm__ float*)l, (__gm__ float*)acc, (__gm__ float*)t15, (__gm__ float*)t14, S, D, L, scale);
+    flash_attn_f32_k2<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ float*)q, (__gm__ float*)k, (__gm__ float*)v, (__gm__ float*)t0, (__gm__ float*)pt, (__gm__ float*)pv, (__gm__ float*)m, (__gm__ float*)l, (__gm__ float*)acc, (__gm__ float*)alpha, S, D, L, scale);
 }
