@@ -25,7 +25,8 @@ MATMUL_FEATURES = frozenset({
     "mm_bias",  # bias=v, a row of f32 (or T for f16 / f32 programs; i32 for int8)
     "mm_i8",  # int8 x int8 -> int32
     "mm_split",  # cube_tile.split_k: partial products summed by a vector kernel
-    "mm_steps",  # the product inside a loop whose steps carry an f32 state (attention's KV loop shape)
+    "mm_steps",  # the product inside a loop whose steps carry an f32 state (attention's KV loop shape),
+    # sometimes with a second product of the step before's value (flash attention's pipelined form)
     "mm_epilogue",  # relu(matmul(...) + v) and its parts: the bias table and the fixpipe's relu
 })
 # what a matmul block wraps its product in: (prefix, suffix), the suffix's `{v}` a row of the
@@ -154,6 +155,18 @@ def _steps_block(gen: Gen, k: int, rng: random.Random, y: str, product: str, nn:
         (1, "if is_loop_end(j):"),
         (2, f"{y}[:] = cast(st{k}, {out})"),
     ]
+    if random.Random(f"mm_carry:{gen.seed}:{k}").random() < 0.4:
+        # pipelined as flash attention is: a second product reads what the vector work of the
+        # step before left in a local (read before this step writes it again), so the cube works
+        # on step j - 1's value while the vector cores work out step j's
+        d = gen.param(f"d{k}", f"T[{nn}, {nn}]", "in", "T", (nn, nn))
+        names.append(d)
+        lines[0:1] = [(0, f"st{k} = tensor([M, {nn}], f32)"), (0, f"pr{k} = tensor([M, {nn}], T)")]
+        at = lines.index((2, f"st{k}[:] = {comb}"))
+        lines[at] = (2, f"st{k}[:] = {comb} + matmul(pr{k}, {d}, out_dtype=f32)")
+        carry = (2, f"pr{k}[:] = cast(tanh(st{k}), T)")
+        lines.insert(at + 1, carry)
+        lines.insert(lines.index((2, f"st{k}[:] = t{k}")) + 1, carry)
     if rounds:
         lines = [(0, f'for r{k} in loop({rounds}, name="R{k}"):'), *((d + 1, text) for d, text in lines)]
     return Block("matmul", lines, [y, *names])
