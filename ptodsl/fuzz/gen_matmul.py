@@ -84,6 +84,16 @@ def matmul_block(gen: Gen, k: int, rng: random.Random) -> Block:
         names.append(a)
     b = gen.param(f"b{k}", f"{in_dt}[{', '.join(b_dims)}]", "in", in_dt, b_dims, lo, hi)
     names.append(b)
+    first: list[tuple[int, Any]] = []
+    short = random.Random(f"mm_short_k:{gen.seed}:{k}")
+    if not batch and short.random() < 0.2:
+        # b through a view holding fewer valid k than a's (a partial last KV block's rows): the
+        # product sums over the k both hold
+        c = short.randint(1, 3)
+        valid = f"[{nn}, max({kk} - {c}, 1)]" if tb else f"[max({kk} - {c}, 1), {nn}]"
+        shape = f"[{nn}, {kk}]" if tb else f"[{kk}, {nn}]"
+        first.append((0, f"bv{k} = view({b}, {shape}, [0, 0], valid_shape={valid})"))
+        b = f"bv{k}"
     flags = []
     if ta:
         flags.append("trans_a=True")
@@ -105,11 +115,13 @@ def matmul_block(gen: Gen, k: int, rng: random.Random) -> Block:
     # (a stream of its own: the sizes and tiles drawn after this block stay those of the seed)
     steps_rng = random.Random(f"mm_steps:{gen.seed}:{k}")
     if gen.has("mm_steps") and not (batch or int8 or computed or ta) and steps_rng.random() < 0.4:
-        return _steps_block(gen, k, steps_rng, y, f"matmul({a_ex.render()}, {b}{tail})", nn, out, names)
+        block = _steps_block(gen, k, steps_rng, y, f"matmul({a_ex.render()}, {b}{tail})", nn, out, names)
+        block.lines[0:0] = first
+        return block
     pre, post = _epilogue(gen, k, out == acc and not any(f.startswith("bias=") for f in flags), acc, nn, names)
     line: Any = ([f"{y}[:] = {pre}matmul(", a_ex, f", {b}{tail}){post}"] if computed
                  else f"{y}[:] = {pre}matmul({a_ex.render()}, {b}{tail}){post}")
-    return Block("matmul", [(0, line)], [y, *names])
+    return Block("matmul", [*first, (0, line)], [y, *names])
 
 
 def _epilogue(gen: Gen, k: int, row_ok: bool, acc: str, nn: str, names: list[str]) -> tuple[str, str]:

@@ -566,7 +566,10 @@ class Interpreter:
             aa = np.swapaxes(aa, -1, -2)
         if "trans_b" in kw and self.eval(kw["trans_b"], env):
             bb = np.swapaxes(bb, -1, -2)
-        prod = np.matmul(aa, bb)
+        # the sum runs over the k both operands hold: an operand with fewer valid k than the other
+        # (a view of the last, partial block) leaves the rest out
+        k = min(aa.shape[-1], bb.shape[-2])
+        prod = np.matmul(aa[..., :k], bb[..., :k, :])
         if "bias" in kw:
             bias = self.tensor(self.eval(kw["bias"], env))
             prod = prod + values(bias)[: prod.shape[-1]]

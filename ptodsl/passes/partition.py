@@ -27,7 +27,16 @@ from ..ir.schedule import schedule_of
 from . import branches, trial
 from .context import Pass, PassContext
 from .loops import merge_implicit
-from .persistent import MIXED, Placement, bound_within, cycles, hoist_workspaces, kind_of, mixed_loop
+from .persistent import (
+    MIXED,
+    Placement,
+    bound_within,
+    cycles,
+    hoist_workspaces,
+    kind_of,
+    mixed_loop,
+    symbols_of,
+)
 from .remat import view_bases
 
 
@@ -81,6 +90,11 @@ class _Partitioner:
         self.scalar_dtypes = {p.name: p.dtype for p in func.params if not p.is_tensor}
         self.scalar_dtypes |= {o.attrs["sym"]: o.attrs["dtype"] for o in func.walk() if o.name == "read"}
         self.place = Placement(func, lambda body: sum(cycles(o, ctx.target) for o in body) <= bound)
+        # value -> the ops using it, to find the views a kernel defines that ops outside it use
+        self.users: dict[str, set[int]] = {}
+        for o in func.walk():
+            for v in o.operands:
+                self.users.setdefault(v.name, set()).add(id(o))
 
     def run(self) -> tuple[Func, list[Func]]:
         body = self.region(branches.as_loops(self.func.body, self.scalar_dtypes, [0]), set())
@@ -233,10 +247,38 @@ class _Partitioner:
         # statements whose implicit loops the checks hoisted above them used to part (``region``)
         ops = merge_implicit(ops)
         name = f"{self.func.name}_k{next(self.counter)}"
+        views = self.escaping_views(ops)
         func, allocs, tensors, free = self.build(ops, name, kind)
         self.kernels.append(func)
-        return [*allocs, Op("launch", tensors, {"kernel": name, "scalars": tuple(sym.Sym(s) for s in free)},
-                            span=ops[0].span)]
+        return [*allocs, *views, Op("launch", tensors, {"kernel": name, "scalars": tuple(sym.Sym(s) for s in free)},
+                                    span=ops[0].span)]
+
+    def escaping_views(self, ops: list[Op]) -> list[Op]:
+        """Take out of ``ops`` (in place) the views that ops outside them use, for the control
+        program to define before the launch: top-level work merged into an implicit loop with the
+        statement before it (`bv = view(b, ...)` after `y[:] = ...`) would otherwise be defined
+        inside that statement's kernel only, and a later launch would pass an undefined view. A
+        view naming what the kernel binds, or a tensor it defines, stays (nothing outside sees it)."""
+        inside = {id(o) for top in ops for o in top.walk()}
+        bound = set().union(*(bound_within(top) for top in ops))
+        defined: set[str] = set()
+        taken: list[Op] = []
+
+        def region(r: list[Op]) -> None:
+            kept = []
+            for op in r:
+                if op.name == "view" and op.operands[0].name not in defined and \
+                        not (self.users.get(op.result.name, set()) <= inside) and not symbols_of(op) & bound:
+                    taken.append(op)
+                    continue
+                defined.update(x.name for o in op.walk() for x in o.results if o.name != "alloc")
+                for sub in op.regions:
+                    region(sub)
+                kept.append(op)
+            r[:] = kept
+
+        region(ops)
+        return taken
 
     def build(self, ops: list[Op], name: str, kind: str | None = None) -> tuple[Func, list[Op], list[Value],
                                                                             list[str]]:

@@ -56,7 +56,7 @@ from .context import Pass, PassContext
 from .fuse import forward, sweep
 from .merge import substitute_index
 from .parallel import origins_of
-from .persistent import bound_within
+from .persistent import bound_within, symbols_of
 from .remat import bases
 from .unroll import _subst_attr, _subst_type
 
@@ -333,25 +333,12 @@ def _views_apart(run: list[Op]) -> tuple[list[Op], list[Op]]:
     views: list[Op] = []
     kept: list[Op] = []
     for op in run:
-        if op.name == "view" and op.operands[0].name not in inside and not _symbols(op) & bound:
+        if op.name == "view" and op.operands[0].name not in inside and not symbols_of(op) & bound:
             views.append(op)
             continue
         kept.append(op)
         inside |= {r.name for o in op.walk() for r in o.results}
     return views, kept
-
-
-def _symbols(op: Op) -> set[str]:
-    """The symbols a view's offsets, valid shape and result type name."""
-    out: set[str] = set()
-    for r in op.results:
-        for d in (*r.type.shape, *r.type.valid_shape):
-            out |= sym.free_symbols(d)
-    for v in op.attrs.values():
-        for x in v if isinstance(v, (tuple, list)) else (v,):
-            if isinstance(x, (int, float, sym.Sym, sym.BinExpr, sym.CallExpr, sym.NegExpr)):
-                out |= sym.free_symbols(x)
-    return out
 
 
 def interchange(func: Func) -> Func | None:

@@ -203,3 +203,24 @@ def test_a_bf16_bias_needs_a_target_that_widens_it(write_spec):
     x, w, v = (RNG.uniform(-1, 1, s).astype(ml_dtypes.bfloat16) for s in ((20, 40), (40, 33), (33,)))
     want = x.astype(np.float64) @ w.astype(np.float64) + v.astype(np.float64)
     np.testing.assert_allclose(op(x, w, v), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.cpu)])
+@pytest.mark.parametrize("tb", [False, True])
+def test_the_product_sums_over_the_k_both_operands_hold(write_spec, backend, tb):
+    # b through a view with fewer valid k than a has columns (flash attention's last, partial KV
+    # block of v against the whole probability row): the sum leaves the rest of a's columns out,
+    # and nothing is loaded past b's valid rows (the tile loads of b once read past the tensor)
+    b_shape = "N, K" if tb else "K, N"
+    view = ("view(b, [N, K], [0, 0], valid_shape=[N, w])" if tb
+            else "view(b, [K, N], [0, 0], valid_shape=[w, N])")
+    flags = ", trans_b=True" if tb else ""
+    op = _load(write_spec, "pk", f"a: f32[M, K], b: f32[{b_shape}], c: out f32[M, N], w: i32",
+               f"bv = {view}\n    c[:] = matmul(a, bv{flags})")
+    for m, k, n, w in ((20, 70, 17, 45), (33, 64, 40, 1), (8, 40, 9, 40)):
+        a = RNG.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = RNG.uniform(-1, 1, (n, k) if tb else (k, n)).astype(np.float32)
+        bt = b.T if tb else b
+        got = op(a, b, w=w, backend=backend)
+        want = a[:, :w].astype(np.float64) @ bt[:w].astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -67,3 +67,37 @@ def test_a_loop_whose_kernel_would_need_too_many_event_ids_launches_per_iteratio
     f = np.float32
     want = _bf16(x0[gidx].astype(f) * _bf16(_bf16(rv.astype(f) * cv.astype(f)) + _bf16(xf)))
     np.testing.assert_allclose(y1.astype(f), want, rtol=2e-2, atol=1e-2)
+
+
+# top-level work merges into one implicit loop with the statement before it; the view it defines
+# is used only by the loop after, whose kernels the control program launches
+ESCAPING_VIEW = """kernel ev(x: f32[M, N], a: f32[M, K], b: f32[K, N], y: out f32[M, N], z: out f32[M, N]):
+    y[:] = x * 2.0
+    bv = view(b, [K, N], [0, 0])
+    st = tensor([M, N], f32)
+    for j in loop(3, name="steps"):
+        t = matmul(a, bv)
+        if is_loop_begin(j):
+            st[:] = t
+        else:
+            st[:] = st * 0.5 + t
+        if is_loop_end(j):
+            z[:] = st
+"""
+
+
+def test_a_view_a_later_launch_uses_is_defined_by_the_control_program(write_spec):
+    # (an internal error once: the view stayed inside the first statement's kernel)
+    op = ptodsl.load(write_spec("ev", ESCAPING_VIEW, "op: ev\nschedule:\n  vec_tile: [8, 64]\n"
+                                "  cube_tile: {m: [16, 32], k: [32, 64], n: [32, 64]}\n"))
+    control = next(f for f in op.compiled.stages["block"].funcs if f.kind == "control")
+    views = [o.result.name for o in control.walk() if o.name == "view"]
+    assert "bv" in views
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1, 1, (20, 40)).astype(np.float32)
+    a = rng.uniform(-1, 1, (20, 30)).astype(np.float32)
+    b = rng.uniform(-1, 1, (30, 40)).astype(np.float32)
+    y, z = op(x, a, b, backend="sim")
+    t = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(y, 2.0 * x, rtol=1e-6)
+    np.testing.assert_allclose(z, t * 0.25 + t * 0.5 + t, rtol=1e-5, atol=1e-5)
