@@ -13,7 +13,7 @@
 #include <vector>
 
 extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* q, __gm__ half* kj_first, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* acc, __gm__ float* alpha, __gm__ half* ptj_first, __gm__ half* vj_first, __gm__ float* t16_first, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, __gm__ half* vj_first, __gm__ float* t16_first, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ half* q, __gm__ half* k, __gm__ half* v, __gm__ float* t0, __gm__ half* pt, __gm__ float* pv, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ half* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t16_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
 
@@ -83,8 +83,8 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:19:13
     std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:17
     float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:22:17
-    std::vector<unsigned char> t16_first_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:41:36
-    float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:41:36
+    std::vector<unsigned char> t16_first_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:40:36
+    float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:40:36
     if ((L + 63) / 64 >= 1) {  // flash_attn.pto:16:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:16:5
             half* kj_first = k;  // flash_attn.pto:17:14
@@ -115,7 +115,6 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
 #endif
             }
             if ((L + 63) / 64 == 1) {  // flash_attn.pto:39:9
-                half* ptj_first = pt;  // flash_attn.pto:40:19
                 {  // flash_attn.pto:16:5
                     const int64_t flash_attn_f16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
                     bool flash_attn_f16_k1_block_no_memory = false;
@@ -123,7 +122,7 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
                     for (int64_t flash_attn_f16_k1_block = 0; flash_attn_f16_k1_block < flash_attn_f16_k1_blocks; ++flash_attn_f16_k1_block) {  // flash_attn.pto:16:5
                         try {
                             start_launch(poison);  // flash_attn.pto:16:5
-                            flash_attn_f16_k1(acc, alpha, ptj_first, vj_first, t16_first, l, o, S, D, L, flash_attn_f16_k1_block, flash_attn_f16_k1_blocks);  // flash_attn.pto:16:5
+                            flash_attn_f16_k1(acc, alpha, pt, vj_first, t16_first, l, o, S, D, L, flash_attn_f16_k1_block, flash_attn_f16_k1_blocks);  // flash_attn.pto:16:5
 #ifdef PTO_CPU_SUBSET
                         } catch (const pto::cpu::Failure&) {
 #endif
@@ -156,8 +155,8 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
     float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:30:18
     std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:17
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:33:17
-    std::vector<unsigned char> t16_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:41:36
-    float* t16_last = reinterpret_cast<float*>(t16_last_bytes.data());  // flash_attn.pto:41:36
+    std::vector<unsigned char> t16_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:40:36
+    float* t16_last = reinterpret_cast<float*>(t16_last_bytes.data());  // flash_attn.pto:40:36
     {  // flash_attn.pto:16:5
         const int64_t flash_attn_f16_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
         bool flash_attn_f16_k2_block_no_memory = false;

@@ -93,11 +93,11 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     using TileT229Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT235Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT235Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT241 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT242 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT238 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT239 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT240 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT241 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT242 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT244 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT245 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT246 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -334,7 +334,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp0 tmp0;  // flash_attn.pto:31:32
-                TASSIGN(tmp0, 141312);  // flash_attn.pto:31:32
+                TASSIGN(tmp0, 143360);  // flash_attn.pto:31:32
                 TROWMAX(t179_aiv0, t178_aiv0, tmp0);  // flash_attn.pto:31:32
                 pipe_barrier(PIPE_V);
                 TMAX(t176_aiv0, t176_aiv0, t179_aiv0);  // flash_attn.pto:31:32
@@ -345,7 +345,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp0 tmp1;  // flash_attn.pto:31:32
-                    TASSIGN(tmp1, 141312);  // flash_attn.pto:31:32
+                    TASSIGN(tmp1, 143360);  // flash_attn.pto:31:32
                     TROWMAX(t179_aiv1, t178_aiv1, tmp1);  // flash_attn.pto:31:32
                     pipe_barrier(PIPE_V);
                     TMAX(t176_aiv1, t176_aiv1, t179_aiv1);  // flash_attn.pto:31:32
@@ -412,7 +412,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:33:17
-                TASSIGN(tmp2, 141312);  // flash_attn.pto:33:17
+                TASSIGN(tmp2, 143360);  // flash_attn.pto:33:17
                 TROWEXPAND(tmp2, t183_aiv0);  // flash_attn.pto:33:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
                 TROWEXPANDEXPDIF(t200_aiv0, t193_aiv0, tmp2);  // flash_attn.pto:33:17
@@ -428,7 +428,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:33:17
-                    TASSIGN(tmp3, 141312);  // flash_attn.pto:33:17
+                    TASSIGN(tmp3, 143360);  // flash_attn.pto:33:17
                     TROWEXPAND(tmp3, t183_aiv1);  // flash_attn.pto:33:17
                     pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
                     TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp3);  // flash_attn.pto:33:17
@@ -495,7 +495,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp0 tmp4;  // flash_attn.pto:34:28
-                TASSIGN(tmp4, 141312);  // flash_attn.pto:34:28
+                TASSIGN(tmp4, 143360);  // flash_attn.pto:34:28
                 TROWSUM(t209_aiv0, t208_aiv0, tmp4);  // flash_attn.pto:34:28
                 pipe_barrier(PIPE_V);
                 TADD(t206_aiv0, t206_aiv0, t209_aiv0);  // flash_attn.pto:34:28
@@ -506,7 +506,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp0 tmp5;  // flash_attn.pto:34:28
-                    TASSIGN(tmp5, 141312);  // flash_attn.pto:34:28
+                    TASSIGN(tmp5, 143360);  // flash_attn.pto:34:28
                     TROWSUM(t209_aiv1, t208_aiv1, tmp5);  // flash_attn.pto:34:28
                     pipe_barrier(PIPE_V);
                     TADD(t206_aiv1, t206_aiv1, t209_aiv1);  // flash_attn.pto:34:28
@@ -529,6 +529,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t220_aiv0, 45056);  // flash_attn.pto:36:22
             TileT220Aiv1 t220_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
             TASSIGN(t220_aiv1, 61440);  // flash_attn.pto:36:22
+            TileT223Aiv0 t223_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:36:22
+            TASSIGN(t223_aiv0, 77824);  // flash_attn.pto:36:22
+            TileT223Aiv1 t223_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
+            TASSIGN(t223_aiv1, 94208);  // flash_attn.pto:36:22
+            TileT224Aiv0 t224_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:36:22
+            TASSIGN(t224_aiv0, 110592);  // flash_attn.pto:36:22
+            TileT224Aiv1 t224_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
+            TASSIGN(t224_aiv1, 126976);  // flash_attn.pto:36:22
             pipe_barrier(PIPE_V);
             TADD(t213_aiv0, t204_aiv0, t206_aiv0);  // flash_attn.pto:34:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -544,93 +552,86 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
             GmView26 accGm26(acc + _qb3 * 64 * D, GmView26::Shape(t217_aiv0.GetValidRow(), t217_aiv0.GetValidCol()), GmView26::Stride(D));  // flash_attn.pto:36:22
             TLOAD(t217_aiv0, accGm26);  // flash_attn.pto:36:22
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
             GmView27 alphaGm27(alpha + _qb3 * 64, GmView27::Shape(t218_aiv0.GetValidRow()));  // flash_attn.pto:36:22
             TLOAD(t218_aiv0, alphaGm27);  // flash_attn.pto:36:22
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:36:22
-            TASSIGN(tmp6, 141312);  // flash_attn.pto:36:22
+            TASSIGN(tmp6, 143360);  // flash_attn.pto:36:22
             TROWEXPAND(tmp6, t218_aiv0);  // flash_attn.pto:36:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
             TROWEXPANDMUL(t220_aiv0, t217_aiv0, tmp6);  // flash_attn.pto:36:22
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+            GmView28 pv_lastGm28(pv_last + _qb3 * 64 * D, GmView28::Shape(t223_aiv0.GetValidRow(), t223_aiv0.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:36:22
+            TLOAD(t223_aiv0, pv_lastGm28);  // flash_attn.pto:36:22
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TADD(t224_aiv0, t220_aiv0, t223_aiv0);  // flash_attn.pto:36:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+            GmView29 accGm29(acc + _qb3 * 64 * D, GmView29::Shape(t224_aiv0.GetValidRow(), t224_aiv0.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:36:22
+            TSTORE(accGm29, t224_aiv0);  // flash_attn.pto:36:22
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
+            GmView30 alphaGm30(alpha + _qb3 * 64, GmView30::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:37:13
+            TSTORE(alphaGm30, t190_aiv0);  // flash_attn.pto:37:13
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:34:20
                 TADD(t213_aiv1, t204_aiv1, t206_aiv1);  // flash_attn.pto:34:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
-                GmView28 lGm28(l + _qb3 * 64 + 32, GmView28::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:34:20
-                TSTORE(lGm28, t213_aiv1);  // flash_attn.pto:34:20
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
-                GmView29 mGm29(m + _qb3 * 64 + 32, GmView29::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:35:13
-                TSTORE(mGm29, t183_aiv1);  // flash_attn.pto:35:13
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                GmView30 accGm30(acc + (_qb3 * 64 + 32) * D, GmView30::Shape(t217_aiv1.GetValidRow(), t217_aiv1.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:36:22
-                TLOAD(t217_aiv1, accGm30);  // flash_attn.pto:36:22
-                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
-                GmView31 alphaGm31(alpha + _qb3 * 64 + 32, GmView31::Shape(t218_aiv1.GetValidRow()));  // flash_attn.pto:36:22
-                TLOAD(t218_aiv1, alphaGm31);  // flash_attn.pto:36:22
+                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
+                GmView31 lGm31(l + _qb3 * 64 + 32, GmView31::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:34:20
+                TSTORE(lGm31, t213_aiv1);  // flash_attn.pto:34:20
+                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
+                GmView32 mGm32(m + _qb3 * 64 + 32, GmView32::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:35:13
+                TSTORE(mGm32, t183_aiv1);  // flash_attn.pto:35:13
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                GmView33 accGm33(acc + (_qb3 * 64 + 32) * D, GmView33::Shape(t217_aiv1.GetValidRow(), t217_aiv1.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:36:22
+                TLOAD(t217_aiv1, accGm33);  // flash_attn.pto:36:22
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
+                GmView34 alphaGm34(alpha + _qb3 * 64 + 32, GmView34::Shape(t218_aiv1.GetValidRow()));  // flash_attn.pto:36:22
+                TLOAD(t218_aiv1, alphaGm34);  // flash_attn.pto:36:22
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:22
-                TASSIGN(tmp7, 141312);  // flash_attn.pto:36:22
+                TASSIGN(tmp7, 143360);  // flash_attn.pto:36:22
                 TROWEXPAND(tmp7, t218_aiv1);  // flash_attn.pto:36:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
                 TROWEXPANDMUL(t220_aiv1, t217_aiv1, tmp7);  // flash_attn.pto:36:22
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            __gm__ float* ptj_last = pt;  // flash_attn.pto:40:19
-            TileT223Aiv0 t223_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:36:22
-            TASSIGN(t223_aiv0, 10240);  // flash_attn.pto:36:22
-            TileT223Aiv1 t223_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
-            TASSIGN(t223_aiv1, 26624);  // flash_attn.pto:36:22
-            TileT224Aiv0 t224_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:36:22
-            TASSIGN(t224_aiv0, 77824);  // flash_attn.pto:36:22
-            TileT224Aiv1 t224_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
-            TASSIGN(t224_aiv1, 94208);  // flash_attn.pto:36:22
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-            GmView32 pv_lastGm32(pv_last + _qb3 * 64 * D, GmView32::Shape(t223_aiv0.GetValidRow(), t223_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:36:22
-            TLOAD(t223_aiv0, pv_lastGm32);  // flash_attn.pto:36:22
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t224_aiv0, t220_aiv0, t223_aiv0);  // flash_attn.pto:36:22
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-            GmView33 accGm33(acc + _qb3 * 64 * D, GmView33::Shape(t224_aiv0.GetValidRow(), t224_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:36:22
-            TSTORE(accGm33, t224_aiv0);  // flash_attn.pto:36:22
-            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
-            GmView34 alphaGm34(alpha + _qb3 * 64, GmView34::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:37:13
-            TSTORE(alphaGm34, t190_aiv0);  // flash_attn.pto:37:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:36:22
                 using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
                 GmView35 pv_lastGm35(pv_last + (_qb3 * 64 + 32) * D, GmView35::Shape(t223_aiv1.GetValidRow(), t223_aiv1.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:36:22
                 TLOAD(t223_aiv1, pv_lastGm35);  // flash_attn.pto:36:22
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TADD(t224_aiv1, t220_aiv1, t223_aiv1);  // flash_attn.pto:36:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
                 GmView36 accGm36(acc + (_qb3 * 64 + 32) * D, GmView36::Shape(t224_aiv1.GetValidRow(), t224_aiv1.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:36:22
                 TSTORE(accGm36, t224_aiv1);  // flash_attn.pto:36:22
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
                 GmView37 alphaGm37(alpha + _qb3 * 64 + 32, GmView37::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:37:13
                 TSTORE(alphaGm37, t190_aiv1);  // flash_attn.pto:37:13
             }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g228 = 0; _g228 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g228) {  // flash_attn.pto:38:21
                 TileT229Aiv0 t229_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g228 * 64, 64));  // flash_attn.pto:38:21
@@ -640,17 +641,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
                 GmView38 p_1_lastGm38(p_1_last + _qb3 * 64 * 64 + _g228 * 64, GmView38::Shape(t229_aiv0.GetValidRow(), t229_aiv0.GetValidCol()));  // flash_attn.pto:38:21
                 TLOAD(t229_aiv0, p_1_lastGm38);  // flash_attn.pto:38:21
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
                 GmView39 ptGm39(pt + _qb3 * 64 * 64 + _g228 * 64, GmView39::Shape(t229_aiv0.GetValidRow(), t229_aiv0.GetValidCol()));  // flash_attn.pto:38:21
                 TSTORE(ptGm39, t229_aiv0);  // flash_attn.pto:38:21
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:38:21
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:38:21
                     using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
                     GmView40 p_1_lastGm40(p_1_last + (_qb3 * 64 + 32) * 64 + _g228 * 64, GmView40::Shape(t229_aiv1.GetValidRow(), t229_aiv1.GetValidCol()));  // flash_attn.pto:38:21
                     TLOAD(t229_aiv1, p_1_lastGm40);  // flash_attn.pto:38:21
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
                     GmView41 ptGm41(pt + (_qb3 * 64 + 32) * 64 + _g228 * 64, GmView41::Shape(t229_aiv1.GetValidRow(), t229_aiv1.GetValidCol()));  // flash_attn.pto:38:21
                     TSTORE(ptGm41, t229_aiv1);  // flash_attn.pto:38:21
@@ -658,25 +659,25 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT235Aiv0 t235_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:41:22
-            TASSIGN(t235_aiv0, 10240);  // flash_attn.pto:41:22
-            TileT235Aiv1 t235_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:41:22
-            TASSIGN(t235_aiv1, 26624);  // flash_attn.pto:41:22
+            TileT235Aiv0 t235_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t235_aiv0, 10240);  // flash_attn.pto:40:22
+            TileT235Aiv1 t235_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t235_aiv1, 26624);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:41:22
-            TASSIGN(tmp8, 141312);  // flash_attn.pto:41:22
-            TROWEXPAND(tmp8, t190_aiv0);  // flash_attn.pto:41:22
-            pipe_barrier(PIPE_V);  // flash_attn.pto:41:22
-            TROWEXPANDMUL(t235_aiv0, t224_aiv0, tmp8);  // flash_attn.pto:41:22
+            TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
+            TASSIGN(tmp8, 143360);  // flash_attn.pto:40:22
+            TROWEXPAND(tmp8, t190_aiv0);  // flash_attn.pto:40:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+            TROWEXPANDMUL(t235_aiv0, t224_aiv0, tmp8);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:41:22
-                TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:41:22
-                TASSIGN(tmp9, 141312);  // flash_attn.pto:41:22
-                TROWEXPAND(tmp9, t190_aiv1);  // flash_attn.pto:41:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:41:22
-                TROWEXPANDMUL(t235_aiv1, t224_aiv1, tmp9);  // flash_attn.pto:41:22
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
+                TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                TASSIGN(tmp9, 143360);  // flash_attn.pto:40:22
+                TROWEXPAND(tmp9, t190_aiv1);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                TROWEXPANDMUL(t235_aiv1, t224_aiv1, tmp9);  // flash_attn.pto:40:22
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -684,140 +685,142 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g237 = 0; _g237 < (D + 63) / 64; ++_g237) {  // flash_attn.pto:41:36
-                TileT241 t241(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:41:36
-                TASSIGN(t241, 0);  // flash_attn.pto:41:36
-                TileT242 t242(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:41:36
-                TASSIGN(t242, 0);  // flash_attn.pto:41:36
+            for (int64_t _g237 = 0; _g237 < (D + 63) / 64; ++_g237) {  // flash_attn.pto:40:36
+                TileT238 t238(min_i64(S - _qb3 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:40:36
+                TASSIGN(t238, 0);  // flash_attn.pto:40:36
+                TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:40:36
+                TASSIGN(t239, 0);  // flash_attn.pto:40:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:36
-                GmView42 vj_lastGm42(vj_last + _g237 * 64, GmView42::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView42::Stride(D));  // flash_attn.pto:41:36
-                TLOAD(t241, vj_lastGm42);  // flash_attn.pto:41:36
+                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:40:36
+                GmView42 ptGm42(pt + _qb3 * 64 * 64, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:40:36
+                TLOAD(t239, ptGm42);  // flash_attn.pto:40:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:40:36
+                TASSIGN(t240, 0);  // flash_attn.pto:40:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t242, t241);  // flash_attn.pto:41:36
+                TMOV(t240, t239);  // flash_attn.pto:40:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT238 t238(min_i64(S - _qb3 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:41:36
-                TASSIGN(t238, 0);  // flash_attn.pto:41:36
-                TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:41:36
-                TASSIGN(t239, 0);  // flash_attn.pto:41:36
+                TileT241 t241(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:40:36
+                TASSIGN(t241, 0);  // flash_attn.pto:40:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:41:36
-                GmView43 ptj_lastGm43(ptj_last + _qb3 * 64 * 64, GmView43::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:41:36
-                TLOAD(t239, ptj_lastGm43);  // flash_attn.pto:41:36
+                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:36
+                GmView43 vj_lastGm43(vj_last + _g237 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:40:36
+                TLOAD(t241, vj_lastGm43);  // flash_attn.pto:40:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:41:36
-                TASSIGN(t240, 0);  // flash_attn.pto:41:36
+                TileT242 t242(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:40:36
+                TASSIGN(t242, 0);  // flash_attn.pto:40:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t240, t239);  // flash_attn.pto:41:36
+                TMOV(t242, t241);  // flash_attn.pto:40:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t238, t240, t242);  // flash_attn.pto:41:36
+                TMATMUL(t238, t240, t242);  // flash_attn.pto:40:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k243 = 1; _k243 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k243) {  // flash_attn.pto:41:36
-                    TileT244 t244(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k243 * 64, 64));  // flash_attn.pto:41:36
-                    TASSIGN(t244, 0);  // flash_attn.pto:41:36
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:41:36
-                    GmView44 ptj_lastGm44(ptj_last + _qb3 * 64 * 64 + _k243 * 64, GmView44::Shape(t244.GetValidRow(), t244.GetValidCol()));  // flash_attn.pto:41:36
-                    TLOAD(t244, ptj_lastGm44);  // flash_attn.pto:41:36
+                for (int64_t _k243 = 1; _k243 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k243) {  // flash_attn.pto:40:36
+                    TileT244 t244(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64));  // flash_attn.pto:40:36
+                    TASSIGN(t244, 0);  // flash_attn.pto:40:36
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:40:36
+                    GmView44 ptGm44(pt + _qb3 * 64 * 64 + _k243 * 64, GmView44::Shape(t244.GetValidRow(), t244.GetValidCol()));  // flash_attn.pto:40:36
+                    TLOAD(t244, ptGm44);  // flash_attn.pto:40:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT245 t245(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k243 * 64, 64));  // flash_attn.pto:41:36
-                    TASSIGN(t245, 0);  // flash_attn.pto:41:36
+                    TileT245 t245(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64));  // flash_attn.pto:40:36
+                    TASSIGN(t245, 0);  // flash_attn.pto:40:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t245, t244);  // flash_attn.pto:41:36
+                    TMOV(t245, t244);  // flash_attn.pto:40:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT246 t246(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:41:36
-                    TASSIGN(t246, 0);  // flash_attn.pto:41:36
+                    TileT246 t246(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:40:36
+                    TASSIGN(t246, 0);  // flash_attn.pto:40:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:36
-                    GmView45 vj_lastGm45(vj_last + _k243 * 64 * D + _g237 * 64, GmView45::Shape(t246.GetValidRow(), t246.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:41:36
-                    TLOAD(t246, vj_lastGm45);  // flash_attn.pto:41:36
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:36
+                    GmView45 vj_lastGm45(vj_last + _k243 * 64 * D + _g237 * 64, GmView45::Shape(t246.GetValidRow(), t246.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:40:36
+                    TLOAD(t246, vj_lastGm45);  // flash_attn.pto:40:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT247 t247(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:41:36
-                    TASSIGN(t247, 0);  // flash_attn.pto:41:36
+                    TileT247 t247(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:40:36
+                    TASSIGN(t247, 0);  // flash_attn.pto:40:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t247, t246);  // flash_attn.pto:41:36
+                    TMOV(t247, t246);  // flash_attn.pto:40:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t238, t238, t245, t247);  // flash_attn.pto:41:36
+                    TMATMUL_ACC(t238, t238, t245, t247);  // flash_attn.pto:40:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:36
-                GmView46 t16_lastGm46(t16_last + _qb3 * 64 * D + _g237 * 64, GmView46::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:41:36
-                TSTORE(t16_lastGm46, t238);  // flash_attn.pto:41:36
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:36
+                GmView46 t16_lastGm46(t16_last + _qb3 * 64 * D + _g237 * 64, GmView46::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:40:36
+                TSTORE(t16_lastGm46, t238);  // flash_attn.pto:40:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:41:22
-            TASSIGN(t250_aiv0, 43008);  // flash_attn.pto:41:22
-            TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:41:22
-            TASSIGN(t250_aiv1, 59392);  // flash_attn.pto:41:22
-            TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:41:22
-            TASSIGN(t251_aiv0, 75776);  // flash_attn.pto:41:22
-            TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:41:22
-            TASSIGN(t251_aiv1, 92160);  // flash_attn.pto:41:22
-            TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:42:25
-            TASSIGN(t256_aiv0, 108544);  // flash_attn.pto:42:25
-            TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:42:25
-            TASSIGN(t256_aiv1, 124928);  // flash_attn.pto:42:25
-            using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:22
-            GmView47 t16_lastGm47(t16_last + _qb3 * 64 * D, GmView47::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:41:22
-            TLOAD(t250_aiv0, t16_lastGm47);  // flash_attn.pto:41:22
+            TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t250_aiv0, 43008);  // flash_attn.pto:40:22
+            TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t250_aiv1, 59392);  // flash_attn.pto:40:22
+            TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t251_aiv0, 75776);  // flash_attn.pto:40:22
+            TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t251_aiv1, 92160);  // flash_attn.pto:40:22
+            TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:41:25
+            TASSIGN(t256_aiv0, 108544);  // flash_attn.pto:41:25
+            TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:41:25
+            TASSIGN(t256_aiv1, 124928);  // flash_attn.pto:41:25
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView47 t16_lastGm47(t16_last + _qb3 * 64 * D, GmView47::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(t250_aiv0, t16_lastGm47);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t251_aiv0, t235_aiv0, t250_aiv0);  // flash_attn.pto:41:22
+            TADD(t251_aiv0, t235_aiv0, t250_aiv0);  // flash_attn.pto:40:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:22
-            GmView48 accGm48(acc + _qb3 * 64 * D, GmView48::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:41:22
-            TSTORE(accGm48, t251_aiv0);  // flash_attn.pto:41:22
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView48 accGm48(acc + _qb3 * 64 * D, GmView48::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:40:22
+            TSTORE(accGm48, t251_aiv0);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
-            TileTmp1 tmp10(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:42:25
-            TASSIGN(tmp10, 141312);  // flash_attn.pto:42:25
-            TROWEXPAND(tmp10, t213_aiv0);  // flash_attn.pto:42:25
-            pipe_barrier(PIPE_V);  // flash_attn.pto:42:25
-            TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp10);  // flash_attn.pto:42:25
+            TileTmp1 tmp10(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:41:25
+            TASSIGN(tmp10, 143360);  // flash_attn.pto:41:25
+            TROWEXPAND(tmp10, t213_aiv0);  // flash_attn.pto:41:25
+            pipe_barrier(PIPE_V);  // flash_attn.pto:41:25
+            TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp10);  // flash_attn.pto:41:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:42:20
-            GmView49 oGm49(o + _qb3 * 64 * D, GmView49::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:42:20
-            TSTORE(oGm49, t256_aiv0);  // flash_attn.pto:42:20
+            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:20
+            GmView49 oGm49(o + _qb3 * 64 * D, GmView49::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:41:20
+            TSTORE(oGm49, t256_aiv0);  // flash_attn.pto:41:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // flash_attn.pto:41:22
-                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:22
-                GmView50 t16_lastGm50(t16_last + (_qb3 * 64 + 32) * D, GmView50::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:41:22
-                TLOAD(t250_aiv1, t16_lastGm50);  // flash_attn.pto:41:22
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:40:22
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView50 t16_lastGm50(t16_last + (_qb3 * 64 + 32) * D, GmView50::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t250_aiv1, t16_lastGm50);  // flash_attn.pto:40:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t251_aiv1, t235_aiv1, t250_aiv1);  // flash_attn.pto:41:22
+                TADD(t251_aiv1, t235_aiv1, t250_aiv1);  // flash_attn.pto:40:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:22
-                GmView51 accGm51(acc + (_qb3 * 64 + 32) * D, GmView51::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:41:22
-                TSTORE(accGm51, t251_aiv1);  // flash_attn.pto:41:22
+                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView51 accGm51(acc + (_qb3 * 64 + 32) * D, GmView51::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm51, t251_aiv1);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);
-                TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:42:25
-                TASSIGN(tmp11, 141312);  // flash_attn.pto:42:25
-                TROWEXPAND(tmp11, t213_aiv1);  // flash_attn.pto:42:25
-                pipe_barrier(PIPE_V);  // flash_attn.pto:42:25
-                TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp11);  // flash_attn.pto:42:25
+                TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:41:25
+                TASSIGN(tmp11, 143360);  // flash_attn.pto:41:25
+                TROWEXPAND(tmp11, t213_aiv1);  // flash_attn.pto:41:25
+                pipe_barrier(PIPE_V);  // flash_attn.pto:41:25
+                TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp11);  // flash_attn.pto:41:25
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:42:20
-                GmView52 oGm52(o + (_qb3 * 64 + 32) * D, GmView52::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:42:20
-                TSTORE(oGm52, t256_aiv1);  // flash_attn.pto:42:20
+                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:20
+                GmView52 oGm52(o + (_qb3 * 64 + 32) * D, GmView52::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:41:20
+                TSTORE(oGm52, t256_aiv1);  // flash_attn.pto:41:20
             }
         }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -1016,98 +1019,95 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:34:20
             }
-            __gm__ float* ptj_last = pt;  // flash_attn.pto:40:19
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:36:22
-            }
             for (int64_t _g228 = 0; _g228 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g228) {  // flash_attn.pto:38:21
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:38:21
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:38:21
                 }
             }
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:41:22
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag_dev(3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag_dev(3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g237 = 0; _g237 < (D + 63) / 64; ++_g237) {  // flash_attn.pto:41:36
-                TileT241 t241(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:41:36
-                TASSIGN(t241, 0);  // flash_attn.pto:41:36
-                TileT242 t242(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:41:36
-                TASSIGN(t242, 0);  // flash_attn.pto:41:36
+            for (int64_t _g237 = 0; _g237 < (D + 63) / 64; ++_g237) {  // flash_attn.pto:40:36
+                TileT238 t238(min_i64(S - _qb3 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:40:36
+                TASSIGN(t238, 0);  // flash_attn.pto:40:36
+                TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:40:36
+                TASSIGN(t239, 0);  // flash_attn.pto:40:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:36
-                GmView42 vj_lastGm42(vj_last + _g237 * 64, GmView42::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView42::Stride(D));  // flash_attn.pto:41:36
-                TLOAD(t241, vj_lastGm42);  // flash_attn.pto:41:36
+                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:40:36
+                GmView42 ptGm42(pt + _qb3 * 64 * 64, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:40:36
+                TLOAD(t239, ptGm42);  // flash_attn.pto:40:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:40:36
+                TASSIGN(t240, 0);  // flash_attn.pto:40:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t242, t241);  // flash_attn.pto:41:36
+                TMOV(t240, t239);  // flash_attn.pto:40:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT238 t238(min_i64(S - _qb3 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:41:36
-                TASSIGN(t238, 0);  // flash_attn.pto:41:36
-                TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:41:36
-                TASSIGN(t239, 0);  // flash_attn.pto:41:36
+                TileT241 t241(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:40:36
+                TASSIGN(t241, 0);  // flash_attn.pto:40:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:41:36
-                GmView43 ptj_lastGm43(ptj_last + _qb3 * 64 * 64, GmView43::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:41:36
-                TLOAD(t239, ptj_lastGm43);  // flash_attn.pto:41:36
+                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:36
+                GmView43 vj_lastGm43(vj_last + _g237 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:40:36
+                TLOAD(t241, vj_lastGm43);  // flash_attn.pto:40:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:41:36
-                TASSIGN(t240, 0);  // flash_attn.pto:41:36
+                TileT242 t242(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:40:36
+                TASSIGN(t242, 0);  // flash_attn.pto:40:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t240, t239);  // flash_attn.pto:41:36
+                TMOV(t242, t241);  // flash_attn.pto:40:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t238, t240, t242);  // flash_attn.pto:41:36
+                TMATMUL(t238, t240, t242);  // flash_attn.pto:40:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k243 = 1; _k243 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k243) {  // flash_attn.pto:41:36
-                    TileT244 t244(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k243 * 64, 64));  // flash_attn.pto:41:36
-                    TASSIGN(t244, 0);  // flash_attn.pto:41:36
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:41:36
-                    GmView44 ptj_lastGm44(ptj_last + _qb3 * 64 * 64 + _k243 * 64, GmView44::Shape(t244.GetValidRow(), t244.GetValidCol()));  // flash_attn.pto:41:36
-                    TLOAD(t244, ptj_lastGm44);  // flash_attn.pto:41:36
+                for (int64_t _k243 = 1; _k243 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k243) {  // flash_attn.pto:40:36
+                    TileT244 t244(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64));  // flash_attn.pto:40:36
+                    TASSIGN(t244, 0);  // flash_attn.pto:40:36
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:40:36
+                    GmView44 ptGm44(pt + _qb3 * 64 * 64 + _k243 * 64, GmView44::Shape(t244.GetValidRow(), t244.GetValidCol()));  // flash_attn.pto:40:36
+                    TLOAD(t244, ptGm44);  // flash_attn.pto:40:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT245 t245(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k243 * 64, 64));  // flash_attn.pto:41:36
-                    TASSIGN(t245, 0);  // flash_attn.pto:41:36
+                    TileT245 t245(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64));  // flash_attn.pto:40:36
+                    TASSIGN(t245, 0);  // flash_attn.pto:40:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t245, t244);  // flash_attn.pto:41:36
+                    TMOV(t245, t244);  // flash_attn.pto:40:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT246 t246(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:41:36
-                    TASSIGN(t246, 0);  // flash_attn.pto:41:36
+                    TileT246 t246(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:40:36
+                    TASSIGN(t246, 0);  // flash_attn.pto:40:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:36
-                    GmView45 vj_lastGm45(vj_last + _k243 * 64 * D + _g237 * 64, GmView45::Shape(t246.GetValidRow(), t246.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:41:36
-                    TLOAD(t246, vj_lastGm45);  // flash_attn.pto:41:36
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:36
+                    GmView45 vj_lastGm45(vj_last + _k243 * 64 * D + _g237 * 64, GmView45::Shape(t246.GetValidRow(), t246.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:40:36
+                    TLOAD(t246, vj_lastGm45);  // flash_attn.pto:40:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT247 t247(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:41:36
-                    TASSIGN(t247, 0);  // flash_attn.pto:41:36
+                    TileT247 t247(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:40:36
+                    TASSIGN(t247, 0);  // flash_attn.pto:40:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t247, t246);  // flash_attn.pto:41:36
+                    TMOV(t247, t246);  // flash_attn.pto:40:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t238, t238, t245, t247);  // flash_attn.pto:41:36
+                    TMATMUL_ACC(t238, t238, t245, t247);  // flash_attn.pto:40:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:36
-                GmView46 t16_lastGm46(t16_last + _qb3 * 64 * D + _g237 * 64, GmView46::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:41:36
-                TSTORE(t16_lastGm46, t238);  // flash_attn.pto:41:36
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:36
+                GmView46 t16_lastGm46(t16_last + _qb3 * 64 * D + _g237 * 64, GmView46::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:40:36
+                TSTORE(t16_lastGm46, t238);  // flash_attn.pto:40:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // flash_attn.pto:41:22
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:40:22
             }
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
@@ -1239,7 +1239,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // flash_attn.pto:31:32
-                    TASSIGN(tmp0, 141312);  // flash_attn.pto:31:32
+                    TASSIGN(tmp0, 143360);  // flash_attn.pto:31:32
                     TROWMAX(t179_aiv0, t178_aiv0, tmp0);  // flash_attn.pto:31:32
                 }
                 pipe_barrier(PIPE_V);
@@ -1256,7 +1256,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp1;  // flash_attn.pto:31:32
-                        TASSIGN(tmp1, 141312);  // flash_attn.pto:31:32
+                        TASSIGN(tmp1, 143360);  // flash_attn.pto:31:32
                         TROWMAX(t179_aiv1, t178_aiv1, tmp1);  // flash_attn.pto:31:32
                     }
                     pipe_barrier(PIPE_V);
@@ -1345,7 +1345,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:33:17
-                    TASSIGN(tmp2, 141312);  // flash_attn.pto:33:17
+                    TASSIGN(tmp2, 143360);  // flash_attn.pto:33:17
                     TROWEXPAND(tmp2, t183_aiv0);  // flash_attn.pto:33:17
                     pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
                     TROWEXPANDEXPDIF(t200_aiv0, t193_aiv0, tmp2);  // flash_attn.pto:33:17
@@ -1367,7 +1367,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
                         TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:33:17
-                        TASSIGN(tmp3, 141312);  // flash_attn.pto:33:17
+                        TASSIGN(tmp3, 143360);  // flash_attn.pto:33:17
                         TROWEXPAND(tmp3, t183_aiv1);  // flash_attn.pto:33:17
                         pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
                         TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp3);  // flash_attn.pto:33:17
@@ -1450,7 +1450,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp4;  // flash_attn.pto:34:28
-                    TASSIGN(tmp4, 141312);  // flash_attn.pto:34:28
+                    TASSIGN(tmp4, 143360);  // flash_attn.pto:34:28
                     TROWSUM(t209_aiv0, t208_aiv0, tmp4);  // flash_attn.pto:34:28
                 }
                 pipe_barrier(PIPE_V);
@@ -1467,7 +1467,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp5;  // flash_attn.pto:34:28
-                        TASSIGN(tmp5, 141312);  // flash_attn.pto:34:28
+                        TASSIGN(tmp5, 143360);  // flash_attn.pto:34:28
                         TROWSUM(t209_aiv1, t208_aiv1, tmp5);  // flash_attn.pto:34:28
                     }
                     pipe_barrier(PIPE_V);
@@ -1493,6 +1493,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t220_aiv0, 45056);  // flash_attn.pto:36:22
             TileT220Aiv1 t220_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
             TASSIGN(t220_aiv1, 61440);  // flash_attn.pto:36:22
+            TileT223Aiv0 t223_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:36:22
+            TASSIGN(t223_aiv0, 77824);  // flash_attn.pto:36:22
+            TileT223Aiv1 t223_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
+            TASSIGN(t223_aiv1, 94208);  // flash_attn.pto:36:22
+            TileT224Aiv0 t224_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:36:22
+            TASSIGN(t224_aiv0, 110592);  // flash_attn.pto:36:22
+            TileT224Aiv1 t224_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
+            TASSIGN(t224_aiv1, 126976);  // flash_attn.pto:36:22
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TADD(t213_aiv0, t204_aiv0, t206_aiv0);  // flash_attn.pto:34:20
@@ -1513,22 +1521,55 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
                 GmView26 accGm26(acc + _qb3 * 64 * D, GmView26::Shape(t217_aiv0.GetValidRow(), t217_aiv0.GetValidCol()), GmView26::Stride(D));  // flash_attn.pto:36:22
                 TLOAD(t217_aiv0, accGm26);  // flash_attn.pto:36:22
+            }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
                 using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
                 GmView27 alphaGm27(alpha + _qb3 * 64, GmView27::Shape(t218_aiv0.GetValidRow()));  // flash_attn.pto:36:22
                 TLOAD(t218_aiv0, alphaGm27);  // flash_attn.pto:36:22
             }
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:36:22
-                TASSIGN(tmp6, 141312);  // flash_attn.pto:36:22
+                TASSIGN(tmp6, 143360);  // flash_attn.pto:36:22
                 TROWEXPAND(tmp6, t218_aiv0);  // flash_attn.pto:36:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
                 TROWEXPANDMUL(t220_aiv0, t217_aiv0, tmp6);  // flash_attn.pto:36:22
             }
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag_dev(3);
+            if (ptodsl_aiv0) {
+                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                GmView28 pv_lastGm28(pv_last + _qb3 * 64 * D, GmView28::Shape(t223_aiv0.GetValidRow(), t223_aiv0.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:36:22
+                TLOAD(t223_aiv0, pv_lastGm28);  // flash_attn.pto:36:22
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TADD(t224_aiv0, t220_aiv0, t223_aiv0);  // flash_attn.pto:36:22
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                GmView29 accGm29(acc + _qb3 * 64 * D, GmView29::Shape(t224_aiv0.GetValidRow(), t224_aiv0.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:36:22
+                TSTORE(accGm29, t224_aiv0);  // flash_attn.pto:36:22
+            }
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            if (ptodsl_aiv0) {
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
+                GmView30 alphaGm30(alpha + _qb3 * 64, GmView30::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:37:13
+                TSTORE(alphaGm30, t190_aiv0);  // flash_attn.pto:37:13
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:34:20
                 if (!ptodsl_aiv0) {
                     TADD(t213_aiv1, t204_aiv1, t206_aiv1);  // flash_attn.pto:34:20
@@ -1536,74 +1577,36 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
-                    GmView28 lGm28(l + _qb3 * 64 + 32, GmView28::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:34:20
-                    TSTORE(lGm28, t213_aiv1);  // flash_attn.pto:34:20
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
-                    GmView29 mGm29(m + _qb3 * 64 + 32, GmView29::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:35:13
-                    TSTORE(mGm29, t183_aiv1);  // flash_attn.pto:35:13
-                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                    GmView30 accGm30(acc + (_qb3 * 64 + 32) * D, GmView30::Shape(t217_aiv1.GetValidRow(), t217_aiv1.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:36:22
-                    TLOAD(t217_aiv1, accGm30);  // flash_attn.pto:36:22
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
-                    GmView31 alphaGm31(alpha + _qb3 * 64 + 32, GmView31::Shape(t218_aiv1.GetValidRow()));  // flash_attn.pto:36:22
-                    TLOAD(t218_aiv1, alphaGm31);  // flash_attn.pto:36:22
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
+                    GmView31 lGm31(l + _qb3 * 64 + 32, GmView31::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:34:20
+                    TSTORE(lGm31, t213_aiv1);  // flash_attn.pto:34:20
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
+                    GmView32 mGm32(m + _qb3 * 64 + 32, GmView32::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:35:13
+                    TSTORE(mGm32, t183_aiv1);  // flash_attn.pto:35:13
+                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
+                    GmView33 accGm33(acc + (_qb3 * 64 + 32) * D, GmView33::Shape(t217_aiv1.GetValidRow(), t217_aiv1.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:36:22
+                    TLOAD(t217_aiv1, accGm33);  // flash_attn.pto:36:22
                 }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
+                    GmView34 alphaGm34(alpha + _qb3 * 64 + 32, GmView34::Shape(t218_aiv1.GetValidRow()));  // flash_attn.pto:36:22
+                    TLOAD(t218_aiv1, alphaGm34);  // flash_attn.pto:36:22
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (!ptodsl_aiv0) {
                     TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:22
-                    TASSIGN(tmp7, 141312);  // flash_attn.pto:36:22
+                    TASSIGN(tmp7, 143360);  // flash_attn.pto:36:22
                     TROWEXPAND(tmp7, t218_aiv1);  // flash_attn.pto:36:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
                     TROWEXPANDMUL(t220_aiv1, t217_aiv1, tmp7);  // flash_attn.pto:36:22
-                }
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            __gm__ float* ptj_last = pt;  // flash_attn.pto:40:19
-            TileT223Aiv0 t223_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:36:22
-            TASSIGN(t223_aiv0, 10240);  // flash_attn.pto:36:22
-            TileT223Aiv1 t223_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
-            TASSIGN(t223_aiv1, 26624);  // flash_attn.pto:36:22
-            TileT224Aiv0 t224_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:36:22
-            TASSIGN(t224_aiv0, 77824);  // flash_attn.pto:36:22
-            TileT224Aiv1 t224_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
-            TASSIGN(t224_aiv1, 94208);  // flash_attn.pto:36:22
-            wait_flag_dev(3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                GmView32 pv_lastGm32(pv_last + _qb3 * 64 * D, GmView32::Shape(t223_aiv0.GetValidRow(), t223_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:36:22
-                TLOAD(t223_aiv0, pv_lastGm32);  // flash_attn.pto:36:22
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TADD(t224_aiv0, t220_aiv0, t223_aiv0);  // flash_attn.pto:36:22
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                GmView33 accGm33(acc + _qb3 * 64 * D, GmView33::Shape(t224_aiv0.GetValidRow(), t224_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:36:22
-                TSTORE(accGm33, t224_aiv0);  // flash_attn.pto:36:22
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
-                GmView34 alphaGm34(alpha + _qb3 * 64, GmView34::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:37:13
-                TSTORE(alphaGm34, t190_aiv0);  // flash_attn.pto:37:13
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:36:22
-                if (!ptodsl_aiv0) {
                     using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
                     GmView35 pv_lastGm35(pv_last + (_qb3 * 64 + 32) * D, GmView35::Shape(t223_aiv1.GetValidRow(), t223_aiv1.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:36:22
                     TLOAD(t223_aiv1, pv_lastGm35);  // flash_attn.pto:36:22
                 }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (!ptodsl_aiv0) {
@@ -1611,18 +1614,22 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
                     using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
                     GmView36 accGm36(acc + (_qb3 * 64 + 32) * D, GmView36::Shape(t224_aiv1.GetValidRow(), t224_aiv1.GetValidCol()), GmView36::Stride(D));  // flash_attn.pto:36:22
                     TSTORE(accGm36, t224_aiv1);  // flash_attn.pto:36:22
+                }
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                if (!ptodsl_aiv0) {
                     using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
                     GmView37 alphaGm37(alpha + _qb3 * 64 + 32, GmView37::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:37:13
                     TSTORE(alphaGm37, t190_aiv1);  // flash_attn.pto:37:13
                 }
             }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag_dev(4);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g228 = 0; _g228 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g228) {  // flash_attn.pto:38:21
                 TileT229Aiv0 t229_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g228 * 64, 64));  // flash_attn.pto:38:21
@@ -1634,21 +1641,21 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     GmView38 p_1_lastGm38(p_1_last + _qb3 * 64 * 64 + _g228 * 64, GmView38::Shape(t229_aiv0.GetValidRow(), t229_aiv0.GetValidCol()));  // flash_attn.pto:38:21
                     TLOAD(t229_aiv0, p_1_lastGm38);  // flash_attn.pto:38:21
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
                     GmView39 ptGm39(pt + _qb3 * 64 * 64 + _g228 * 64, GmView39::Shape(t229_aiv0.GetValidRow(), t229_aiv0.GetValidCol()));  // flash_attn.pto:38:21
                     TSTORE(ptGm39, t229_aiv0);  // flash_attn.pto:38:21
                 }
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:38:21
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:38:21
                     if (!ptodsl_aiv0) {
                         using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
                         GmView40 p_1_lastGm40(p_1_last + (_qb3 * 64 + 32) * 64 + _g228 * 64, GmView40::Shape(t229_aiv1.GetValidRow(), t229_aiv1.GetValidCol()));  // flash_attn.pto:38:21
                         TLOAD(t229_aiv1, p_1_lastGm40);  // flash_attn.pto:38:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
                         using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
                         GmView41 ptGm41(pt + (_qb3 * 64 + 32) * 64 + _g228 * 64, GmView41::Shape(t229_aiv1.GetValidRow(), t229_aiv1.GetValidCol()));  // flash_attn.pto:38:21
@@ -1659,114 +1666,116 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT235Aiv0 t235_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:41:22
-            TASSIGN(t235_aiv0, 10240);  // flash_attn.pto:41:22
-            TileT235Aiv1 t235_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:41:22
-            TASSIGN(t235_aiv1, 26624);  // flash_attn.pto:41:22
+            TileT235Aiv0 t235_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t235_aiv0, 10240);  // flash_attn.pto:40:22
+            TileT235Aiv1 t235_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t235_aiv1, 26624);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:41:22
-                TASSIGN(tmp8, 141312);  // flash_attn.pto:41:22
-                TROWEXPAND(tmp8, t190_aiv0);  // flash_attn.pto:41:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:41:22
-                TROWEXPANDMUL(t235_aiv0, t224_aiv0, tmp8);  // flash_attn.pto:41:22
+                TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
+                TASSIGN(tmp8, 143360);  // flash_attn.pto:40:22
+                TROWEXPAND(tmp8, t190_aiv0);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                TROWEXPANDMUL(t235_aiv0, t224_aiv0, tmp8);  // flash_attn.pto:40:22
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:41:22
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:41:22
-                    TASSIGN(tmp9, 141312);  // flash_attn.pto:41:22
-                    TROWEXPAND(tmp9, t190_aiv1);  // flash_attn.pto:41:22
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:41:22
-                    TROWEXPANDMUL(t235_aiv1, t224_aiv1, tmp9);  // flash_attn.pto:41:22
+                    TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                    TASSIGN(tmp9, 143360);  // flash_attn.pto:40:22
+                    TROWEXPAND(tmp9, t190_aiv1);  // flash_attn.pto:40:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                    TROWEXPANDMUL(t235_aiv1, t224_aiv1, tmp9);  // flash_attn.pto:40:22
                 }
             }
-            for (int64_t _g237 = 0; _g237 < (D + 63) / 64; ++_g237) {  // flash_attn.pto:41:36
-                for (int64_t _k243 = 1; _k243 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k243) {  // flash_attn.pto:41:36
+            for (int64_t _g237 = 0; _g237 < (D + 63) / 64; ++_g237) {  // flash_attn.pto:40:36
+                for (int64_t _k243 = 1; _k243 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k243) {  // flash_attn.pto:40:36
                 }
             }
-            TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:41:22
-            TASSIGN(t250_aiv0, 43008);  // flash_attn.pto:41:22
-            TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:41:22
-            TASSIGN(t250_aiv1, 59392);  // flash_attn.pto:41:22
-            TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:41:22
-            TASSIGN(t251_aiv0, 75776);  // flash_attn.pto:41:22
-            TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:41:22
-            TASSIGN(t251_aiv1, 92160);  // flash_attn.pto:41:22
-            TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:42:25
-            TASSIGN(t256_aiv0, 108544);  // flash_attn.pto:42:25
-            TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:42:25
-            TASSIGN(t256_aiv1, 124928);  // flash_attn.pto:42:25
+            TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t250_aiv0, 43008);  // flash_attn.pto:40:22
+            TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t250_aiv1, 59392);  // flash_attn.pto:40:22
+            TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t251_aiv0, 75776);  // flash_attn.pto:40:22
+            TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t251_aiv1, 92160);  // flash_attn.pto:40:22
+            TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:41:25
+            TASSIGN(t256_aiv0, 108544);  // flash_attn.pto:41:25
+            TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:41:25
+            TASSIGN(t256_aiv1, 124928);  // flash_attn.pto:41:25
             wait_flag_dev(3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:22
-                GmView47 t16_lastGm47(t16_last + _qb3 * 64 * D, GmView47::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:41:22
-                TLOAD(t250_aiv0, t16_lastGm47);  // flash_attn.pto:41:22
+                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView47 t16_lastGm47(t16_last + _qb3 * 64 * D, GmView47::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t250_aiv0, t16_lastGm47);  // flash_attn.pto:40:22
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TADD(t251_aiv0, t235_aiv0, t250_aiv0);  // flash_attn.pto:41:22
+                TADD(t251_aiv0, t235_aiv0, t250_aiv0);  // flash_attn.pto:40:22
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
             if (ptodsl_aiv0) {
-                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:22
-                GmView48 accGm48(acc + _qb3 * 64 * D, GmView48::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:41:22
-                TSTORE(accGm48, t251_aiv0);  // flash_attn.pto:41:22
+                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView48 accGm48(acc + _qb3 * 64 * D, GmView48::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm48, t251_aiv0);  // flash_attn.pto:40:22
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp10(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:42:25
-                TASSIGN(tmp10, 141312);  // flash_attn.pto:42:25
-                TROWEXPAND(tmp10, t213_aiv0);  // flash_attn.pto:42:25
-                pipe_barrier(PIPE_V);  // flash_attn.pto:42:25
-                TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp10);  // flash_attn.pto:42:25
+                TileTmp1 tmp10(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:41:25
+                TASSIGN(tmp10, 143360);  // flash_attn.pto:41:25
+                TROWEXPAND(tmp10, t213_aiv0);  // flash_attn.pto:41:25
+                pipe_barrier(PIPE_V);  // flash_attn.pto:41:25
+                TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp10);  // flash_attn.pto:41:25
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:42:20
-                GmView49 oGm49(o + _qb3 * 64 * D, GmView49::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:42:20
-                TSTORE(oGm49, t256_aiv0);  // flash_attn.pto:42:20
+                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:20
+                GmView49 oGm49(o + _qb3 * 64 * D, GmView49::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:41:20
+                TSTORE(oGm49, t256_aiv0);  // flash_attn.pto:41:20
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // flash_attn.pto:41:22
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:22
-                    GmView50 t16_lastGm50(t16_last + (_qb3 * 64 + 32) * D, GmView50::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:41:22
-                    TLOAD(t250_aiv1, t16_lastGm50);  // flash_attn.pto:41:22
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView50 t16_lastGm50(t16_last + (_qb3 * 64 + 32) * D, GmView50::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t250_aiv1, t16_lastGm50);  // flash_attn.pto:40:22
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    TADD(t251_aiv1, t235_aiv1, t250_aiv1);  // flash_attn.pto:41:22
+                    TADD(t251_aiv1, t235_aiv1, t250_aiv1);  // flash_attn.pto:40:22
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:22
-                    GmView51 accGm51(acc + (_qb3 * 64 + 32) * D, GmView51::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:41:22
-                    TSTORE(accGm51, t251_aiv1);  // flash_attn.pto:41:22
+                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView51 accGm51(acc + (_qb3 * 64 + 32) * D, GmView51::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm51, t251_aiv1);  // flash_attn.pto:40:22
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:42:25
-                    TASSIGN(tmp11, 141312);  // flash_attn.pto:42:25
-                    TROWEXPAND(tmp11, t213_aiv1);  // flash_attn.pto:42:25
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:42:25
-                    TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp11);  // flash_attn.pto:42:25
+                    TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:41:25
+                    TASSIGN(tmp11, 143360);  // flash_attn.pto:41:25
+                    TROWEXPAND(tmp11, t213_aiv1);  // flash_attn.pto:41:25
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:41:25
+                    TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp11);  // flash_attn.pto:41:25
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:42:20
-                    GmView52 oGm52(o + (_qb3 * 64 + 32) * D, GmView52::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:42:20
-                    TSTORE(oGm52, t256_aiv1);  // flash_attn.pto:42:20
+                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:41:20
+                    GmView52 oGm52(o + (_qb3 * 64 + 32) * D, GmView52::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:41:20
+                    TSTORE(oGm52, t256_aiv1);  // flash_attn.pto:41:20
                 }
             }
         }

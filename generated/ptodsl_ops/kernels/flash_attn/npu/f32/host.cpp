@@ -15,7 +15,7 @@
 #include <vector>
 
 extern "C" void flash_attn_f32_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* q, float* kj_first, float* t0_first, float* s_first, float* m, float* p_first, float* l, float* acc, float* alpha, float* pt, int64_t S, int64_t L, int64_t D, float scale);
-extern "C" void flash_attn_f32_k1_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* acc, float* alpha, float* ptj_first, float* vj_first, float* t16_first, float* l, float* o, int64_t S, int64_t D, int64_t L);
+extern "C" void flash_attn_f32_k1_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* acc, float* alpha, float* pt, float* vj_first, float* t16_first, float* l, float* o, int64_t S, int64_t D, int64_t L);
 extern "C" void flash_attn_f32_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* q, float* k, float* v, float* t0, float* pt, float* pv, float* m, float* l, float* acc, float* alpha, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void flash_attn_f32_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0_last, float* s_last, float* pt, float* pv_last, float* m, float* p_1_last, float* l, float* acc, float* alpha, float* t16_last, float* o, int64_t S, int64_t L, int64_t D, float scale);
 
@@ -269,11 +269,11 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
         return -1;  // flash_attn.pto:22:17
     }
     float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:22:17
-    DeviceWorkspace t16_first_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:41:36
-    if (ptodsl_failed) {  // flash_attn.pto:41:36
-        return -1;  // flash_attn.pto:41:36
+    DeviceWorkspace t16_first_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:40:36
+    if (ptodsl_failed) {  // flash_attn.pto:40:36
+        return -1;  // flash_attn.pto:40:36
     }
-    float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:41:36
+    float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:40:36
     if ((L + 63) / 64 >= 1) {  // flash_attn.pto:16:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:16:5
             float* kj_first = k;  // flash_attn.pto:17:14
@@ -290,14 +290,13 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
                 }
             }
             if ((L + 63) / 64 == 1) {  // flash_attn.pto:39:9
-                float* ptj_first = pt;  // flash_attn.pto:40:19
                 {  // flash_attn.pto:16:5
                     const int64_t flash_attn_f32_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
                     uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // flash_attn.pto:16:5
                     if (ptodsl_failed) {  // flash_attn.pto:16:5
                         return -1;  // flash_attn.pto:16:5
                     }
-                    flash_attn_f32_k1_launch(flash_attn_f32_k1_blocks, ptodsl_stream, ffts_1, acc, alpha, ptj_first, vj_first, t16_first, l, o, S, D, L);  // flash_attn.pto:16:5
+                    flash_attn_f32_k1_launch(flash_attn_f32_k1_blocks, ptodsl_stream, ffts_1, acc, alpha, pt, vj_first, t16_first, l, o, S, D, L);  // flash_attn.pto:16:5
                     if (!launched("the launch of flash_attn_f32_k1")) {  // flash_attn.pto:16:5
                         return -1;  // flash_attn.pto:16:5
                     }
@@ -335,11 +334,11 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
         return -1;  // flash_attn.pto:33:17
     }
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:33:17
-    DeviceWorkspace t16_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:41:36
-    if (ptodsl_failed) {  // flash_attn.pto:41:36
-        return -1;  // flash_attn.pto:41:36
+    DeviceWorkspace t16_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:40:36
+    if (ptodsl_failed) {  // flash_attn.pto:40:36
+        return -1;  // flash_attn.pto:40:36
     }
-    float* t16_last = reinterpret_cast<float*>(t16_last_bytes.data());  // flash_attn.pto:41:36
+    float* t16_last = reinterpret_cast<float*>(t16_last_bytes.data());  // flash_attn.pto:40:36
     {  // flash_attn.pto:16:5
         const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
         uint64_t* ffts_2 = ptodsl_c2c_ctrl();  // flash_attn.pto:16:5
