@@ -156,12 +156,15 @@ def doubled(loop: Op, ranges: Ranges, depth: int = 2) -> Op:
                            "double_buffered": depth}, [], [body], loop.span)
 
 
-def _depths(func: Func, loop: Op) -> tuple[int, ...]:
+def _depths(func: Func, loop: Op, ranges: Ranges) -> tuple[int, ...]:
     """The buffer counts to try for ``loop``, most first: a cube kernel's step that loads into L1
-    tries ``DEEP`` sets of L1 tiles (module docstring), everything else two."""
+    tries ``DEEP`` sets of L1 tiles (module docstring), but no more than a known trip count (ffn's
+    second product has three k steps after its first), everything else two."""
     if func.kind == "cube" and any(o.name == "tile.alloc" and o.result.type.space in DEEP_SPACES
                                    for o in loop.walk()):
-        return tuple(range(DEEP, 1, -1))
+        trips = _trips(loop, ranges)
+        most = min(DEEP, max(int(trips), 2)) if sym.is_const(trips) else DEEP
+        return tuple(range(most, 1, -1))
     return (2,)
 
 
@@ -188,7 +191,7 @@ def double(func: Func, ctx: PassContext, strided: set[str]) -> None:
         if not worth_doubling(loop, ranges):
             continue
         at = region.index(old)
-        for depth in _depths(func, loop):
+        for depth in _depths(func, loop, ranges):
             region[at] = doubled(loop, ranges, depth)
             if trial.compiles(func, ctx, strided, synchronise=False):
                 done.append((region, at, old, loop, depth))

@@ -162,3 +162,11 @@ def test_a_cube_step_loads_deep_ahead_and_gives_up_depth_before_buffering():
     assert full == dbuf.DEEP
     fewer = depth_with(c.target.max_event_ids - 3)
     assert 2 <= fewer < full
+
+
+def test_a_cube_step_of_few_known_trips_keeps_no_more_sets_than_it_has_steps():
+    # ffn's second product: F = 256 in k tiles of 64, one peeled, three in the loop
+    c = compile_spec(str(Path(__file__).resolve().parents[2] / "specs" / "ffn.yaml"))
+    depths = {o.attrs["name"]: o.attrs["double_buffered"] for o in c.stages["block"].walk()
+              if o.name == "loop" and "double_buffered" in o.attrs and o.attrs["name"].startswith("_k")}
+    assert depths and all(d == 3 for d in depths.values()), depths

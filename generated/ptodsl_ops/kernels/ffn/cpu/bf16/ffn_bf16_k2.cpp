@@ -47,14 +47,6 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
     using TileT24B2 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
     using TileT25B2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT26B2 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT23B3 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT24B3 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT25B3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT26B3 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT23B4 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT24B4 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT25B4 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT26B4 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
 
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
@@ -99,23 +91,23 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k22_db = 0; _k22_db < 1; ++_k22_db) {  // ffn.pto:7:16
-            TileT23B0 t23_b0(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 320) + 192, 64));  // ffn.pto:7:16
+            TileT23B0 t23_b0(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 192) + 192, 64));  // ffn.pto:7:16
             TASSIGN(t23_b0, 0);  // ffn.pto:7:16
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:16
-            GmView2 t1Gm2(t1 + _g16 * 32 * 256 + (1 + _k22_db * 5) * 64, GmView2::Shape(t23_b0.GetValidRow(), t23_b0.GetValidCol()));  // ffn.pto:7:16
+            GmView2 t1Gm2(t1 + _g16 * 32 * 256 + (1 + _k22_db * 3) * 64, GmView2::Shape(t23_b0.GetValidRow(), t23_b0.GetValidCol()));  // ffn.pto:7:16
             TLOAD(t23_b0, t1Gm2);  // ffn.pto:7:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TileT24B0 t24_b0(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 320) + 192, 64));  // ffn.pto:7:16
+            TileT24B0 t24_b0(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 192) + 192, 64));  // ffn.pto:7:16
             TASSIGN(t24_b0, 0);  // ffn.pto:7:16
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t24_b0, t23_b0);  // ffn.pto:7:16
-            TileT25B0 t25_b0(min_i64(-(_k22_db * 320) + 192, 64));  // ffn.pto:7:16
+            TileT25B0 t25_b0(min_i64(-(_k22_db * 192) + 192, 64));  // ffn.pto:7:16
             TASSIGN(t25_b0, 4096);  // ffn.pto:7:16
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
-            GmView3 w2Gm3(w2 + (1 + _k22_db * 5) * 64 * 64, GmView3::Shape(t25_b0.GetValidRow()));  // ffn.pto:7:16
+            GmView3 w2Gm3(w2 + (1 + _k22_db * 3) * 64 * 64, GmView3::Shape(t25_b0.GetValidRow()));  // ffn.pto:7:16
             TLOAD(t25_b0, w2Gm3);  // ffn.pto:7:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TileT26B0 t26_b0(min_i64(-(_k22_db * 320) + 192, 64));  // ffn.pto:7:16
+            TileT26B0 t26_b0(min_i64(-(_k22_db * 192) + 192, 64));  // ffn.pto:7:16
             TASSIGN(t26_b0, 0);  // ffn.pto:7:16
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t26_b0, t25_b0);  // ffn.pto:7:16
@@ -123,24 +115,24 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL_ACC(t17, t17, t24_b0, t26_b0);  // ffn.pto:7:16
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            for (int64_t _k22_dr = 0; _k22_dr < min_i64(-(_k22_db * 5) + 2, 1); ++_k22_dr) {  // ffn.pto:7:16
-                TileT23B1 t23_b1(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 320) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
+            for (int64_t _k22_dr = 0; _k22_dr < min_i64(-(_k22_db * 3) + 2, 1); ++_k22_dr) {  // ffn.pto:7:16
+                TileT23B1 t23_b1(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 192) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
                 TASSIGN(t23_b1, 12288);  // ffn.pto:7:16
                 using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:16
-                GmView4 t1Gm4(t1 + _g16 * 32 * 256 + (_k22_db * 5 + _k22_dr + 2) * 64, GmView4::Shape(t23_b1.GetValidRow(), t23_b1.GetValidCol()));  // ffn.pto:7:16
+                GmView4 t1Gm4(t1 + _g16 * 32 * 256 + (_k22_db * 3 + _k22_dr + 2) * 64, GmView4::Shape(t23_b1.GetValidRow(), t23_b1.GetValidCol()));  // ffn.pto:7:16
                 TLOAD(t23_b1, t1Gm4);  // ffn.pto:7:16
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT24B1 t24_b1(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 320) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
+                TileT24B1 t24_b1(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 192) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
                 TASSIGN(t24_b1, 4096);  // ffn.pto:7:16
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 TMOV(t24_b1, t23_b1);  // ffn.pto:7:16
-                TileT25B1 t25_b1(min_i64(-(_k22_db * 320) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
+                TileT25B1 t25_b1(min_i64(-(_k22_db * 192) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
                 TASSIGN(t25_b1, 16384);  // ffn.pto:7:16
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
-                GmView5 w2Gm5(w2 + (_k22_db * 5 + _k22_dr + 2) * 64 * 64, GmView5::Shape(t25_b1.GetValidRow()));  // ffn.pto:7:16
+                GmView5 w2Gm5(w2 + (_k22_db * 3 + _k22_dr + 2) * 64 * 64, GmView5::Shape(t25_b1.GetValidRow()));  // ffn.pto:7:16
                 TLOAD(t25_b1, w2Gm5);  // ffn.pto:7:16
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT26B1 t26_b1(min_i64(-(_k22_db * 320) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
+                TileT26B1 t26_b1(min_i64(-(_k22_db * 192) - _k22_dr * 64 + 128, 64));  // ffn.pto:7:16
                 TASSIGN(t26_b1, 8192);  // ffn.pto:7:16
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 TMOV(t26_b1, t25_b1);  // ffn.pto:7:16
@@ -148,26 +140,25 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t17, t17, t24_b1, t26_b1);  // ffn.pto:7:16
             }
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            for (int64_t _k22_dr2 = 0; _k22_dr2 < min_i64(-(_k22_db * 5) + 1, 1); ++_k22_dr2) {  // ffn.pto:7:16
-                TileT23B2 t23_b2(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 320) - _k22_dr2 * 64 + 64, 64));  // ffn.pto:7:16
+            for (int64_t _k22_dr2 = 0; _k22_dr2 < min_i64(-(_k22_db * 3) + 1, 1); ++_k22_dr2) {  // ffn.pto:7:16
+                TileT23B2 t23_b2(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 192) - _k22_dr2 * 64 + 64, 64));  // ffn.pto:7:16
                 TASSIGN(t23_b2, 24576);  // ffn.pto:7:16
                 using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:16
-                GmView6 t1Gm6(t1 + _g16 * 32 * 256 + (_k22_db * 5 + _k22_dr2 + 3) * 64, GmView6::Shape(t23_b2.GetValidRow(), t23_b2.GetValidCol()));  // ffn.pto:7:16
+                GmView6 t1Gm6(t1 + _g16 * 32 * 256 + (_k22_db * 3 + _k22_dr2 + 3) * 64, GmView6::Shape(t23_b2.GetValidRow(), t23_b2.GetValidCol()));  // ffn.pto:7:16
                 TLOAD(t23_b2, t1Gm6);  // ffn.pto:7:16
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT24B2 t24_b2(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 320) - _k22_dr2 * 64 + 64, 64));  // ffn.pto:7:16
+                TileT24B2 t24_b2(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 192) - _k22_dr2 * 64 + 64, 64));  // ffn.pto:7:16
                 TASSIGN(t24_b2, 0);  // ffn.pto:7:16
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 TMOV(t24_b2, t23_b2);  // ffn.pto:7:16
-                TileT25B2 t25_b2(min_i64(-(_k22_db * 320) - _k22_dr2 * 64 + 64, 64));  // ffn.pto:7:16
+                TileT25B2 t25_b2(min_i64(-(_k22_db * 192) - _k22_dr2 * 64 + 64, 64));  // ffn.pto:7:16
                 TASSIGN(t25_b2, 28672);  // ffn.pto:7:16
                 using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
-                GmView7 w2Gm7(w2 + (_k22_db * 5 + _k22_dr2 + 3) * 64 * 64, GmView7::Shape(t25_b2.GetValidRow()));  // ffn.pto:7:16
+                GmView7 w2Gm7(w2 + (_k22_db * 3 + _k22_dr2 + 3) * 64 * 64, GmView7::Shape(t25_b2.GetValidRow()));  // ffn.pto:7:16
                 TLOAD(t25_b2, w2Gm7);  // ffn.pto:7:16
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT26B2 t26_b2(min_i64(-(_k22_db * 320) - _k22_dr2 * 64 + 64, 64));  // ffn.pto:7:16
+                TileT26B2 t26_b2(min_i64(-(_k22_db * 192) - _k22_dr2 * 64 + 64, 64));  // ffn.pto:7:16
                 TASSIGN(t26_b2, 0);  // ffn.pto:7:16
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 TMOV(t26_b2, t25_b2);  // ffn.pto:7:16
@@ -175,68 +166,15 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t17, t17, t24_b2, t26_b2);  // ffn.pto:7:16
             }
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            for (int64_t _k22_dr3 = 0; _k22_dr3 < min_i64(-(_k22_db * 5), 1); ++_k22_dr3) {  // ffn.pto:7:16
-                TileT23B3 t23_b3(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 320) - _k22_dr3 * 64, 64));  // ffn.pto:7:16
-                TASSIGN(t23_b3, 36864);  // ffn.pto:7:16
-                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:16
-                GmView8 t1Gm8(t1 + _g16 * 32 * 256 + (_k22_db * 5 + _k22_dr3 + 4) * 64, GmView8::Shape(t23_b3.GetValidRow(), t23_b3.GetValidCol()));  // ffn.pto:7:16
-                TLOAD(t23_b3, t1Gm8);  // ffn.pto:7:16
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT24B3 t24_b3(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 320) - _k22_dr3 * 64, 64));  // ffn.pto:7:16
-                TASSIGN(t24_b3, 4096);  // ffn.pto:7:16
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t24_b3, t23_b3);  // ffn.pto:7:16
-                TileT25B3 t25_b3(min_i64(-(_k22_db * 320) - _k22_dr3 * 64, 64));  // ffn.pto:7:16
-                TASSIGN(t25_b3, 40960);  // ffn.pto:7:16
-                using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
-                GmView9 w2Gm9(w2 + (_k22_db * 5 + _k22_dr3 + 4) * 64 * 64, GmView9::Shape(t25_b3.GetValidRow()));  // ffn.pto:7:16
-                TLOAD(t25_b3, w2Gm9);  // ffn.pto:7:16
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT26B3 t26_b3(min_i64(-(_k22_db * 320) - _k22_dr3 * 64, 64));  // ffn.pto:7:16
-                TASSIGN(t26_b3, 8192);  // ffn.pto:7:16
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t26_b3, t25_b3);  // ffn.pto:7:16
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t17, t17, t24_b3, t26_b3);  // ffn.pto:7:16
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            for (int64_t _k22_dr4 = 0; _k22_dr4 < min_i64(-(_k22_db * 5) - 1, 1); ++_k22_dr4) {  // ffn.pto:7:16
-                TileT23B4 t23_b4(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 320) - _k22_dr4 * 64 - 64, 64));  // ffn.pto:7:16
-                TASSIGN(t23_b4, 49152);  // ffn.pto:7:16
-                using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:16
-                GmView10 t1Gm10(t1 + _g16 * 32 * 256 + (_k22_db * 5 + _k22_dr4 + 5) * 64, GmView10::Shape(t23_b4.GetValidRow(), t23_b4.GetValidCol()));  // ffn.pto:7:16
-                TLOAD(t23_b4, t1Gm10);  // ffn.pto:7:16
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT24B4 t24_b4(min_i64(B - _g16 * 32, 32), min_i64(-(_k22_db * 320) - _k22_dr4 * 64 - 64, 64));  // ffn.pto:7:16
-                TASSIGN(t24_b4, 0);  // ffn.pto:7:16
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t24_b4, t23_b4);  // ffn.pto:7:16
-                TileT25B4 t25_b4(min_i64(-(_k22_db * 320) - _k22_dr4 * 64 - 64, 64));  // ffn.pto:7:16
-                TASSIGN(t25_b4, 53248);  // ffn.pto:7:16
-                using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
-                GmView11 w2Gm11(w2 + (_k22_db * 5 + _k22_dr4 + 5) * 64 * 64, GmView11::Shape(t25_b4.GetValidRow()));  // ffn.pto:7:16
-                TLOAD(t25_b4, w2Gm11);  // ffn.pto:7:16
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT26B4 t26_b4(min_i64(-(_k22_db * 320) - _k22_dr4 * 64 - 64, 64));  // ffn.pto:7:16
-                TASSIGN(t26_b4, 0);  // ffn.pto:7:16
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t26_b4, t25_b4);  // ffn.pto:7:16
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t17, t17, t24_b4, t26_b4);  // ffn.pto:7:16
-            }
         }
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
-        GmView12 yGm12(y + _g16 * 32 * 64, GmView12::Shape(t17.GetValidRow()));  // ffn.pto:7:16
-        TSTORE(yGm12, t17);  // ffn.pto:7:16
+        using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
+        GmView8 yGm8(y + _g16 * 32 * 64, GmView8::Shape(t17.GetValidRow()));  // ffn.pto:7:16
+        TSTORE(yGm8, t17);  // ffn.pto:7:16
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     }
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -47,14 +47,6 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
     using TileT49B2 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
     using TileT50B2 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT51B2 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT48B3 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT49B3 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT50B3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT51B3 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT48B4 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT49B4 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
-    using TileT50B4 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT51B4 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
 
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
@@ -99,23 +91,23 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k47_db = 0; _k47_db < 1; ++_k47_db) {  // ffn.pto:9:16
-            TileT48B0 t48_b0(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 320) + 192, 64));  // ffn.pto:9:16
+            TileT48B0 t48_b0(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 192) + 192, 64));  // ffn.pto:9:16
             TASSIGN(t48_b0, 0);  // ffn.pto:9:16
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:16
-            GmView2 t3Gm2(t3 + _g41 * 32 * 256 + (1 + _k47_db * 5) * 64, GmView2::Shape(t48_b0.GetValidRow(), t48_b0.GetValidCol()));  // ffn.pto:9:16
+            GmView2 t3Gm2(t3 + _g41 * 32 * 256 + (1 + _k47_db * 3) * 64, GmView2::Shape(t48_b0.GetValidRow(), t48_b0.GetValidCol()));  // ffn.pto:9:16
             TLOAD(t48_b0, t3Gm2);  // ffn.pto:9:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TileT49B0 t49_b0(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 320) + 192, 64));  // ffn.pto:9:16
+            TileT49B0 t49_b0(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 192) + 192, 64));  // ffn.pto:9:16
             TASSIGN(t49_b0, 0);  // ffn.pto:9:16
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t49_b0, t48_b0);  // ffn.pto:9:16
-            TileT50B0 t50_b0(min_i64(-(_k47_db * 320) + 192, 64));  // ffn.pto:9:16
+            TileT50B0 t50_b0(min_i64(-(_k47_db * 192) + 192, 64));  // ffn.pto:9:16
             TASSIGN(t50_b0, 4096);  // ffn.pto:9:16
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
-            GmView3 w2Gm3(w2 + (1 + _k47_db * 5) * 64 * 64, GmView3::Shape(t50_b0.GetValidRow()));  // ffn.pto:9:16
+            GmView3 w2Gm3(w2 + (1 + _k47_db * 3) * 64 * 64, GmView3::Shape(t50_b0.GetValidRow()));  // ffn.pto:9:16
             TLOAD(t50_b0, w2Gm3);  // ffn.pto:9:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TileT51B0 t51_b0(min_i64(-(_k47_db * 320) + 192, 64));  // ffn.pto:9:16
+            TileT51B0 t51_b0(min_i64(-(_k47_db * 192) + 192, 64));  // ffn.pto:9:16
             TASSIGN(t51_b0, 0);  // ffn.pto:9:16
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t51_b0, t50_b0);  // ffn.pto:9:16
@@ -123,24 +115,24 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL_ACC(t42, t42, t49_b0, t51_b0);  // ffn.pto:9:16
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            for (int64_t _k47_dr = 0; _k47_dr < min_i64(-(_k47_db * 5) + 2, 1); ++_k47_dr) {  // ffn.pto:9:16
-                TileT48B1 t48_b1(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 320) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
+            for (int64_t _k47_dr = 0; _k47_dr < min_i64(-(_k47_db * 3) + 2, 1); ++_k47_dr) {  // ffn.pto:9:16
+                TileT48B1 t48_b1(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 192) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
                 TASSIGN(t48_b1, 12288);  // ffn.pto:9:16
                 using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:16
-                GmView4 t3Gm4(t3 + _g41 * 32 * 256 + (_k47_db * 5 + _k47_dr + 2) * 64, GmView4::Shape(t48_b1.GetValidRow(), t48_b1.GetValidCol()));  // ffn.pto:9:16
+                GmView4 t3Gm4(t3 + _g41 * 32 * 256 + (_k47_db * 3 + _k47_dr + 2) * 64, GmView4::Shape(t48_b1.GetValidRow(), t48_b1.GetValidCol()));  // ffn.pto:9:16
                 TLOAD(t48_b1, t3Gm4);  // ffn.pto:9:16
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT49B1 t49_b1(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 320) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
+                TileT49B1 t49_b1(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 192) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
                 TASSIGN(t49_b1, 4096);  // ffn.pto:9:16
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 TMOV(t49_b1, t48_b1);  // ffn.pto:9:16
-                TileT50B1 t50_b1(min_i64(-(_k47_db * 320) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
+                TileT50B1 t50_b1(min_i64(-(_k47_db * 192) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
                 TASSIGN(t50_b1, 16384);  // ffn.pto:9:16
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
-                GmView5 w2Gm5(w2 + (_k47_db * 5 + _k47_dr + 2) * 64 * 64, GmView5::Shape(t50_b1.GetValidRow()));  // ffn.pto:9:16
+                GmView5 w2Gm5(w2 + (_k47_db * 3 + _k47_dr + 2) * 64 * 64, GmView5::Shape(t50_b1.GetValidRow()));  // ffn.pto:9:16
                 TLOAD(t50_b1, w2Gm5);  // ffn.pto:9:16
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT51B1 t51_b1(min_i64(-(_k47_db * 320) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
+                TileT51B1 t51_b1(min_i64(-(_k47_db * 192) - _k47_dr * 64 + 128, 64));  // ffn.pto:9:16
                 TASSIGN(t51_b1, 8192);  // ffn.pto:9:16
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 TMOV(t51_b1, t50_b1);  // ffn.pto:9:16
@@ -148,26 +140,25 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t42, t42, t49_b1, t51_b1);  // ffn.pto:9:16
             }
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            for (int64_t _k47_dr2 = 0; _k47_dr2 < min_i64(-(_k47_db * 5) + 1, 1); ++_k47_dr2) {  // ffn.pto:9:16
-                TileT48B2 t48_b2(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 320) - _k47_dr2 * 64 + 64, 64));  // ffn.pto:9:16
+            for (int64_t _k47_dr2 = 0; _k47_dr2 < min_i64(-(_k47_db * 3) + 1, 1); ++_k47_dr2) {  // ffn.pto:9:16
+                TileT48B2 t48_b2(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 192) - _k47_dr2 * 64 + 64, 64));  // ffn.pto:9:16
                 TASSIGN(t48_b2, 24576);  // ffn.pto:9:16
                 using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:16
-                GmView6 t3Gm6(t3 + _g41 * 32 * 256 + (_k47_db * 5 + _k47_dr2 + 3) * 64, GmView6::Shape(t48_b2.GetValidRow(), t48_b2.GetValidCol()));  // ffn.pto:9:16
+                GmView6 t3Gm6(t3 + _g41 * 32 * 256 + (_k47_db * 3 + _k47_dr2 + 3) * 64, GmView6::Shape(t48_b2.GetValidRow(), t48_b2.GetValidCol()));  // ffn.pto:9:16
                 TLOAD(t48_b2, t3Gm6);  // ffn.pto:9:16
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT49B2 t49_b2(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 320) - _k47_dr2 * 64 + 64, 64));  // ffn.pto:9:16
+                TileT49B2 t49_b2(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 192) - _k47_dr2 * 64 + 64, 64));  // ffn.pto:9:16
                 TASSIGN(t49_b2, 0);  // ffn.pto:9:16
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 TMOV(t49_b2, t48_b2);  // ffn.pto:9:16
-                TileT50B2 t50_b2(min_i64(-(_k47_db * 320) - _k47_dr2 * 64 + 64, 64));  // ffn.pto:9:16
+                TileT50B2 t50_b2(min_i64(-(_k47_db * 192) - _k47_dr2 * 64 + 64, 64));  // ffn.pto:9:16
                 TASSIGN(t50_b2, 28672);  // ffn.pto:9:16
                 using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
-                GmView7 w2Gm7(w2 + (_k47_db * 5 + _k47_dr2 + 3) * 64 * 64, GmView7::Shape(t50_b2.GetValidRow()));  // ffn.pto:9:16
+                GmView7 w2Gm7(w2 + (_k47_db * 3 + _k47_dr2 + 3) * 64 * 64, GmView7::Shape(t50_b2.GetValidRow()));  // ffn.pto:9:16
                 TLOAD(t50_b2, w2Gm7);  // ffn.pto:9:16
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT51B2 t51_b2(min_i64(-(_k47_db * 320) - _k47_dr2 * 64 + 64, 64));  // ffn.pto:9:16
+                TileT51B2 t51_b2(min_i64(-(_k47_db * 192) - _k47_dr2 * 64 + 64, 64));  // ffn.pto:9:16
                 TASSIGN(t51_b2, 0);  // ffn.pto:9:16
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 TMOV(t51_b2, t50_b2);  // ffn.pto:9:16
@@ -175,68 +166,15 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t42, t42, t49_b2, t51_b2);  // ffn.pto:9:16
             }
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            for (int64_t _k47_dr3 = 0; _k47_dr3 < min_i64(-(_k47_db * 5), 1); ++_k47_dr3) {  // ffn.pto:9:16
-                TileT48B3 t48_b3(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 320) - _k47_dr3 * 64, 64));  // ffn.pto:9:16
-                TASSIGN(t48_b3, 36864);  // ffn.pto:9:16
-                using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:16
-                GmView8 t3Gm8(t3 + _g41 * 32 * 256 + (_k47_db * 5 + _k47_dr3 + 4) * 64, GmView8::Shape(t48_b3.GetValidRow(), t48_b3.GetValidCol()));  // ffn.pto:9:16
-                TLOAD(t48_b3, t3Gm8);  // ffn.pto:9:16
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT49B3 t49_b3(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 320) - _k47_dr3 * 64, 64));  // ffn.pto:9:16
-                TASSIGN(t49_b3, 4096);  // ffn.pto:9:16
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t49_b3, t48_b3);  // ffn.pto:9:16
-                TileT50B3 t50_b3(min_i64(-(_k47_db * 320) - _k47_dr3 * 64, 64));  // ffn.pto:9:16
-                TASSIGN(t50_b3, 40960);  // ffn.pto:9:16
-                using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
-                GmView9 w2Gm9(w2 + (_k47_db * 5 + _k47_dr3 + 4) * 64 * 64, GmView9::Shape(t50_b3.GetValidRow()));  // ffn.pto:9:16
-                TLOAD(t50_b3, w2Gm9);  // ffn.pto:9:16
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT51B3 t51_b3(min_i64(-(_k47_db * 320) - _k47_dr3 * 64, 64));  // ffn.pto:9:16
-                TASSIGN(t51_b3, 8192);  // ffn.pto:9:16
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t51_b3, t50_b3);  // ffn.pto:9:16
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t42, t42, t49_b3, t51_b3);  // ffn.pto:9:16
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            for (int64_t _k47_dr4 = 0; _k47_dr4 < min_i64(-(_k47_db * 5) - 1, 1); ++_k47_dr4) {  // ffn.pto:9:16
-                TileT48B4 t48_b4(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 320) - _k47_dr4 * 64 - 64, 64));  // ffn.pto:9:16
-                TASSIGN(t48_b4, 49152);  // ffn.pto:9:16
-                using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:16
-                GmView10 t3Gm10(t3 + _g41 * 32 * 256 + (_k47_db * 5 + _k47_dr4 + 5) * 64, GmView10::Shape(t48_b4.GetValidRow(), t48_b4.GetValidCol()));  // ffn.pto:9:16
-                TLOAD(t48_b4, t3Gm10);  // ffn.pto:9:16
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT49B4 t49_b4(min_i64(B - _g41 * 32, 32), min_i64(-(_k47_db * 320) - _k47_dr4 * 64 - 64, 64));  // ffn.pto:9:16
-                TASSIGN(t49_b4, 0);  // ffn.pto:9:16
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t49_b4, t48_b4);  // ffn.pto:9:16
-                TileT50B4 t50_b4(min_i64(-(_k47_db * 320) - _k47_dr4 * 64 - 64, 64));  // ffn.pto:9:16
-                TASSIGN(t50_b4, 53248);  // ffn.pto:9:16
-                using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
-                GmView11 w2Gm11(w2 + (_k47_db * 5 + _k47_dr4 + 5) * 64 * 64, GmView11::Shape(t50_b4.GetValidRow()));  // ffn.pto:9:16
-                TLOAD(t50_b4, w2Gm11);  // ffn.pto:9:16
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TileT51B4 t51_b4(min_i64(-(_k47_db * 320) - _k47_dr4 * 64 - 64, 64));  // ffn.pto:9:16
-                TASSIGN(t51_b4, 0);  // ffn.pto:9:16
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                TMOV(t51_b4, t50_b4);  // ffn.pto:9:16
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t42, t42, t49_b4, t51_b4);  // ffn.pto:9:16
-            }
         }
         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
-        GmView12 yGm12(y + _g41 * 32 * 64, GmView12::Shape(t42.GetValidRow()));  // ffn.pto:9:16
-        TSTORE(yGm12, t42);  // ffn.pto:9:16
+        using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
+        GmView8 yGm8(y + _g41 * 32 * 64, GmView8::Shape(t42.GetValidRow()));  // ffn.pto:9:16
+        TSTORE(yGm8, t42);  // ffn.pto:9:16
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     }
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
