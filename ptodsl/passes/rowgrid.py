@@ -10,8 +10,7 @@ blocks (``S``: the first dim of the first tensor it stores to that has row grids
 tiles' rows; one loop per run of the statement between branches, which stay outside), marked
 ``parallel = 1`` and ``rows_interchanged = 1``, every grid loop over those row blocks inlined with
 its index replaced by ``_qbN`` (a grid of finer row tiles narrowed to the block's); the
-statement's GM workspaces are allocated once, before it, and the views at the top level of a run
-that name nothing the run binds stand before its row block loop (a later arm's loop may use them). In the functions it changes, a grid loop
+statement's GM workspaces are allocated once, before it. In the functions it changes, a grid loop
 that the ranges of the loops around it prove runs exactly once (a KV block one tile wide, inside
 its KV loop) then becomes its body, and the row block's straight-line work is forwarded
 (``fuse.forward``) and swept, so a score block stored by one op and loaded by the next stays in UB.
@@ -56,7 +55,7 @@ from .context import Pass, PassContext
 from .fuse import forward, sweep
 from .merge import substitute_index
 from .parallel import origins_of
-from .persistent import bound_within, symbols_of
+from .persistent import bound_within
 from .remat import bases
 from .unroll import _subst_attr, _subst_type
 
@@ -311,7 +310,6 @@ class _Wrapper:
     def loop(self, run: list[Op], at: Span | None) -> list[Op]:
         if not any(o.name.startswith("tile.") for op in run for o in op.walk()):
             return [_Inliner(self.grids, self.tile_rows, self.bound, OUTER, self.values).op(op) for op in run]
-        views, run = _views_apart(run)
         name = f"{OUTER}{self.count}"
         self.count += 1
         body = _Inliner(self.grids, self.tile_rows, self.bound | {name}, name, self.values).ops(run)
@@ -320,25 +318,7 @@ class _Wrapper:
         # located at the user loop it holds (attention's KV loop): what makes it a mixed kernel
         span = next((o.span for op in run for o in op.walk() if o.name == "loop" and o.span is not None
                      and o.attrs.get("kind") not in ("grid", "split")), at or run[0].span)
-        return [*views, Op("loop", [], attrs, [], [body], span)]
-
-
-def _views_apart(run: list[Op]) -> tuple[list[Op], list[Op]]:
-    """(the views at the top level of ``run`` that name nothing it binds or computes, the rest).
-    Such a view is the same for every row block, and the arm of a branch after the run may use it
-    (a peeled KV block's view of its v rows, used in its last-block arm), so it goes before the row
-    block loop rather than into it, where the arm's own row block loop could not see it."""
-    bound = set().union(*(bound_within(op) for op in run))
-    inside: set[str] = set()
-    views: list[Op] = []
-    kept: list[Op] = []
-    for op in run:
-        if op.name == "view" and op.operands[0].name not in inside and not symbols_of(op) & bound:
-            views.append(op)
-            continue
-        kept.append(op)
-        inside |= {r.name for o in op.walk() for r in o.results}
-    return views, kept
+        return [Op("loop", [], attrs, [], [body], span)]
 
 
 def interchange(func: Func) -> Func | None:

@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_bf16_k0(__gm__ bfloat16_t* kj_first, __gm__ bfloat16_t* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ bfloat16_t* t5_first, __gm__ bfloat16_t* vj_first, __gm__ float* acc, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_bf16_k0(__gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ bfloat16_t* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* kj_first, __gm__ bfloat16_t* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ bfloat16_t* t5_first, __gm__ bfloat16_t* vj_first, __gm__ float* acc, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ bfloat16_t* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale)
 #endif
 {
     using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -76,6 +76,8 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // online_softmax_attn.pto:7:5
+        __gm__ bfloat16_t* kj_first = k;  // online_softmax_attn.pto:8:14
+        __gm__ bfloat16_t* vj_first = v;  // online_softmax_attn.pto:9:14
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -485,6 +487,8 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // online_softmax_attn.pto:7:5
+        __gm__ bfloat16_t* kj_first = k;  // online_softmax_attn.pto:8:14
+        __gm__ bfloat16_t* vj_first = v;  // online_softmax_attn.pto:9:14
         wait_flag_dev(0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -683,6 +687,8 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // online_softmax_attn.pto:7:5
+        __gm__ bfloat16_t* kj_first = k;  // online_softmax_attn.pto:8:14
+        __gm__ bfloat16_t* vj_first = v;  // online_softmax_attn.pto:9:14
         for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
             for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
             }

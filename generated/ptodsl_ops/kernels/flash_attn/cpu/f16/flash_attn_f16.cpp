@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* q, __gm__ half* kj_first, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* k, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, __gm__ half* vj_first, __gm__ float* t16_first, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ half* q, __gm__ half* k, __gm__ half* v, __gm__ float* t0, __gm__ half* pt, __gm__ float* pv, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ half* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t16_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
@@ -87,7 +87,6 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
     float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:40:36
     if ((L + 63) / 64 >= 1) {  // flash_attn.pto:16:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:16:5
-            half* kj_first = k;  // flash_attn.pto:17:14
             half* vj_first = v;  // flash_attn.pto:18:14
             {  // flash_attn.pto:16:5
                 const int64_t flash_attn_f16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
@@ -96,7 +95,7 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
                 for (int64_t flash_attn_f16_k0_block = 0; flash_attn_f16_k0_block < flash_attn_f16_k0_blocks; ++flash_attn_f16_k0_block) {  // flash_attn.pto:16:5
                     try {
                         start_launch(poison);  // flash_attn.pto:16:5
-                        flash_attn_f16_k0(q, kj_first, t0_first, s_first, m, p_first, l, acc, alpha, pt, S, L, D, scale, flash_attn_f16_k0_block, flash_attn_f16_k0_blocks);  // flash_attn.pto:16:5
+                        flash_attn_f16_k0(k, q, t0_first, s_first, m, p_first, l, acc, alpha, pt, S, D, L, scale, flash_attn_f16_k0_block, flash_attn_f16_k0_blocks);  // flash_attn.pto:16:5
 #ifdef PTO_CPU_SUBSET
                     } catch (const pto::cpu::Failure&) {
 #endif

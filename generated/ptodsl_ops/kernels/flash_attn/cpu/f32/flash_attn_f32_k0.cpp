@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* q, __gm__ float* kj_first, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* pt, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* k, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* pt, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ float* q, __gm__ float* kj_first, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* pt, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* pt, int64_t S, int64_t D, int64_t L, float scale)
 #endif
 {
     using TileT17Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -77,6 +77,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:16:5
         pipe_barrier(PIPE_V);
+        __gm__ float* kj_first = k;  // flash_attn.pto:17:14
         TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:21:20
         TASSIGN(t17_aiv0, 0);  // flash_attn.pto:21:20
         TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
@@ -414,6 +415,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:16:5
+        __gm__ float* kj_first = k;  // flash_attn.pto:17:14
         for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:21:20
         }
         wait_flag_dev(0);
@@ -531,6 +533,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:16:5
         pipe_barrier(PIPE_V);
+        __gm__ float* kj_first = k;  // flash_attn.pto:17:14
         TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:21:20
         TASSIGN(t17_aiv0, 0);  // flash_attn.pto:21:20
         TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
