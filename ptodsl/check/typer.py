@@ -128,8 +128,7 @@ class Typer(CallTyping, ElemTyping, LayoutTyping, IndexTyping, ScopeRules):
             return None if then else (lp.index, (sym.add(lp.start, lp.step), None))
         if lp.step != 1:
             return None  # the last index is no simpler bound than the loop's own
-        last = sym.sub(lp.stop, 1)
-        return None if then else (lp.index, (None, sym.sub(last, 1)))
+        return None if then else (lp.index, (None, sym.sub(lp.stop, 2)))
 
     def check_name(self, name: str, span: Span, what: str) -> None:
         """Names reach generated C++ and Python: no keywords, no reserved spellings, and no leading

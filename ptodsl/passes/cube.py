@@ -124,7 +124,7 @@ class CubeTiling:
         (_, n), (vkb, vn) = _matrix(bt, tb)
         # the product sums over the k both operands hold: a row of b past its valid rows (the last
         # KV block's v) is no data to load, whatever a's valid columns say, and the other way round
-        vk = vk if vk == vkb else sym.min_(vk, vkb)
+        vk = sym.min_(vk, vkb)
         tiles = self.cube_tile(m, k, n, in_dt)
         return _Product(op, a, b, bias, ta, tb, in_dt, acc_dt, out_dt, tuple(rt.shape[:-2]),
                         tuple(rt.valid_shape[:-2]), (vm, vn), vk, tiles, bool(op.attrs.get("relu", False)))

@@ -1,4 +1,5 @@
-"""Double buffering (Block IR -> Block IR): two (or more) sets of tiles on alternate iterations of a grid loop.
+"""Double buffering (Block IR -> Block IR): two (or more) sets of tiles on alternate iterations of a
+grid loop.
 
 Requires: a ``level block`` module from partitioning (tiles not yet placed).
 Produces: in each compute kernel, vector or cube, every innermost grid loop whose body loads from
@@ -118,7 +119,7 @@ def _trips(loop: Op, ranges: Ranges) -> sym.Expr:
     return sym.max_(sym.ceildiv(sym.sub(a["hi"], a["lo"]), a["step"]), 0, ranges)
 
 
-def _copy(loop: Op, index: sym.Expr, suffix: str, buffer: int | None, paired: str, depth: int = 2) -> list[Op]:
+def _copy(loop: Op, index: sym.Expr, suffix: str, buffer: int | None, paired: str) -> list[Op]:
     """The loop body with its index replaced by ``index`` and every value renamed; its tiles are
     buffer ``buffer`` of ``paired``, in L1, and ``buffer % 2`` elsewhere (module docstring)."""
     a = loop.attrs
@@ -145,12 +146,12 @@ def doubled(loop: Op, ranges: Ranges, depth: int = 2) -> Op:
     trips = _trips(loop, ranges)
     u, r = f"{idx}_db", f"{idx}_dr"
     keep = {k: v for k, v in a.items() if k not in ("index", "lo", "hi", "step")}
-    body = _copy(loop, sym.mul(sym.Sym(u), depth), "_b0", 0, u, depth)
+    body = _copy(loop, sym.mul(sym.Sym(u), depth), "_b0", 0, u)
     for c in range(1, depth):
         at = sym.add(sym.mul(sym.Sym(u), depth), c)
         rc = r if c == 1 else f"{r}{c}"
         body.append(Op("loop", [], {"index": rc, "lo": 0, "hi": sym.min_(sym.sub(trips, at), 1, ranges), "step": 1,
-                                    **keep}, [], [_copy(loop, sym.add(at, sym.Sym(rc)), f"_b{c}", c, u, depth)],
+                                    **keep}, [], [_copy(loop, sym.add(at, sym.Sym(rc)), f"_b{c}", c, u)],
                        loop.span))
     return Op("loop", [], {"index": u, "lo": 0, "hi": sym.ceildiv(trips, depth), "step": 1, **keep,
                            "double_buffered": depth}, [], [body], loop.span)
@@ -170,10 +171,10 @@ def _depths(func: Func, loop: Op, ranges: Ranges) -> tuple[int, ...]:
 
 def double(func: Func, ctx: PassContext, strided: set[str]) -> None:
     """Buffer the grid nests of ``func`` that gain from it, each only if the kernel's tiles still
-    fit with it (deepest first, then two sets); then, while the kernel's flags need more event ids
-    than the target has, make the last one a set shallower, down to two, then undo it. A perfect nest is flattened
-    first, so its iterations pair up across rows too (a row of one tile still overlaps with the
-    next row)."""
+    fit with it (deepest first, then one set fewer at a time); then, while the kernel's flags need
+    more event ids than the target has, make the last one a set shallower, down to two, then undo
+    it. A perfect nest is flattened first, so its iterations pair up across rows too (a row of one
+    tile still overlaps with the next row)."""
     if func.kind not in ("vector", "cube"):
         return
     # tensor dims are never negative; the bound lets a loop that provably runs once stay as it is

@@ -27,16 +27,7 @@ from ..ir.schedule import schedule_of
 from . import branches, trial
 from .context import Pass, PassContext
 from .loops import merge_implicit
-from .persistent import (
-    MIXED,
-    Placement,
-    bound_within,
-    cycles,
-    hoist_workspaces,
-    kind_of,
-    mixed_loop,
-    symbols_of,
-)
+from .persistent import MIXED, Placement, bound_within, cycles, hoist_workspaces, kind_of, mixed_loop
 from .remat import view_bases
 
 
@@ -268,7 +259,8 @@ class _Partitioner:
             kept = []
             for op in r:
                 if op.name == "view" and op.operands[0].name not in defined and \
-                        not (self.users.get(op.result.name, set()) <= inside) and not symbols_of(op) & bound:
+                        not (self.users.get(op.result.name, set()) <= inside) and \
+                        not _free([*op.attrs.values(), *op.result.type.shape, *op.result.type.valid_shape]) & bound:
                     taken.append(op)
                     continue
                 defined.update(x.name for o in op.walk() for x in o.results if o.name != "alloc")

@@ -116,19 +116,6 @@ def bound_within(op: Op) -> set[str]:
     return out
 
 
-def symbols_of(op: Op) -> set[str]:
-    """The symbols ``op``'s attributes (offsets, valid shapes) and result types name."""
-    out: set[str] = set()
-    for r in op.results:
-        for d in (*r.type.shape, *r.type.valid_shape):
-            out |= sym.free_symbols(d)
-    for v in op.attrs.values():
-        for x in v if isinstance(v, (tuple, list)) else (v,):
-            if isinstance(x, (int, float, sym.Sym, sym.BinExpr, sym.CallExpr, sym.NegExpr)) and not isinstance(x, bool):
-                out |= sym.free_symbols(x)
-    return out
-
-
 class Placement:
     """Where the ops of one Tile IR function run: in a compute kernel or in the control program."""
 
@@ -229,4 +216,4 @@ def hoist_workspaces(ops: list[Op]) -> list[Op]:
 
 
 __all__ = ["CUBE_SPACES", "KERNEL_KINDS", "MIXED", "Placement", "bound_within", "cycles", "hoist_workspaces",
-           "kind_of", "kinds_in", "mixed_loop", "symbols_of"]
+           "kind_of", "kinds_in", "mixed_loop"]
