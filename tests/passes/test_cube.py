@@ -205,7 +205,7 @@ def test_a_bf16_bias_needs_a_target_that_widens_it(write_spec):
     np.testing.assert_allclose(op(x, w, v), want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.cpu)])
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])])
 @pytest.mark.parametrize("tb", [False, True])
 def test_the_product_sums_over_the_k_both_operands_hold(write_spec, backend, tb):
     # b through a view with fewer valid k than a has columns (flash attention's last, partial KV
