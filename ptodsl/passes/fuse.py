@@ -31,6 +31,8 @@ Produces: the same computation in which
   7. a running max over a row and a sum of exp(t - max) over it, in two grid loops, become one
      (the online form: the sum is rescaled by exp(old max - new max)), so softmax-like ops read a
      row that does not fit on chip twice rather than three times;
+  7b. a row's reduction whose column loop provably runs exactly once writes its result without
+     the identity fill before the loop and the combine in it (``passes/reinit.py``);
   8. in the one-pass version of a row loop (``passes/tile_fit.py``), loads of read-only tensors
      at offsets the loop does not move, and the casts and arithmetic on them alone, move before
      the loop (gamma and beta are loaded once, not once per row);
@@ -70,6 +72,7 @@ from .merge import (
 from .merge import gm_touching as _gm_touching
 from .merge import is_grid as _is_grid
 from .merge import reads_writes as _reads_writes
+from .reinit import fold_reduction_inits
 from .remat import bases, rematerialise
 from .tile_fit import hoist_invariant
 from .twins import twin_accumulations
@@ -525,6 +528,8 @@ def run(module: Module, ctx: PassContext) -> Module:
             f.body = merge_loops(f.body, base)
             f.body = forward(f.body, {}, base)
             cse(f)
+        if fold_reduction_inits(f):
+            sweep(f)
         sweep(f)
         _, stores = _loads_and_stores(f.body)
         f.body = hoist_invariant(f.body, {name for name, _ in stores})
