@@ -184,12 +184,25 @@ def _inner_ranges(body: list[Op], bound: set[str]) -> dict[str, tuple[sym.Expr, 
         if op.name != "loop" or op.attrs["step"] != 1 or "unroll_var" in op.attrs:
             continue
         lo, hi = op.attrs["lo"], op.attrs["hi"]
-        candidates = [hi] + (list(hi.args) if isinstance(hi, sym.CallExpr) and hi.fn == "min" else [])
+        candidates = _upper_bounds(hi)
         for c in candidates:
             span = sym.sub(c, lo)
             if not sym.free_symbols(span) & bound:
                 out[op.attrs["index"]] = (lo, span)
                 break
+    return out
+
+
+def _upper_bounds(e: sym.Expr) -> list[sym.Expr]:
+    """Expressions no smaller than ``e`` (for ``e >= 0``), ``e`` itself first: each argument of a
+    ``min``, and ``cdiv(u, d)`` for each such ``u`` of ``cdiv(a, d)`` with ``d`` a positive
+    constant (a grid over the rows of one row block: ``cdiv(min(B - i * R, R), R)``)."""
+    out = [e]
+    if isinstance(e, sym.CallExpr) and e.fn == "min":
+        for a in e.args:
+            out += [u for u in _upper_bounds(a) if u not in out]
+    elif isinstance(e, sym.CallExpr) and e.fn == "cdiv" and isinstance(e.args[1], int) and e.args[1] > 0:
+        out += [sym.ceildiv(u, e.args[1]) for u in _upper_bounds(e.args[0])[1:]]
     return out
 
 

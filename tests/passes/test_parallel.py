@@ -130,6 +130,25 @@ def test_an_inner_loop_running_its_own_share_of_rows_is_marked():
     assert _marked(_run(SHARE))
 
 
+# iteration b runs a row block of 32 rows, tiled by 8: its grid runs cdiv(min(B - 32b, 32), 8) trips
+BLOCK = '''      loop() {index = "g", lo = 0, hi = cdiv(min(B - b * 32, 32), 8), step = 1, name = "_g", kind = "grid"} region {
+        %t = tile.alloc() : tile<ub f32 [8, 64] valid [8, 64]>
+        tile.load(%t, %x) {offsets = [b * 32 + g * 8, 0]}
+        tile.store(%y, %t) {offsets = [b * 32 + g * 8, 0]}
+      }'''
+
+
+@pytest.mark.parametrize("hi, marked", [
+    ("cdiv(min(B - b * 32, 32), 8)", True),  # at most 4 trips: rows [32b, 32b + 32)
+    ("min(cdiv(B - b * 32, 8), 4)", True),
+    ("cdiv(min(B - b * 32, 40), 8)", False),  # up to 5 trips: into the next block's rows
+    ("cdiv(B - b * 32, 8)", False),
+])
+def test_the_grid_over_a_row_block_of_a_user_loop_stays_in_its_block(hi, marked):
+    # a user's loop over row blocks with a partial last block (`for i in loop(cdiv(B, R))`)
+    assert _marked(_run(BLOCK.replace("cdiv(min(B - b * 32, 32), 8)", hi))) == marked
+
+
 # iteration b scatters 8 rows of x into y at the positions rows [8b, 8b + 8) of %i name
 SCATTER = '''      %it = tile.alloc() : tile<ub i64 [8] valid [8]>
       tile.load(%it, %i) {offsets = [OFF]}
