@@ -26,6 +26,9 @@ PASS_OPTION_DEFAULTS: dict[str, int] = {
     # 1: a user loop whose only carried state is a sum / maximum / minimum accumulation runs as
     # partial accumulations on all cores plus one combine (passes/splitred.py); 0 keeps it sequential
     "split_reduction": 1,
+    # 1: a parallel loop of a mixed kernel whose body is cube work, vector work, cube work runs
+    # skewed, the cube one iteration ahead of the vector cores (passes/skew.py)
+    "skew": 1,
     # 1: the grid over an output's row blocks becomes the outer loop of a body whose user loops carry
     # state (attention's KV loop), when every op is row-wise (passes/rowgrid.py). Opt-in until a
     # loop mixing cube and vector work runs as one kernel: before that it launches per row block

@@ -73,10 +73,14 @@ PASS_OPTIONS = Obj(
                                      "runs as partial accumulations on all cores, then one combine"),
         "row_interchange": Bool(default=bool(PASS_OPTION_DEFAULTS["row_interchange"]),
                                 desc="make the output's row blocks the outer loop of a body whose user loops "
-                                     "carry state, when every op in it is row-wise"),
+                                     "carry state, or of a run of statements doing cube and vector work, when "
+                                     "every op in it is row-wise"),
         "aiv_split": Bool(default=bool(PASS_OPTION_DEFAULTS["aiv_split"]),
                           desc="share a mixed kernel's row-wise vector work between the two vector cores of "
                                "its block, each on half of every tile's rows"),
+        "skew": Bool(default=bool(PASS_OPTION_DEFAULTS["skew"]),
+                     desc="run a parallel loop of a mixed kernel whose body is cube, vector, then cube work "
+                          "with the cube one iteration ahead of the vector cores, on two sets of its workspaces"),
     },
 )
 

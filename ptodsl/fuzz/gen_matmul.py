@@ -28,6 +28,8 @@ MATMUL_FEATURES = frozenset({
     "mm_steps",  # the product inside a loop whose steps carry an f32 state (attention's KV loop shape),
     # sometimes with a second product of the step before's value (flash attention's pipelined form)
     "mm_epilogue",  # relu(matmul(...) + v) and its parts: the bias table and the fixpipe's relu
+    "mm_chain",  # a product, vector work on it (sometimes into a local), a second product of that (an
+    # FFN: with row_interchange one mixed kernel over row blocks, skewed, passes/rowgrid.py, skew.py)
 })
 # what a matmul block wraps its product in: (prefix, suffix), the suffix's `{v}` a row of the
 # accumulator's dtype; the folds of passes/epilogue.py and forms next to them that must not fold
@@ -118,6 +120,9 @@ def matmul_block(gen: Gen, k: int, rng: random.Random) -> Block:
         block = _steps_block(gen, k, steps_rng, y, f"matmul({a_ex.render()}, {b}{tail})", nn, out, names)
         block.lines[0:0] = first
         return block
+    chain = random.Random(f"mm_chain:{gen.seed}:{k}")
+    if gen.has("mm_chain") and not (batch or int8 or computed) and chain.random() < 0.3:
+        return _chain_block(gen, k, chain, y, f"matmul({a_ex.render()}, {b}{tail})", nn, out, [*first], names)
     pre, post = _epilogue(gen, k, out == acc and not any(f.startswith("bias=") for f in flags), acc, nn, names)
     line: Any = ([f"{y}[:] = {pre}matmul(", a_ex, f", {b}{tail}){post}"] if computed
                  else f"{y}[:] = {pre}matmul({a_ex.render()}, {b}{tail}){post}")
@@ -181,6 +186,33 @@ def _steps_block(gen: Gen, k: int, rng: random.Random, y: str, product: str, nn:
         lines.insert(lines.index((2, f"st{k}[:] = t{k}")) + 1, carry)
     if rounds:
         lines = [(0, f'for r{k} in loop({rounds}, name="R{k}"):'), *((d + 1, text) for d, text in lines)]
+    return Block("matmul", lines, [y, *names])
+
+
+def _chain_block(gen: Gen, k: int, rng: random.Random, y: str, product: str, nn: str, out: str,
+                 first: list[tuple[int, Any]], names: list[str]) -> Block:
+    """``y = matmul(act(product), e)``: the product a statement of its own, the vector work on it
+    written into a local half the time (both arms of a branch on a loop-invariant integer, now and
+    then), the second product a statement of its own; every op row-wise, so with row_interchange
+    the statements run row block by row block as one mixed kernel."""
+    from .gen import Block
+
+    e = gen.param(f"e{k}", f"T[{nn}, {nn}]", "in", "T", (nn, nn))
+    names.append(e)
+    acts = [f"tanh(h{k}) * 0.5 + h{k}", f"relu(h{k}) - h{k} * 0.25", f"exp(h{k} * 0.125)"]
+    one, other = rng.sample(acts, 2)
+    flags = f", out_dtype={out}" if out != "f32" or rng.random() < 0.3 else ""
+    lines: list[tuple[int, Any]] = [*first, (0, f"h{k} = cast({product}, f32)")]
+    if rng.random() < 0.5:
+        lines.append((0, f"{y}[:] = matmul(cast({one}, T), {e}{flags})"))
+        return Block("matmul", lines, [y, *names])
+    lines.append((0, f"c{k} = tensor([M, {nn}], T)"))
+    if rng.random() < 0.5:
+        lines.append((0, f"c{k}[:] = cast({one}, T)"))
+    else:
+        lines += [(0, f"if {nn} % 2 == 0:"), (1, f"c{k}[:] = cast({one}, T)"),
+                  (0, "else:"), (1, f"c{k}[:] = cast({other}, T)")]
+    lines.append((0, f"{y}[:] = matmul(c{k}, {e}{flags})"))
     return Block("matmul", lines, [y, *names])
 
 

@@ -17,6 +17,7 @@ from . import (
     paths,
     promote,
     rowgrid,
+    skew,
     splitred,
     sync,
     tile,
@@ -26,7 +27,7 @@ from .context import Pass, check_pipeline
 
 # After tensorize (typed AST -> Tensor IR), in order.
 PIPELINE: list[Pass] = [loops.PASS, splitred.PASS, paths.PASS, unroll.PASS, epilogue.PASS, tile.PASS, fuse.PASS, fusedops.PASS,
-                        parallel.PASS, rowgrid.PASS, licm.PASS, partition.PASS, blocks.PASS, promote.PASS, aivsplit.PASS, dbuf.PASS, memplan.PASS,
+                        parallel.PASS, rowgrid.PASS, licm.PASS, partition.PASS, blocks.PASS, skew.PASS, promote.PASS, aivsplit.PASS, dbuf.PASS, memplan.PASS,
                         sync.PASS]
 check_pipeline(PIPELINE)
 

@@ -50,7 +50,9 @@ from ..diagnostics import Span
 from ..ir import Func, Module, Op, TensorType, TileType, Value
 from ..ir.gm import Origin, walk_ops
 from ..ir.opdefs import IR_OPS, indexed_gm
+from ..ir.queues import core_of
 from ..ir.schedule import schedule_of
+from .branches import trips_of
 from .context import Pass, PassContext
 from .fuse import forward, sweep
 from .merge import substitute_index
@@ -107,6 +109,59 @@ def row_bands(func: Func) -> dict[int, Proof]:
     return out
 
 
+def statement_runs(func: Func, single: dict[int, Proof], dtypes: dict[str, str]) -> dict[int, tuple[int, Proof]]:
+    """Runs of two or more consecutive statements (of the body, or of an implicit top-level
+    loop's) that each do tile work and together do cube and vector work, whose row grids commute
+    with everything in the run (module docstring, the run taken as one statement), by the ``id``
+    of their first op: (how many ops, the proof). A run holds no statement :func:`row_bands`
+    proves on its own, and a branch in it compares integers only (``passes/branches.py``), so
+    that it runs inside a kernel. Such a run (an FFN's two products and the activation between
+    them) runs each row block's statements in turn, in one row block loop: one mixed kernel
+    whose row blocks are its blocks."""
+    origins = origins_of(func)
+    if origins is None:
+        return {}
+    roots: dict[str, TensorType] = {p.name: p.type for p in func.params if p.is_tensor}
+    roots |= {o.result.name: o.result.type for o in func.walk() if o.name == "alloc"}
+    out: dict[int, tuple[int, Proof]] = {}
+    for ops in _statement_lists(func.body):
+        k = 0
+        while k < len(ops):
+            found = None
+            for end in range(len(ops), k + 1, -1):
+                run = ops[k:end]
+                if _runnable(run, single, dtypes):
+                    proof = statement_bands(run, origins, roots, run=True)
+                    if proof is not None:
+                        found = (end - k, proof)
+                        break
+            if found is None:
+                k += 1
+                continue
+            out[id(ops[k])] = found
+            k += found[0]
+    return out
+
+
+def _statement_lists(ops: list[Op]) -> Iterator[list[Op]]:
+    yield ops
+    for op in ops:
+        if op.name == "loop" and op.attrs.get("kind") == "implicit":
+            yield from _statement_lists(op.regions[0])
+
+
+def _runnable(run: list[Op], single: dict[int, Proof], dtypes: dict[str, str]) -> bool:
+    working = [op for op in run if any(o.name.startswith("tile.") for o in op.walk())]
+    if len(working) < 2 or any(id(op) in single for op in run):
+        return False
+    if any(o.name == "if" and trips_of(o.attrs["cond"], dtypes) is None for op in run for o in op.walk()):
+        return False
+    if any(o.name == "loop" and o.attrs.get("kind") not in ("grid", "split") for op in run for o in op.walk()):
+        return False  # a loop of the user's: the statement's own proof is the one to use
+    cores = {core_of(o) for op in run for o in op.walk() if o.name.startswith("tile.") and o.name != "tile.alloc"}
+    return {"cube", "vec"} <= cores
+
+
 def _statements(ops: list[Op]) -> Iterator[Op]:
     for op in ops:
         if op.name == "loop" and op.attrs.get("kind") == "implicit":
@@ -115,9 +170,11 @@ def _statements(ops: list[Op]) -> Iterator[Op]:
             yield op
 
 
-def statement_bands(ops: list[Op], origins: dict[str, Origin], roots: dict[str, TensorType]) -> Proof | None:
+def statement_bands(ops: list[Op], origins: dict[str, Origin], roots: dict[str, TensorType],
+                    run: bool = False) -> Proof | None:
     """The proof for ``ops`` (module docstring); the rows shared out are the first dim of the
-    first tensor they store to that has row grids."""
+    first tensor they store to that has row grids. ``run``: ``ops`` are a run of statements
+    (:func:`statement_runs`), which need no loop of the user's."""
     written: list[str] = []
     for o in walk_ops(ops):
         if o.name in REFUSED or any(indexed_gm(o)):
@@ -130,7 +187,7 @@ def statement_bands(ops: list[Op], origins: dict[str, Origin], roots: dict[str, 
         if not grids:
             continue
         tile_rows = max(grids.values())
-        if any(tile_rows % r for r in grids.values()) or not _has_user_loop_with_grid(ops, set(grids)):
+        if any(tile_rows % r for r in grids.values()) or not (run or _has_user_loop_with_grid(ops, set(grids))):
             return None  # a row block must hold whole row tiles of every grid
         ok = _Checker(origins, set(written), grids).region(ops, None, set())
         return (shape[0], tile_rows, grids) if ok else None
@@ -280,18 +337,25 @@ class _Wrapper:
     names no row block, then stays outside (kernels run no branches of the control program). Splitting one row block loop into several
     in turn keeps the order of every band's work, since each touches only its own band."""
 
-    def __init__(self, grids: dict[str, int], rows: sym.Expr, tile_rows: int, bound: set[str], count: int = 0):
+    def __init__(self, grids: dict[str, int], rows: sym.Expr, tile_rows: int, bound: set[str], count: int = 0,
+                 inside: dict[str, str] | None = None):
+        """``inside``: the scalar dtypes, for a run of statements (:func:`statement_runs`), whose
+        branches on integers go inside the one row block loop (a kernel runs them as loops of 0
+        or 1 trips, ``passes/branches.py``)."""
         self.grids, self.rows, self.tile_rows = grids, rows, tile_rows
         self.bound = bound
         self.values: dict[str, Value] = {}
         self.count = count  # row block loops of the function so far: each gets its own index
+        self.inside = inside
 
     def ops(self, ops: list[Op], at: Span | None = None) -> list[Op]:
         """``at``: where the user loop around ``ops`` is, if any."""
         out: list[Op] = []
         run: list[Op] = []
         for op in ops:
-            if op.name == "if":
+            if op.name == "if" and self.inside is not None and trips_of(op.attrs["cond"], self.inside) is not None:
+                run.append(op)
+            elif op.name == "if":
                 out.extend(self.loop(run, at))
                 run = []
                 out.append(Op("if", [], dict(op.attrs), [], [self.ops(r, at) for r in op.regions], op.span))
@@ -314,7 +378,8 @@ class _Wrapper:
         self.count += 1
         body = _Inliner(self.grids, self.tile_rows, self.bound | {name}, name, self.values).ops(run)
         attrs = {"index": name, "lo": 0, "hi": sym.ceildiv(self.rows, self.tile_rows), "step": 1,
-                 "name": "query_blocks", "parallel": 1, "rows_interchanged": 1}
+                 "name": "query_blocks" if self.inside is None else "row_blocks", "parallel": 1,
+                 "rows_interchanged": 1}
         # located at the user loop it holds (attention's KV loop): what makes it a mixed kernel
         span = next((o.span for op in run for o in op.walk() if o.name == "loop" and o.span is not None
                      and o.attrs.get("kind") not in ("grid", "split")), at or run[0].span)
@@ -326,26 +391,37 @@ def interchange(func: Func) -> Func | None:
     of its work, or None when it proves none (or a GM workspace of such a statement could not be
     allocated once for all row blocks: that statement is left as it is)."""
     proofs = row_bands(func)
+    dtypes = {p.name: p.dtype for p in func.params if not p.is_tensor}
+    dtypes |= {o.attrs["sym"]: o.attrs["dtype"] for o in func.walk() if o.name == "read"}
+    runs = statement_runs(func, proofs, dtypes)
     count = 0
 
     def region(ops: list[Op]) -> list[Op]:
         nonlocal count
         out: list[Op] = []
-        for op in ops:
+        k = 0
+        while k < len(ops):
+            op = ops[k]
             if op.name == "loop" and op.attrs.get("kind") == "implicit":
                 out.append(Op("loop", [], dict(op.attrs), [], [region(op.regions[0])], op.span))
+                k += 1
                 continue
-            proof = proofs.get(id(op))
+            n, proof = runs.get(id(op), (1, proofs.get(id(op))))
             if proof is None:
                 out.append(op)
+                k += 1
                 continue
+            statements = ops[k:k + n]
+            k += n
             rows, tile_rows, grids = proof
-            bound = bound_within(op)
-            wrapper = _Wrapper(grids, rows, tile_rows, bound, count)
-            new = wrapper.ops([op])
+            bound = set().union(*(bound_within(x) for x in statements))
+            wrapper = _Wrapper(grids, rows, tile_rows, bound, count, dtypes if n > 1 else None)
+            new = wrapper.ops(statements)
+            if n > 1:
+                new = [_localize(x, rows, tile_rows) if x.attrs.get("rows_interchanged") else x for x in new]
             hoisted = _hoist_workspaces(new, bound | {f"{OUTER}{n}" for n in range(count, wrapper.count)})
             if any(o.name == "alloc" for x in new for o in x.walk()):
-                out.append(op)  # a workspace per row block could not be seen by a later row block loop
+                out += statements  # a workspace per row block could not be seen by a later row block loop
                 continue
             count = wrapper.count
             out += [*hoisted, *new]
@@ -355,6 +431,44 @@ def interchange(func: Func) -> Func | None:
     if count == 0:
         return None
     return Func(func.name, func.params, body, func.kind, dict(func.attrs), func.span)
+
+
+def _localize(loop: Op, rows: sym.Expr, tile_rows: int) -> Op:
+    """``loop`` (a run's row block loop) with each workspace of rows ``rows`` that only tile loads
+    and stores in it touch allocated in its body at one row block's rows, the offsets of those
+    accesses moved up by the block's first row: a row block's intermediates (an FFN's hidden
+    activations) then live in a buffer of the block's, which partitioning gives each block of its
+    own (``passes/blocks.py``), rather than in bands of a tensor of every row."""
+    allocs = [o for o in loop.walk() if o.name == "alloc" and "fill" not in o.attrs
+              and o.result.type.shape and sym.sub(o.result.type.shape[0], rows) == 0]
+    first = sym.mul(sym.Sym(loop.attrs["index"]), tile_rows)
+    moved: list[Op] = []
+    for alloc in allocs:
+        v = alloc.result
+        users = [o for o in loop.walk() if any(x is v for x in o.operands)]
+        if any(o.name not in ("tile.load", "tile.store") for o in users):
+            continue
+        for o in users:
+            offsets = list(o.attrs["offsets"])
+            offsets[0] = sym.sub(offsets[0], first)
+            o.attrs = dict(o.attrs) | {"offsets": tuple(offsets)}
+        t = v.type
+        v.type = TensorType(t.dtype, (tile_rows, *t.shape[1:]), None)
+        moved.append(alloc)
+    if not moved:
+        return loop
+    body = [*moved, *_without(loop.regions[0], {id(a) for a in moved})]
+    return Op("loop", [], dict(loop.attrs), [], [body], loop.span)
+
+
+def _without(ops: list[Op], drop: set[int]) -> list[Op]:
+    out = []
+    for op in ops:
+        if id(op) in drop:
+            continue
+        op.regions = [_without(r, drop) for r in op.regions]
+        out.append(op)
+    return out
 
 
 def unwrap_one_trip(ops: list[Op], ranges: dict[str, tuple[sym.Expr, sym.Expr]] | None = None) -> list[Op]:
@@ -406,4 +520,4 @@ def run(module: Module, ctx: PassContext) -> Module:
 
 PASS = Pass("rowgrid", "tile", "tile", run, frozenset({"independent-marked"}), frozenset({"rows-interchanged"}))
 
-__all__ = ["PASS", "Proof", "interchange", "row_bands", "run", "statement_bands"]
+__all__ = ["PASS", "Proof", "interchange", "row_bands", "run", "statement_bands", "statement_runs"]

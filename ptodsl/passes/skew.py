@@ -1,0 +1,296 @@
+"""Skew (Block IR -> Block IR): the cube works on the next iteration of a parallel loop while the
+vector cores work on this one.
+
+Requires: a ``level block`` module whose block loops are shared out (``passes/blocks.py``), not yet
+split between vector cores, buffered, placed or synchronised.
+Produces: in each ``mixed`` kernel, every loop marked ``parallel = 1`` whose body is, in order,
+
+- ``A``: ops with cube work and no vector work (a product the vector cores read),
+- ``B``: ops with vector work (the vector cores' part of the iteration),
+- ``C``: ops with cube work and no vector work (a product of what ``B`` wrote),
+
+runs one more trip, each iteration ``i`` doing ``A(i)``, then ``C(i - 1)``, then ``B(i)``: ``A``
+and ``B`` inside a loop of ``min(max(hi - i, 0), 1)`` trips, ``C`` inside one of
+``min(max(i - lo, 0), 1)`` trips with ``i - 1`` for ``i``. The loop loses ``parallel`` and gains
+``skewed = 1``. Views the body defines for more than one part are defined again in each.
+
+Why. Run as written, a block's cube core computes ``A(i)``, waits while its vector cores compute
+``B(i)``, computes ``C(i)``, and the vector cores wait for ``A(i + 1)``: every iteration costs
+``A + B + C``. Skewed, the cube computes ``C(i - 1)`` and ``A(i + 1)`` while the vector cores
+compute ``B(i)``: an iteration costs about ``max(A + C, B)`` (FFN's activation between its two
+products, a loop over row blocks). ``C(i - 1)`` comes before ``B(i)`` in the program, so the flags
+the sync pass derives from program order make ``C(i - 1)`` wait for ``B(i - 1)`` (the iteration
+before), not for ``B(i)``, and ``B(i)``'s stores into a workspace ``C(i - 1)`` reads wait for those
+reads.
+
+Why the order may change. The iterations of a ``parallel`` loop are independent
+(``passes/parallel.py``): none reads what another writes, and their writes do not meet (a
+workspace of the iteration's own, reused by every iteration, is ordered by the sync pass, as
+above). Each iteration still runs ``A``, ``B``, ``C`` in that order: ``A(i)`` and ``B(i)`` in
+iteration ``i``, ``C(i)`` in iteration ``i + 1``. On the simulator and the cpu backend the program
+runs in this order and computes what the original did.
+
+Not skewed: loops whose body does not split so, or where a part uses a value another part
+defines (other than a view), or which bind a scalar (``read``) in the body.
+``pass_options: {skew: false}`` turns the pass off.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from .. import sym
+from ..ir import Func, Module, Op, Param, Value
+from ..ir.gm import walk_ops
+from ..ir.queues import core_of
+from ..ir.schedule import schedule_of
+from .context import Pass, PassContext
+from .merge import substitute_index
+from .unroll import _Cloner
+
+Twins = dict[str, tuple[Value, Value]]  # name of a GM value the body uses -> (it, its twin)
+
+
+def _cores(op: Op) -> set[str]:
+    """The cores whose work ``op`` holds (``cube``, ``vec``); allocations count for nothing."""
+    return {c for o in op.walk() if o.name != "tile.alloc" and (c := core_of(o)) is not None}
+
+
+def _defined(ops: list[Op]) -> set[int]:
+    return {id(r) for op in ops for o in op.walk() for r in o.results}
+
+
+def _used(ops: list[Op]) -> list[Value]:
+    return [v for op in ops for o in op.walk() for v in o.operands]
+
+
+def parts_of(loop: Op, counter: itertools.count) -> list[list[Op]] | None:
+    """The body of ``loop`` as its parts A, B, C (module docstring), each with the views it uses
+    of the body's defined again in it (the body's ops move into the parts); None, and the body
+    untouched, where it does not split so."""
+    a = loop.attrs
+    if a.get("parallel") != 1 or a["step"] != 1 or a.get("kind") is not None:
+        return None
+    body = loop.regions[0]
+    if any(o.name == "read" for op in body for o in op.walk()):
+        return None
+    cores = [_cores(op) for op in body]
+    vec = [k for k, c in enumerate(cores) if "vec" in c]
+    if not vec:
+        return None
+    if not any("cube" in c for c in cores[:vec[0]]) or not any("cube" in c for c in cores[vec[-1] + 1:]):
+        return None
+    parts = [body[:vec[0]], body[vec[0]:vec[-1] + 1], body[vec[-1] + 1:]]
+    views = {id(op.results[0]): (k, op) for k, op in enumerate(body) if op.name == "view" and len(op.results) == 1}
+    inside = _defined(body)
+    plan = []
+    for part in parts:
+        ops = [op for op in part if not (op.name == "view" and id(op.results[0]) in views)]
+        needed = _views_needed(ops, _defined(ops), inside, views)
+        if needed is None:
+            return None
+        plan.append((ops, needed))
+    return [_with_views(ops, needed, counter) for ops, needed in plan]
+
+
+def skew_loop(loop: Op, parts: list[list[Op]], counter: itertools.count, twins: Twins | None = None) -> Op:
+    """``loop`` skewed (module docstring) from its :func:`parts_of`. ``twins``: the GM values of
+    workspaces the iterations reuse, each with its twin in a second workspace; given, iterations
+    go in pairs, the second of a pair on the twins."""
+    a = loop.attrs
+    index, lo, hi = sym.Sym(a["index"]), a["lo"], a["hi"]
+    substitute_index(parts[2], a["index"], sym.sub(index, 1))
+    now = sym.min_(sym.max_(sym.sub(hi, index), 0), 1)
+    before = sym.min_(sym.max_(sym.sub(index, lo), 0), 1)
+    span = loop.span
+    gates = [_gate(parts[0], now, counter, span), _gate(parts[2], before, counter, span),
+             _gate(parts[1], now, counter, span)]
+    keep = {k: v for k, v in a.items() if k not in ("parallel", "index", "lo", "hi", "step")} | {"skewed": 1}
+    if not twins:
+        return Op("loop", [], {"index": a["index"], "lo": lo, "hi": sym.add(hi, 1), "step": 1, **keep}, [],
+                  [gates], span)
+    # the even iteration's A and B work on the first workspaces, and its C (the odd iteration's
+    # before) on the twins; the odd iteration the other way round
+    swap = {name: twin for name, (_, twin) in twins.items()} | {twin.name: v for v, twin in twins.values()}
+    u = f"{a['index']}_sk"
+    even = sym.add(lo, sym.mul(sym.Sym(u), 2))
+    odd = sym.add(even, 1)
+    # the odd iteration may be one past the last (hi): its A and B gates say so already, its C
+    # gets a gate of its own (a gate around the whole odd iteration would make its A wait for
+    # what its C waits for, the sync pass placing a wait before the op holding the consumer)
+    last = _gate([_clone(gates[1], a["index"], odd, "_o", {})], sym.min_(sym.max_(sym.sub(sym.add(hi, 1), odd), 0), 1),
+                 counter, span)
+    body = [_clone(gates[0], a["index"], even, "_e", {}), _clone(gates[1], a["index"], even, "_e", swap),
+            _clone(gates[2], a["index"], even, "_e", {}),
+            _clone(gates[0], a["index"], odd, "_o", swap), last, _clone(gates[2], a["index"], odd, "_o", swap)]
+    trips = sym.ceildiv(sym.add(sym.sub(hi, lo), 1), 2)
+    return Op("loop", [], {"index": u, "lo": 0, "hi": trips, "step": 1, **keep}, [], [body], span)
+
+
+def _clone(op: Op, index: str, at: sym.Expr, suffix: str, rename: dict[str, Value]) -> Op:
+    return _Cloner({index: at}, suffix, dict(rename)).op(op)
+
+
+def _views_needed(ops: list[Op], own: set[int], inside: set[int],
+                  views: dict[int, tuple[int, Op]]) -> list[Op] | None:
+    """The body's views ``ops`` use (through other such views), in body order; None when ``ops``
+    use a value another part defines that is not a view."""
+    need: dict[int, tuple[int, Op]] = {}
+    work = [v for v in _used(ops) if id(v) in inside and id(v) not in own]
+    while work:
+        v = work.pop()
+        if id(v) in need:
+            continue
+        if id(v) not in views:
+            return None
+        need[id(v)] = views[id(v)]
+        work += [x for x in views[id(v)][1].operands if id(x) in inside]
+    return [op for _, op in sorted(need.values(), key=lambda kv: kv[0])]
+
+
+def _with_views(ops: list[Op], views: list[Op], counter: itertools.count) -> list[Op]:
+    """``views`` (in body order) defined again under fresh names before ``ops``, whose uses, and
+    those of the copies, name the copies."""
+    copies: dict[int, Value] = {}
+    out: list[Op] = []
+    for view in views:
+        r = view.results[0]
+        copy = Value(f"{r.name}_sk{next(counter)}", r.type)
+        copies[id(r)] = copy
+        out.append(Op("view", [copies.get(id(x), x) for x in view.operands], dict(view.attrs), [copy], [], view.span))
+    for op in ops:
+        for o in op.walk():
+            o.operands = [copies.get(id(x), x) for x in o.operands]
+    return out + ops
+
+
+def _gate(ops: list[Op], trips: sym.Expr, counter: itertools.count, span) -> Op:
+    name = f"_sk{next(counter)}"
+    return Op("loop", [], {"index": name, "lo": 0, "hi": trips, "step": 1, "name": name, "kind": "grid"},
+              [], [ops], span)
+
+
+class _Kernel:
+    """One mixed kernel of a module, with the launches of it, whose skewed loops may get twin
+    workspaces."""
+
+    def __init__(self, module: Module, func: Func):
+        self.func = func
+        self.launches = [(c, op) for c in module.funcs if c.kind == "control"
+                         for op in walk_ops(c.body) if op.name == "launch" and op.attrs["kernel"] == func.name]
+        self.counter = itertools.count()
+
+    def region(self, ops: list[Op]) -> list[Op]:
+        out = []
+        for op in ops:
+            if op.name == "loop":
+                parts = parts_of(op, self.counter)
+                if parts is not None:
+                    twins, views = self.twins(op, parts)
+                    out += [*views, skew_loop(op, parts, self.counter, twins)]
+                    continue
+            op.regions = [self.region(r) for r in op.regions]
+            out.append(op)
+        return out
+
+    def twins(self, loop: Op, parts: list[list[Op]]) -> tuple[Twins, list[Op]]:
+        """Twins (in a second workspace, which this adds) of the GM values ``parts`` use of each
+        workspace the iterations reuse: a tensor parameter that every launch passes a workspace of
+        its own (allocated in the control program for that launch alone), written in the loop
+        and touched elsewhere in the kernel only by the views of it before the loop. Returns them
+        and the views defining the twins of those views, for the caller to put before the loop."""
+        f = self.func
+        tensors = [p for p in f.params if p.is_tensor]
+        top_views = {op.results[0].name: op for op in f.body if op.name == "view"}
+        roots = {name: _root(name, top_views) for name in top_views}
+        written = {_root(o.operands[0].name, top_views) for part in parts for o in walk_ops(part)
+                   if o.name == "tile.store"}
+        twins: Twins = {}
+        views: list[Op] = []
+        for k, p in enumerate(tensors):
+            if p.name not in written or not self._own_workspace(k) or not self._only_in(loop, p.name, roots):
+                continue
+            twin = self._add_twin(p, k)
+            twins[p.name] = (p.value, twin)
+            for name, view in top_views.items():
+                if roots[name] == p.name:
+                    copy = Value(_fresh(f, f"{name}_twin"), view.results[0].type)
+                    views.append(Op("view", [twins[view.operands[0].name][1]], dict(view.attrs), [copy], [],
+                                    view.span))
+                    twins[name] = (view.results[0], copy)
+        return twins, views
+
+    def _own_workspace(self, k: int) -> bool:
+        if not self.launches:
+            return False
+        for control, launch in self.launches:
+            v = launch.operands[k]
+            allocs = [o for o in walk_ops(control.body) if o.name == "alloc" and o.results[0] is v]
+            uses = [o for o in walk_ops(control.body) if any(x is v for x in o.operands)]
+            if len(allocs) != 1 or uses != [launch] or sum(x is v for x in launch.operands) != 1:
+                return False
+        return True
+
+    def _only_in(self, loop: Op, name: str, roots: dict[str, str]) -> bool:
+        """Whether the kernel touches ``name`` only in ``loop`` and in the views of it before."""
+        mine = {name} | {v for v, r in roots.items() if r == name}
+        return not any(x.name in mine for op in self.func.body if op is not loop and op.name != "view"
+                       for o in op.walk() for x in o.operands)
+
+    def _add_twin(self, p: Param, k: int) -> Value:
+        f = self.func
+        name = _fresh(f, f"{p.name}_twin")
+        value = Value(name, p.type)
+        last = max(i for i, q in enumerate(f.params) if q.is_tensor)
+        f.params.insert(last + 1, Param(name, p.type, p.dtype, p.mode, value))
+        for control, launch in self.launches:
+            v = launch.operands[k]
+            region, at = _place(control.body, v)
+            alloc = region[at]
+            twin = Value(_fresh(control, f"{v.name}_twin"), v.type)
+            region.insert(at + 1, Op("alloc", [], dict(alloc.attrs), [twin], [], alloc.span))
+            launch.operands.append(twin)
+        return value
+
+
+def _root(name: str, views: dict[str, Op]) -> str:
+    seen = set()
+    while name in views and name not in seen:
+        seen.add(name)
+        name = views[name].operands[0].name
+    return name
+
+
+def _place(ops: list[Op], v: Value) -> tuple[list[Op], int]:
+    for i, op in enumerate(ops):
+        if op.name == "alloc" and op.results[0] is v:
+            return ops, i
+        for r in op.regions:
+            found = _place(r, v)
+            if found is not None:
+                return found
+    return None
+
+
+def _fresh(f: Func, stem: str) -> str:
+    taken = {p.name for p in f.params} | {v.name for o in f.walk() for v in (*o.operands, *o.results)}
+    name, k = stem, 1
+    while name in taken:
+        name, k = f"{stem}_{k}", k + 1
+    return name
+
+
+def run(module: Module, ctx: PassContext) -> Module:
+    del ctx
+    fresh = module.clone()
+    if not schedule_of(module).pass_options.get("skew", 1):
+        return fresh
+    for f in fresh.funcs:
+        if f.kind == "mixed":
+            f.body = _Kernel(fresh, f).region(f.body)
+    return fresh
+
+
+PASS = Pass("skew", "block", "block", run, frozenset({"blocked"}), frozenset({"skewed"}))
+
+__all__ = ["PASS", "parts_of", "run", "skew_loop"]
