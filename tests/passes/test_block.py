@@ -117,7 +117,7 @@ def test_deleted_wait_is_reported_with_both_ops():
 
 
 def test_vector_and_cube_kernels_are_separate():
-    block = compile_spec("specs/ffn.yaml").stages["block"]
+    block = compile_spec("specs/matmul_splitk.yaml").stages["block"]  # partial products, then their sum
     kinds = {f.kind for f in block.funcs}
     assert kinds == {"vector", "cube", "control"}
     for f in block.funcs:

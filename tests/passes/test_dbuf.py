@@ -164,9 +164,11 @@ def test_a_cube_step_loads_deep_ahead_and_gives_up_depth_before_buffering():
     assert 2 <= fewer < full
 
 
-def test_a_cube_step_of_few_known_trips_keeps_no_more_sets_than_it_has_steps():
-    # ffn's second product: F = 256 in k tiles of 64, one peeled, three in the loop
-    c = compile_spec(str(Path(__file__).resolve().parents[2] / "specs" / "ffn.yaml"))
+def test_a_cube_step_of_few_known_trips_keeps_no_more_sets_than_it_has_steps(write_spec):
+    # K = 256 in k tiles of 64, one peeled, three in the loop
+    pto = "kernel k(a: f16[M, 256], b: f16[256, 64], y: out f32[M, 64]):\n    y[:] = matmul(a, b)\n"
+    yaml = "op: k\nschedule:\n  cube_tile: {m: [32, 64], k: [64, 128], n: [64, 128]}\n"
+    c = compile_spec(write_spec("k", pto, yaml))
     depths = {o.attrs["name"]: o.attrs["double_buffered"] for o in c.stages["block"].walk()
               if o.name == "loop" and "double_buffered" in o.attrs and o.attrs["name"].startswith("_k")}
     assert depths and all(d == 3 for d in depths.values()), depths
