@@ -473,7 +473,10 @@ def _structural() -> list[IROp]:
                                               "out), so they may run as blocks on many cores"),
                                          Attr("rows_interchanged", "int", doc="1: the row blocks of a kernel "
                                               "whose user loops run inside (passes/rowgrid.py): every iteration "
-                                              "touches its own rows of each tensor written, workspaces included")),
+                                              "touches its own rows of each tensor written, workspaces included"),
+                                         Attr("skewed", "int", doc="1: iteration i runs the cube's first part "
+                                              "of i, its last part of i - 1, then the vector part of i "
+                                              "(passes/skew.py)")),
              regions=1, control=True, doc="for index in [lo, hi) by step; a `grid` loop walks a tile grid"),
         IROp("if", ALL, "if", attrs=(Attr("cond", required=True),), regions=2, control=True),
         IROp("print", ALL, "print", attrs=(Attr("format", "text", True), Attr("args", "exprs", True)), control=True),

@@ -12,11 +12,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bfloat16_t* x, __gm__ bfloat16_t* h, int64_t B, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void ffn_bf16_k1(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t1, int64_t B, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void ffn_bf16_k3(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t3, int64_t B, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bfloat16_t* x, __gm__ bfloat16_t* h, __gm__ bfloat16_t* a, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, __gm__ bfloat16_t* h_twin, __gm__ bfloat16_t* a_twin, int64_t B, int32_t act, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -68,17 +64,23 @@ extern "C" int ffn_bf16(bfloat16_t* x, bfloat16_t* w1, bfloat16_t* w2, bfloat16_
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // ffn.pto:5:9
-        std::vector<unsigned char> h_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:5:9
-        bfloat16_t* h = reinterpret_cast<bfloat16_t*>(h_bytes.data());  // ffn.pto:5:9
-        {  // ffn.pto:5:9
-            const int64_t ffn_bf16_k0_blocks = max_i64(ceil_div((B + 31) / 32 * 4, max_i64(((B + 31) / 32 * 4 + 23) / 24, 1)), 1);  // ffn.pto:5:9
+    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // ffn.pto:10:9
+        std::vector<unsigned char> h_bytes = workspace(8192 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
+        bfloat16_t* h = reinterpret_cast<bfloat16_t*>(h_bytes.data());  // ffn.pto:10:9
+        std::vector<unsigned char> h_twin_bytes = workspace(8192 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
+        bfloat16_t* h_twin = reinterpret_cast<bfloat16_t*>(h_twin_bytes.data());  // ffn.pto:10:9
+        std::vector<unsigned char> a_bytes = workspace(8192 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
+        bfloat16_t* a = reinterpret_cast<bfloat16_t*>(a_bytes.data());  // ffn.pto:11:9
+        std::vector<unsigned char> a_twin_bytes = workspace(8192 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
+        bfloat16_t* a_twin = reinterpret_cast<bfloat16_t*>(a_twin_bytes.data());  // ffn.pto:11:9
+        {  // ffn.pto:10:9
+            const int64_t ffn_bf16_k0_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:10:9
             bool ffn_bf16_k0_block_no_memory = false;
             #pragma omp parallel for schedule(static)
-            for (int64_t ffn_bf16_k0_block = 0; ffn_bf16_k0_block < ffn_bf16_k0_blocks; ++ffn_bf16_k0_block) {  // ffn.pto:5:9
+            for (int64_t ffn_bf16_k0_block = 0; ffn_bf16_k0_block < ffn_bf16_k0_blocks; ++ffn_bf16_k0_block) {  // ffn.pto:10:9
                 try {
-                    start_launch(poison);  // ffn.pto:5:9
-                    ffn_bf16_k0(w1, x, h, B, ffn_bf16_k0_block, ffn_bf16_k0_blocks);  // ffn.pto:5:9
+                    start_launch(poison);  // ffn.pto:10:9
+                    ffn_bf16_k0(w1, x, h, a, w2, y, h_twin, a_twin, B, act, ffn_bf16_k0_block, ffn_bf16_k0_blocks);  // ffn.pto:10:9
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -95,113 +97,6 @@ extern "C" int ffn_bf16(bfloat16_t* x, bfloat16_t* w1, bfloat16_t* w2, bfloat16_
                 throw pto::cpu::Failure{};
             }
 #endif
-        }
-        if (act == 0) {  // ffn.pto:6:5
-            std::vector<unsigned char> t1_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:7:23
-            bfloat16_t* t1 = reinterpret_cast<bfloat16_t*>(t1_bytes.data());  // ffn.pto:7:23
-            {  // ffn.pto:7:23
-                const int64_t ffn_bf16_k1_blocks = max_i64(ceil_div((B + 15) / 16, max_i64(((B + 15) / 16 + 47) / 48, 1)), 1);  // ffn.pto:7:23
-                bool ffn_bf16_k1_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t ffn_bf16_k1_block = 0; ffn_bf16_k1_block < ffn_bf16_k1_blocks; ++ffn_bf16_k1_block) {  // ffn.pto:7:23
-                    try {
-                        start_launch(poison);  // ffn.pto:7:23
-                        ffn_bf16_k1(h, t1, B, ffn_bf16_k1_block, ffn_bf16_k1_blocks);  // ffn.pto:7:23
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        ffn_bf16_k1_block_no_memory = true;
-                    }
-                }
-                if (ffn_bf16_k1_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // ffn.pto:7:16
-                const int64_t ffn_bf16_k2_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:7:16
-                bool ffn_bf16_k2_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t ffn_bf16_k2_block = 0; ffn_bf16_k2_block < ffn_bf16_k2_blocks; ++ffn_bf16_k2_block) {  // ffn.pto:7:16
-                    try {
-                        start_launch(poison);  // ffn.pto:7:16
-                        ffn_bf16_k2(t1, w2, y, B, ffn_bf16_k2_block, ffn_bf16_k2_blocks);  // ffn.pto:7:16
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        ffn_bf16_k2_block_no_memory = true;
-                    }
-                }
-                if (ffn_bf16_k2_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-        } else {
-            std::vector<unsigned char> t3_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:9:23
-            bfloat16_t* t3 = reinterpret_cast<bfloat16_t*>(t3_bytes.data());  // ffn.pto:9:23
-            {  // ffn.pto:9:23
-                const int64_t ffn_bf16_k3_blocks = max_i64(ceil_div((B + 15) / 16, max_i64(((B + 15) / 16 + 47) / 48, 1)), 1);  // ffn.pto:9:23
-                bool ffn_bf16_k3_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t ffn_bf16_k3_block = 0; ffn_bf16_k3_block < ffn_bf16_k3_blocks; ++ffn_bf16_k3_block) {  // ffn.pto:9:23
-                    try {
-                        start_launch(poison);  // ffn.pto:9:23
-                        ffn_bf16_k3(h, t3, B, ffn_bf16_k3_block, ffn_bf16_k3_blocks);  // ffn.pto:9:23
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        ffn_bf16_k3_block_no_memory = true;
-                    }
-                }
-                if (ffn_bf16_k3_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            {  // ffn.pto:9:16
-                const int64_t ffn_bf16_k4_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:9:16
-                bool ffn_bf16_k4_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t ffn_bf16_k4_block = 0; ffn_bf16_k4_block < ffn_bf16_k4_blocks; ++ffn_bf16_k4_block) {  // ffn.pto:9:16
-                    try {
-                        start_launch(poison);  // ffn.pto:9:16
-                        ffn_bf16_k4(t3, w2, y, B, ffn_bf16_k4_block, ffn_bf16_k4_blocks);  // ffn.pto:9:16
-#ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
-#endif
-                    } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                        ffn_bf16_k4_block_no_memory = true;
-                    }
-                }
-                if (ffn_bf16_k4_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
         }
     }
 #ifdef PTO_CPU_SUBSET

@@ -14,11 +14,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" void ffn_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* w1, bfloat16_t* x, bfloat16_t* h, int64_t B);
-extern "C" void ffn_bf16_k1_launch(uint32_t block_dim, void* stream, bfloat16_t* h, bfloat16_t* t1, int64_t B);
-extern "C" void ffn_bf16_k2_launch(uint32_t block_dim, void* stream, bfloat16_t* t1, bfloat16_t* w2, bfloat16_t* y, int64_t B);
-extern "C" void ffn_bf16_k3_launch(uint32_t block_dim, void* stream, bfloat16_t* h, bfloat16_t* t3, int64_t B);
-extern "C" void ffn_bf16_k4_launch(uint32_t block_dim, void* stream, bfloat16_t* t3, bfloat16_t* w2, bfloat16_t* y, int64_t B);
+extern "C" void ffn_bf16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, bfloat16_t* w1, bfloat16_t* x, bfloat16_t* h, bfloat16_t* a, bfloat16_t* w2, bfloat16_t* y, bfloat16_t* h_twin, bfloat16_t* a_twin, int64_t B, int32_t act);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -230,58 +226,36 @@ extern "C" int ffn_bf16(int32_t device, void* stream, bfloat16_t* x, bfloat16_t*
     if (ptodsl_failed) {
         return -1;
     }
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // ffn.pto:5:9
-        DeviceWorkspace h_bytes((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:5:9
-        if (ptodsl_failed) {  // ffn.pto:5:9
-            return -1;  // ffn.pto:5:9
+    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // ffn.pto:10:9
+        DeviceWorkspace h_bytes(8192 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
+        if (ptodsl_failed) {  // ffn.pto:10:9
+            return -1;  // ffn.pto:10:9
         }
-        bfloat16_t* h = reinterpret_cast<bfloat16_t*>(h_bytes.data());  // ffn.pto:5:9
-        {  // ffn.pto:5:9
-            const int64_t ffn_bf16_k0_blocks = max_i64(ceil_div((B + 31) / 32 * 4, max_i64(((B + 31) / 32 * 4 + 23) / 24, 1)), 1);  // ffn.pto:5:9
-            ffn_bf16_k0_launch(ffn_bf16_k0_blocks, ptodsl_stream, w1, x, h, B);  // ffn.pto:5:9
-            if (!launched("the launch of ffn_bf16_k0")) {  // ffn.pto:5:9
-                return -1;  // ffn.pto:5:9
-            }
+        bfloat16_t* h = reinterpret_cast<bfloat16_t*>(h_bytes.data());  // ffn.pto:10:9
+        DeviceWorkspace h_twin_bytes(8192 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
+        if (ptodsl_failed) {  // ffn.pto:10:9
+            return -1;  // ffn.pto:10:9
         }
-        if (act == 0) {  // ffn.pto:6:5
-            DeviceWorkspace t1_bytes((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:7:23
-            if (ptodsl_failed) {  // ffn.pto:7:23
-                return -1;  // ffn.pto:7:23
+        bfloat16_t* h_twin = reinterpret_cast<bfloat16_t*>(h_twin_bytes.data());  // ffn.pto:10:9
+        DeviceWorkspace a_bytes(8192 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
+        if (ptodsl_failed) {  // ffn.pto:11:9
+            return -1;  // ffn.pto:11:9
+        }
+        bfloat16_t* a = reinterpret_cast<bfloat16_t*>(a_bytes.data());  // ffn.pto:11:9
+        DeviceWorkspace a_twin_bytes(8192 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
+        if (ptodsl_failed) {  // ffn.pto:11:9
+            return -1;  // ffn.pto:11:9
+        }
+        bfloat16_t* a_twin = reinterpret_cast<bfloat16_t*>(a_twin_bytes.data());  // ffn.pto:11:9
+        {  // ffn.pto:10:9
+            const int64_t ffn_bf16_k0_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:10:9
+            uint64_t* ffts = ptodsl_c2c_ctrl();  // ffn.pto:10:9
+            if (ptodsl_failed) {  // ffn.pto:10:9
+                return -1;  // ffn.pto:10:9
             }
-            bfloat16_t* t1 = reinterpret_cast<bfloat16_t*>(t1_bytes.data());  // ffn.pto:7:23
-            {  // ffn.pto:7:23
-                const int64_t ffn_bf16_k1_blocks = max_i64(ceil_div((B + 15) / 16, max_i64(((B + 15) / 16 + 47) / 48, 1)), 1);  // ffn.pto:7:23
-                ffn_bf16_k1_launch(ffn_bf16_k1_blocks, ptodsl_stream, h, t1, B);  // ffn.pto:7:23
-                if (!launched("the launch of ffn_bf16_k1")) {  // ffn.pto:7:23
-                    return -1;  // ffn.pto:7:23
-                }
-            }
-            {  // ffn.pto:7:16
-                const int64_t ffn_bf16_k2_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:7:16
-                ffn_bf16_k2_launch(ffn_bf16_k2_blocks, ptodsl_stream, t1, w2, y, B);  // ffn.pto:7:16
-                if (!launched("the launch of ffn_bf16_k2")) {  // ffn.pto:7:16
-                    return -1;  // ffn.pto:7:16
-                }
-            }
-        } else {
-            DeviceWorkspace t3_bytes((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:9:23
-            if (ptodsl_failed) {  // ffn.pto:9:23
-                return -1;  // ffn.pto:9:23
-            }
-            bfloat16_t* t3 = reinterpret_cast<bfloat16_t*>(t3_bytes.data());  // ffn.pto:9:23
-            {  // ffn.pto:9:23
-                const int64_t ffn_bf16_k3_blocks = max_i64(ceil_div((B + 15) / 16, max_i64(((B + 15) / 16 + 47) / 48, 1)), 1);  // ffn.pto:9:23
-                ffn_bf16_k3_launch(ffn_bf16_k3_blocks, ptodsl_stream, h, t3, B);  // ffn.pto:9:23
-                if (!launched("the launch of ffn_bf16_k3")) {  // ffn.pto:9:23
-                    return -1;  // ffn.pto:9:23
-                }
-            }
-            {  // ffn.pto:9:16
-                const int64_t ffn_bf16_k4_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:9:16
-                ffn_bf16_k4_launch(ffn_bf16_k4_blocks, ptodsl_stream, t3, w2, y, B);  // ffn.pto:9:16
-                if (!launched("the launch of ffn_bf16_k4")) {  // ffn.pto:9:16
-                    return -1;  // ffn.pto:9:16
-                }
+            ffn_bf16_k0_launch(ffn_bf16_k0_blocks, ptodsl_stream, ffts, w1, x, h, a, w2, y, h_twin, a_twin, B, act);  // ffn.pto:10:9
+            if (!launched("the launch of ffn_bf16_k0")) {  // ffn.pto:10:9
+                return -1;  // ffn.pto:10:9
             }
         }
     }

@@ -77,17 +77,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:16:5
+    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
-        __gm__ half* kj_first = k;  // flash_attn.pto:17:14
-        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:21:20
-        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:21:20
-        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
-        TASSIGN(t17_aiv1, 1024);  // flash_attn.pto:21:20
+        __gm__ half* kj_first = k;  // flash_attn.pto:20:14
+        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
+        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:24:20
+        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
+        TASSIGN(t17_aiv1, 1024);  // flash_attn.pto:24:20
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:21:20
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:21:20
-            TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:21:20
+        TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:24:20
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
+            TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:24:20
         }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -98,125 +98,125 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:19:13
-            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t2, 0);  // flash_attn.pto:19:13
-            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
-            TASSIGN(t3, 0);  // flash_attn.pto:19:13
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
-            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:19:13
-            TLOAD(t3, qGm0);  // flash_attn.pto:19:13
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
+            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t2, 0);  // flash_attn.pto:22:13
+            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+            TASSIGN(t3, 0);  // flash_attn.pto:22:13
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t3, qGm0);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
-            TASSIGN(t4, 0);  // flash_attn.pto:19:13
+            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+            TASSIGN(t4, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t4, t3);  // flash_attn.pto:19:13
+            TMOV(t4, t3);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t5, 0);  // flash_attn.pto:19:13
+            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t5, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
-            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:19:13
-            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:19:13
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t6, 0);  // flash_attn.pto:19:13
+            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t6, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t6, t5);  // flash_attn.pto:19:13
+            TMOV(t6, t5);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t2, t4, t6);  // flash_attn.pto:19:13
+            TMATMUL(t2, t4, t6);  // flash_attn.pto:22:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:19:13
-                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:19:13
-                TASSIGN(t8, 0);  // flash_attn.pto:19:13
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
+                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t8, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
-                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:19:13
-                TLOAD(t8, qGm2);  // flash_attn.pto:19:13
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t8, qGm2);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:19:13
-                TASSIGN(t9, 0);  // flash_attn.pto:19:13
+                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t9, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t9, t8);  // flash_attn.pto:19:13
+                TMOV(t9, t8);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-                TASSIGN(t10, 0);  // flash_attn.pto:19:13
+                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t10, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:19:13
-                TLOAD(t10, kj_firstGm3);  // flash_attn.pto:19:13
+                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t10, kj_firstGm3);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-                TASSIGN(t11, 0);  // flash_attn.pto:19:13
+                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t11, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t11, t10);  // flash_attn.pto:19:13
+                TMOV(t11, t10);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:19:13
+                TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:22:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:19:13
-            TSTORE(t0_firstGm4, t2);  // flash_attn.pto:19:13
-            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t14_aiv0, 2048);  // flash_attn.pto:19:13
-            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t14_aiv1, 10240);  // flash_attn.pto:19:13
-            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t15_aiv0, 18432);  // flash_attn.pto:19:13
-            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t15_aiv1, 26624);  // flash_attn.pto:19:13
-            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:21:20
-            TASSIGN(t20_aiv0, 34816);  // flash_attn.pto:21:20
-            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
-            TASSIGN(t20_aiv1, 35840);  // flash_attn.pto:21:20
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-            GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:19:13
-            TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:19:13
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
+            TSTORE(t0_firstGm4, t2);  // flash_attn.pto:22:13
+            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t14_aiv0, 2048);  // flash_attn.pto:22:13
+            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t14_aiv1, 10240);  // flash_attn.pto:22:13
+            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t15_aiv0, 18432);  // flash_attn.pto:22:13
+            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t15_aiv1, 26624);  // flash_attn.pto:22:13
+            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
+            TASSIGN(t20_aiv0, 34816);  // flash_attn.pto:24:20
+            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
+            TASSIGN(t20_aiv1, 35840);  // flash_attn.pto:24:20
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+            GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+            TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:19:13
+            TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:22:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-            GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:19:13
-            TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:19:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+            GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+            TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:22:13
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // flash_attn.pto:21:20
-            TASSIGN(tmp0, 38912);  // flash_attn.pto:21:20
-            TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:21:20
+            TileTmp0 tmp0;  // flash_attn.pto:24:20
+            TASSIGN(tmp0, 38912);  // flash_attn.pto:24:20
+            TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:24:20
             pipe_barrier(PIPE_V);
-            TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:21:20
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:19:13
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-                GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:19:13
-                TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:19:13
+            TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:24:20
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+                GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:19:13
+                TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:22:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-                GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:19:13
-                TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:19:13
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+                GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:22:13
                 pipe_barrier(PIPE_V);
-                TileTmp0 tmp1;  // flash_attn.pto:21:20
-                TASSIGN(tmp1, 38912);  // flash_attn.pto:21:20
-                TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:21:20
+                TileTmp0 tmp1;  // flash_attn.pto:24:20
+                TASSIGN(tmp1, 38912);  // flash_attn.pto:24:20
+                TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:24:20
                 pipe_barrier(PIPE_V);
-                TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:21:20
+                TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:24:20
             }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -228,139 +228,139 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:23:20
-        TASSIGN(t32_aiv0, 2048);  // flash_attn.pto:23:20
-        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:23:20
-        TASSIGN(t32_aiv1, 3072);  // flash_attn.pto:23:20
+        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
+        TASSIGN(t32_aiv0, 2048);  // flash_attn.pto:26:20
+        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
+        TASSIGN(t32_aiv1, 3072);  // flash_attn.pto:26:20
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-        GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:21:20
-        TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:21:20
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+        GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
+        TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:24:20
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:23:20
+        TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:26:20
         pipe_barrier(PIPE_V);
-        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:21:20
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:21:20
-            TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:23:20
+        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+            GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
+            TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:24:20
+            TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:26:20
         }
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:22:21
-            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:21
-            TASSIGN(t23_aiv0, 4096);  // flash_attn.pto:22:21
-            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:21
-            TASSIGN(t23_aiv1, 12288);  // flash_attn.pto:22:21
-            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:17
-            TASSIGN(t30_aiv0, 20480);  // flash_attn.pto:22:17
-            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:17
-            TASSIGN(t30_aiv1, 28672);  // flash_attn.pto:22:17
-            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:23:20
-            TASSIGN(t35_aiv0, 36864);  // flash_attn.pto:23:20
-            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:23:20
-            TASSIGN(t35_aiv1, 37888);  // flash_attn.pto:23:20
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:21
-            GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:22:21
-            TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:22:21
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:25:21
+            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:21
+            TASSIGN(t23_aiv0, 4096);  // flash_attn.pto:25:21
+            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:21
+            TASSIGN(t23_aiv1, 12288);  // flash_attn.pto:25:21
+            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:17
+            TASSIGN(t30_aiv0, 20480);  // flash_attn.pto:25:17
+            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:17
+            TASSIGN(t30_aiv1, 28672);  // flash_attn.pto:25:17
+            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
+            TASSIGN(t35_aiv0, 36864);  // flash_attn.pto:26:20
+            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
+            TASSIGN(t35_aiv1, 37888);  // flash_attn.pto:26:20
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:21
+            GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
+            TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:25:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:22:17
-            TASSIGN(tmp2, 38912);  // flash_attn.pto:22:17
-            TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:22:17
-            pipe_barrier(PIPE_V);  // flash_attn.pto:22:17
-            TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:22:17
+            TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:17
+            TASSIGN(tmp2, 38912);  // flash_attn.pto:25:17
+            TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:25:17
+            pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
+            TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:25:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:17
-            GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:22:17
-            TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:22:17
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:17
+            GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
+            TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:25:17
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // flash_attn.pto:23:20
-            TASSIGN(tmp3, 38912);  // flash_attn.pto:23:20
-            TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:23:20
+            TileTmp0 tmp3;  // flash_attn.pto:26:20
+            TASSIGN(tmp3, 38912);  // flash_attn.pto:26:20
+            TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:26:20
             pipe_barrier(PIPE_V);
-            TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:23:20
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:22:21
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:21
-                GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:22:21
-                TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:22:21
+            TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:26:20
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:21
+                GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
+                TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:25:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:22:17
-                TASSIGN(tmp4, 38912);  // flash_attn.pto:22:17
-                TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:22:17
-                pipe_barrier(PIPE_V);  // flash_attn.pto:22:17
-                TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:22:17
+                TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:17
+                TASSIGN(tmp4, 38912);  // flash_attn.pto:25:17
+                TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:25:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
+                TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:25:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:17
-                GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:22:17
-                TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:22:17
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:17
+                GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
+                TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:25:17
                 pipe_barrier(PIPE_V);
-                TileTmp0 tmp5;  // flash_attn.pto:23:20
-                TASSIGN(tmp5, 38912);  // flash_attn.pto:23:20
-                TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:23:20
+                TileTmp0 tmp5;  // flash_attn.pto:26:20
+                TASSIGN(tmp5, 38912);  // flash_attn.pto:26:20
+                TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:26:20
                 pipe_barrier(PIPE_V);
-                TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:23:20
+                TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:26:20
             }
         }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:24:13
-        TASSIGN(t37_aiv0, 4096);  // flash_attn.pto:24:13
-        TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:24:13
-        TASSIGN(t37_aiv1, 20480);  // flash_attn.pto:24:13
-        TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:13
-        TASSIGN(t39_aiv0, 0);  // flash_attn.pto:25:13
-        TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:13
-        TASSIGN(t39_aiv1, 1024);  // flash_attn.pto:25:13
+        TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:27:13
+        TASSIGN(t37_aiv0, 4096);  // flash_attn.pto:27:13
+        TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:27:13
+        TASSIGN(t37_aiv1, 20480);  // flash_attn.pto:27:13
+        TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:28:13
+        TASSIGN(t39_aiv0, 0);  // flash_attn.pto:28:13
+        TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:28:13
+        TASSIGN(t39_aiv1, 1024);  // flash_attn.pto:28:13
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:20
-        GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:23:20
-        TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:23:20
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+        GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
+        TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:26:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:24:13
+        TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:27:13
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:24:13
-        GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:24:13
-        TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:24:13
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+        GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:27:13
+        TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:27:13
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:25:13
+        TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:28:13
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:13
-        GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:25:13
-        TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:25:13
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+        GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
+        TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:28:13
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:23:20
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:20
-            GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:23:20
-            TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:23:20
-            TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:24:13
+        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+            GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
+            TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:26:20
+            TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:27:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:24:13
-            GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:24:13
-            TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:24:13
-            TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:25:13
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+            GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:27:13
+            TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:27:13
+            TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:28:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:13
-            GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:25:13
-            TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:25:13
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+            GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
+            TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:28:13
         }
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -371,38 +371,38 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:26:21
-            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
-            TASSIGN(t42_aiv0, 0);  // flash_attn.pto:26:21
-            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
-            TASSIGN(t42_aiv1, 8192);  // flash_attn.pto:26:21
-            TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
-            TASSIGN(t43_aiv0, 16384);  // flash_attn.pto:26:21
-            TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
-            TASSIGN(t43_aiv1, 20480);  // flash_attn.pto:26:21
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
-            GmView21 p_firstGm21(p_first + _qb0 * 64 * 64 + _g41 * 64, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:26:21
-            TLOAD(t42_aiv0, p_firstGm21);  // flash_attn.pto:26:21
+        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:29:21
+            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+            TASSIGN(t42_aiv0, 0);  // flash_attn.pto:29:21
+            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+            TASSIGN(t42_aiv1, 8192);  // flash_attn.pto:29:21
+            TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+            TASSIGN(t43_aiv0, 16384);  // flash_attn.pto:29:21
+            TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+            TASSIGN(t43_aiv1, 20480);  // flash_attn.pto:29:21
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
+            GmView21 p_firstGm21(p_first + _qb0 * 64 * 64 + _g41 * 64, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+            TLOAD(t42_aiv0, p_firstGm21);  // flash_attn.pto:29:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t43_aiv0, t42_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:26:21
+            TCVT(t43_aiv0, t42_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
-            GmView22 ptGm22(pt + _qb0 * 64 * 64 + _g41 * 64, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:26:21
-            TSTORE(ptGm22, t43_aiv0);  // flash_attn.pto:26:21
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:26:21
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
-                GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:26:21
-                TLOAD(t42_aiv1, p_firstGm23);  // flash_attn.pto:26:21
+            using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
+            GmView22 ptGm22(pt + _qb0 * 64 * 64 + _g41 * 64, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+            TSTORE(ptGm22, t43_aiv0);  // flash_attn.pto:29:21
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
+                GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                TLOAD(t42_aiv1, p_firstGm23);  // flash_attn.pto:29:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t43_aiv1, t42_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:26:21
+                TCVT(t43_aiv1, t42_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
-                GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:26:21
-                TSTORE(ptGm24, t43_aiv1);  // flash_attn.pto:26:21
+                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
+                GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                TSTORE(ptGm24, t43_aiv1);  // flash_attn.pto:29:21
             }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -431,103 +431,103 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:16:5
-        __gm__ half* kj_first = k;  // flash_attn.pto:17:14
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:21:20
+    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:19:5
+        __gm__ half* kj_first = k;  // flash_attn.pto:20:14
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
         }
         wait_flag_dev(0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:19:13
-            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t2, 0);  // flash_attn.pto:19:13
-            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
-            TASSIGN(t3, 0);  // flash_attn.pto:19:13
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
-            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:19:13
-            TLOAD(t3, qGm0);  // flash_attn.pto:19:13
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
+            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t2, 0);  // flash_attn.pto:22:13
+            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+            TASSIGN(t3, 0);  // flash_attn.pto:22:13
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t3, qGm0);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
-            TASSIGN(t4, 0);  // flash_attn.pto:19:13
+            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+            TASSIGN(t4, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t4, t3);  // flash_attn.pto:19:13
+            TMOV(t4, t3);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t5, 0);  // flash_attn.pto:19:13
+            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t5, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
-            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:19:13
-            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:19:13
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t6, 0);  // flash_attn.pto:19:13
+            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t6, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t6, t5);  // flash_attn.pto:19:13
+            TMOV(t6, t5);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t2, t4, t6);  // flash_attn.pto:19:13
+            TMATMUL(t2, t4, t6);  // flash_attn.pto:22:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:19:13
-                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:19:13
-                TASSIGN(t8, 0);  // flash_attn.pto:19:13
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
+                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t8, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
-                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:19:13
-                TLOAD(t8, qGm2);  // flash_attn.pto:19:13
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t8, qGm2);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:19:13
-                TASSIGN(t9, 0);  // flash_attn.pto:19:13
+                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t9, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t9, t8);  // flash_attn.pto:19:13
+                TMOV(t9, t8);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-                TASSIGN(t10, 0);  // flash_attn.pto:19:13
+                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t10, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:19:13
-                TLOAD(t10, kj_firstGm3);  // flash_attn.pto:19:13
+                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t10, kj_firstGm3);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-                TASSIGN(t11, 0);  // flash_attn.pto:19:13
+                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t11, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t11, t10);  // flash_attn.pto:19:13
+                TMOV(t11, t10);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:19:13
+                TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:22:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:19:13
-            TSTORE(t0_firstGm4, t2);  // flash_attn.pto:19:13
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
+            TSTORE(t0_firstGm4, t2);  // flash_attn.pto:22:13
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:19:13
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
             }
         }
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:21:20
+        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
         }
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:22:21
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:22:21
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:25:21
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
             }
         }
-        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:23:20
+        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
         }
-        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:26:21
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:26:21
+        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:29:21
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
             }
         }
     }
@@ -548,20 +548,20 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:16:5
+    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
-        __gm__ half* kj_first = k;  // flash_attn.pto:17:14
-        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:21:20
-        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:21:20
-        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
-        TASSIGN(t17_aiv1, 1024);  // flash_attn.pto:21:20
+        __gm__ half* kj_first = k;  // flash_attn.pto:20:14
+        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
+        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:24:20
+        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
+        TASSIGN(t17_aiv1, 1024);  // flash_attn.pto:24:20
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         if (ptodsl_aiv0) {
-            TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:21:20
+            TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:24:20
         }
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:21:20
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
             if (!ptodsl_aiv0) {
-                TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:21:20
+                TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:24:20
             }
         }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -570,76 +570,76 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:19:13
-            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:19:13
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
             }
-            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t14_aiv0, 2048);  // flash_attn.pto:19:13
-            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t14_aiv1, 10240);  // flash_attn.pto:19:13
-            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t15_aiv0, 18432);  // flash_attn.pto:19:13
-            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:19:13
-            TASSIGN(t15_aiv1, 26624);  // flash_attn.pto:19:13
-            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:21:20
-            TASSIGN(t20_aiv0, 34816);  // flash_attn.pto:21:20
-            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:21:20
-            TASSIGN(t20_aiv1, 35840);  // flash_attn.pto:21:20
+            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t14_aiv0, 2048);  // flash_attn.pto:22:13
+            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t14_aiv1, 10240);  // flash_attn.pto:22:13
+            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t15_aiv0, 18432);  // flash_attn.pto:22:13
+            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t15_aiv1, 26624);  // flash_attn.pto:22:13
+            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
+            TASSIGN(t20_aiv0, 34816);  // flash_attn.pto:24:20
+            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
+            TASSIGN(t20_aiv1, 35840);  // flash_attn.pto:24:20
             wait_flag_dev(1);
             if (ptodsl_aiv0) {
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-                GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:19:13
-                TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:19:13
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+                GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:22:13
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             if (ptodsl_aiv0) {
-                TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:19:13
+                TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:22:13
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-                GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:19:13
-                TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:19:13
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+                GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:22:13
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp0 tmp0;  // flash_attn.pto:21:20
-                TASSIGN(tmp0, 38912);  // flash_attn.pto:21:20
-                TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:21:20
+                TileTmp0 tmp0;  // flash_attn.pto:24:20
+                TASSIGN(tmp0, 38912);  // flash_attn.pto:24:20
+                TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:24:20
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:21:20
+                TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:24:20
             }
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:19:13
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
                 if (!ptodsl_aiv0) {
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-                    GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:19:13
-                    TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:19:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+                    GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:19:13
+                    TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:22:13
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-                    GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:19:13
-                    TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:19:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+                    GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:22:13
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TileTmp0 tmp1;  // flash_attn.pto:21:20
-                    TASSIGN(tmp1, 38912);  // flash_attn.pto:21:20
-                    TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:21:20
+                    TileTmp0 tmp1;  // flash_attn.pto:24:20
+                    TASSIGN(tmp1, 38912);  // flash_attn.pto:24:20
+                    TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:24:20
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:21:20
+                    TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:24:20
                 }
             }
         }
@@ -650,111 +650,111 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:23:20
-        TASSIGN(t32_aiv0, 2048);  // flash_attn.pto:23:20
-        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:23:20
-        TASSIGN(t32_aiv1, 3072);  // flash_attn.pto:23:20
+        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
+        TASSIGN(t32_aiv0, 2048);  // flash_attn.pto:26:20
+        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
+        TASSIGN(t32_aiv1, 3072);  // flash_attn.pto:26:20
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         if (ptodsl_aiv0) {
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-            GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:21:20
-            TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:21:20
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+            GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // flash_attn.pto:24:20
+            TSTORE(mGm9, t17_aiv0);  // flash_attn.pto:24:20
         }
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         if (ptodsl_aiv0) {
-            TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:23:20
+            TEXPANDS(t32_aiv0, 0.0f);  // flash_attn.pto:26:20
         }
         pipe_barrier(PIPE_V);
-        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:21:20
+        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
             if (!ptodsl_aiv0) {
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-                GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:21:20
-                TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:21:20
-                TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:23:20
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
+                GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // flash_attn.pto:24:20
+                TSTORE(mGm10, t17_aiv1);  // flash_attn.pto:24:20
+                TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:26:20
             }
         }
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:22:21
-            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:21
-            TASSIGN(t23_aiv0, 4096);  // flash_attn.pto:22:21
-            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:21
-            TASSIGN(t23_aiv1, 12288);  // flash_attn.pto:22:21
-            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:17
-            TASSIGN(t30_aiv0, 20480);  // flash_attn.pto:22:17
-            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:22:17
-            TASSIGN(t30_aiv1, 28672);  // flash_attn.pto:22:17
-            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:23:20
-            TASSIGN(t35_aiv0, 36864);  // flash_attn.pto:23:20
-            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:23:20
-            TASSIGN(t35_aiv1, 37888);  // flash_attn.pto:23:20
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:25:21
+            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:21
+            TASSIGN(t23_aiv0, 4096);  // flash_attn.pto:25:21
+            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:21
+            TASSIGN(t23_aiv1, 12288);  // flash_attn.pto:25:21
+            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:17
+            TASSIGN(t30_aiv0, 20480);  // flash_attn.pto:25:17
+            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:17
+            TASSIGN(t30_aiv1, 28672);  // flash_attn.pto:25:17
+            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
+            TASSIGN(t35_aiv0, 36864);  // flash_attn.pto:26:20
+            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
+            TASSIGN(t35_aiv1, 37888);  // flash_attn.pto:26:20
             if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:21
-                GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:22:21
-                TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:22:21
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:21
+                GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
+                TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:25:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:22:17
-                TASSIGN(tmp2, 38912);  // flash_attn.pto:22:17
-                TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:22:17
-                pipe_barrier(PIPE_V);  // flash_attn.pto:22:17
-                TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:22:17
+                TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:17
+                TASSIGN(tmp2, 38912);  // flash_attn.pto:25:17
+                TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:25:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
+                TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:25:17
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:17
-                GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:22:17
-                TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:22:17
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:17
+                GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
+                TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:25:17
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp0 tmp3;  // flash_attn.pto:23:20
-                TASSIGN(tmp3, 38912);  // flash_attn.pto:23:20
-                TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:23:20
+                TileTmp0 tmp3;  // flash_attn.pto:26:20
+                TASSIGN(tmp3, 38912);  // flash_attn.pto:26:20
+                TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:26:20
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:23:20
+                TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:26:20
             }
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:22:21
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
                 if (!ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:21
-                    GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:22:21
-                    TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:22:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:21
+                    GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
+                    TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:25:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:22:17
-                    TASSIGN(tmp4, 38912);  // flash_attn.pto:22:17
-                    TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:22:17
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:22:17
-                    TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:22:17
+                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:17
+                    TASSIGN(tmp4, 38912);  // flash_attn.pto:25:17
+                    TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:25:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
+                    TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:25:17
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:17
-                    GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:22:17
-                    TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:22:17
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:17
+                    GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
+                    TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:25:17
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TileTmp0 tmp5;  // flash_attn.pto:23:20
-                    TASSIGN(tmp5, 38912);  // flash_attn.pto:23:20
-                    TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:23:20
+                    TileTmp0 tmp5;  // flash_attn.pto:26:20
+                    TASSIGN(tmp5, 38912);  // flash_attn.pto:26:20
+                    TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:26:20
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:23:20
+                    TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:26:20
                 }
             }
         }
@@ -762,68 +762,68 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:24:13
-        TASSIGN(t37_aiv0, 4096);  // flash_attn.pto:24:13
-        TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:24:13
-        TASSIGN(t37_aiv1, 20480);  // flash_attn.pto:24:13
-        TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:13
-        TASSIGN(t39_aiv0, 0);  // flash_attn.pto:25:13
-        TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:13
-        TASSIGN(t39_aiv1, 1024);  // flash_attn.pto:25:13
+        TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:27:13
+        TASSIGN(t37_aiv0, 4096);  // flash_attn.pto:27:13
+        TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:27:13
+        TASSIGN(t37_aiv1, 20480);  // flash_attn.pto:27:13
+        TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:28:13
+        TASSIGN(t39_aiv0, 0);  // flash_attn.pto:28:13
+        TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:28:13
+        TASSIGN(t39_aiv1, 1024);  // flash_attn.pto:28:13
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         if (ptodsl_aiv0) {
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:20
-            GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:23:20
-            TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:23:20
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+            GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // flash_attn.pto:26:20
+            TSTORE(lGm15, t32_aiv0);  // flash_attn.pto:26:20
         }
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         if (ptodsl_aiv0) {
-            TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:24:13
+            TEXPANDS(t37_aiv0, 0.0f);  // flash_attn.pto:27:13
         }
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         if (ptodsl_aiv0) {
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:24:13
-            GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:24:13
-            TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:24:13
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+            GmView16 accGm16(acc + _qb0 * 64 * D, GmView16::Shape(t37_aiv0.GetValidRow(), t37_aiv0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:27:13
+            TSTORE(accGm16, t37_aiv0);  // flash_attn.pto:27:13
         }
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         if (ptodsl_aiv0) {
-            TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:25:13
+            TEXPANDS(t39_aiv0, 1.0f);  // flash_attn.pto:28:13
         }
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         if (ptodsl_aiv0) {
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:13
-            GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:25:13
-            TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:25:13
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+            GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
+            TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:28:13
         }
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:23:20
+        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
             if (!ptodsl_aiv0) {
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:20
-                GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:23:20
-                TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:23:20
-                TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:24:13
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
+                GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
+                TSTORE(lGm18, t32_aiv1);  // flash_attn.pto:26:20
+                TEXPANDS(t37_aiv1, 0.0f);  // flash_attn.pto:27:13
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (!ptodsl_aiv0) {
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:24:13
-                GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:24:13
-                TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:24:13
-                TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:25:13
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:27:13
+                GmView19 accGm19(acc + (_qb0 * 64 + 32) * D, GmView19::Shape(t37_aiv1.GetValidRow(), t37_aiv1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:27:13
+                TSTORE(accGm19, t37_aiv1);  // flash_attn.pto:27:13
+                TEXPANDS(t39_aiv1, 1.0f);  // flash_attn.pto:28:13
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (!ptodsl_aiv0) {
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:13
-                GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:25:13
-                TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:25:13
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:28:13
+                GmView20 alphaGm20(alpha + _qb0 * 64 + 32, GmView20::Shape(t39_aiv1.GetValidRow()));  // flash_attn.pto:28:13
+                TSTORE(alphaGm20, t39_aiv1);  // flash_attn.pto:28:13
             }
         }
         pipe_barrier(PIPE_V);
@@ -835,49 +835,49 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:26:21
-            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
-            TASSIGN(t42_aiv0, 0);  // flash_attn.pto:26:21
-            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
-            TASSIGN(t42_aiv1, 8192);  // flash_attn.pto:26:21
-            TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
-            TASSIGN(t43_aiv0, 16384);  // flash_attn.pto:26:21
-            TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:26:21
-            TASSIGN(t43_aiv1, 20480);  // flash_attn.pto:26:21
+        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:29:21
+            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+            TASSIGN(t42_aiv0, 0);  // flash_attn.pto:29:21
+            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+            TASSIGN(t42_aiv1, 8192);  // flash_attn.pto:29:21
+            TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+            TASSIGN(t43_aiv0, 16384);  // flash_attn.pto:29:21
+            TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+            TASSIGN(t43_aiv1, 20480);  // flash_attn.pto:29:21
             if (ptodsl_aiv0) {
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
-                GmView21 p_firstGm21(p_first + _qb0 * 64 * 64 + _g41 * 64, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:26:21
-                TLOAD(t42_aiv0, p_firstGm21);  // flash_attn.pto:26:21
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
+                GmView21 p_firstGm21(p_first + _qb0 * 64 * 64 + _g41 * 64, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                TLOAD(t42_aiv0, p_firstGm21);  // flash_attn.pto:29:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TCVT(t43_aiv0, t42_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:26:21
+                TCVT(t43_aiv0, t42_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
-                GmView22 ptGm22(pt + _qb0 * 64 * 64 + _g41 * 64, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:26:21
-                TSTORE(ptGm22, t43_aiv0);  // flash_attn.pto:26:21
+                using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
+                GmView22 ptGm22(pt + _qb0 * 64 * 64 + _g41 * 64, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                TSTORE(ptGm22, t43_aiv0);  // flash_attn.pto:29:21
             }
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:26:21
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
                 if (!ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
-                    GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:26:21
-                    TLOAD(t42_aiv1, p_firstGm23);  // flash_attn.pto:26:21
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
+                    GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                    TLOAD(t42_aiv1, p_firstGm23);  // flash_attn.pto:29:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    TCVT(t43_aiv1, t42_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:26:21
+                    TCVT(t43_aiv1, t42_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:26:21
-                    GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:26:21
-                    TSTORE(ptGm24, t43_aiv1);  // flash_attn.pto:26:21
+                    using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
+                    GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                    TSTORE(ptGm24, t43_aiv1);  // flash_attn.pto:29:21
                 }
             }
         }

@@ -67,35 +67,35 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
     pto::cpu::clear_failure();
 #endif
     try {
-    std::vector<unsigned char> m_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:9
-    float* m = reinterpret_cast<float*>(m_bytes.data());  // flash_attn.pto:11:9
-    std::vector<unsigned char> l_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:12:9
-    float* l = reinterpret_cast<float*>(l_bytes.data());  // flash_attn.pto:12:9
-    std::vector<unsigned char> acc_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:13:11
-    float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:13:11
-    std::vector<unsigned char> alpha_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:13
-    float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:14:13
-    std::vector<unsigned char> pt_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:15:10
-    float* pt = reinterpret_cast<float*>(pt_bytes.data());  // flash_attn.pto:15:10
-    std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
-    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:19:13
-    std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
-    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:19:13
-    std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:17
-    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:22:17
-    std::vector<unsigned char> t16_first_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:40:36
-    float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:40:36
-    if ((L + 63) / 64 >= 1) {  // flash_attn.pto:16:5
-        for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:16:5
-            float* vj_first = v;  // flash_attn.pto:18:14
-            {  // flash_attn.pto:16:5
-                const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
+    std::vector<unsigned char> m_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:9
+    float* m = reinterpret_cast<float*>(m_bytes.data());  // flash_attn.pto:14:9
+    std::vector<unsigned char> l_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:15:9
+    float* l = reinterpret_cast<float*>(l_bytes.data());  // flash_attn.pto:15:9
+    std::vector<unsigned char> acc_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:16:11
+    float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:16:11
+    std::vector<unsigned char> alpha_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:17:13
+    float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:17:13
+    std::vector<unsigned char> pt_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:10
+    float* pt = reinterpret_cast<float*>(pt_bytes.data());  // flash_attn.pto:18:10
+    std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:22:13
+    std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:22:13
+    std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:25:17
+    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:25:17
+    std::vector<unsigned char> t16_first_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
+    float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:43:36
+    if ((L + 63) / 64 >= 1) {  // flash_attn.pto:19:5
+        for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:19:5
+            float* vj_first = v;  // flash_attn.pto:21:14
+            {  // flash_attn.pto:19:5
+                const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
                 bool flash_attn_f32_k0_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
-                for (int64_t flash_attn_f32_k0_block = 0; flash_attn_f32_k0_block < flash_attn_f32_k0_blocks; ++flash_attn_f32_k0_block) {  // flash_attn.pto:16:5
+                for (int64_t flash_attn_f32_k0_block = 0; flash_attn_f32_k0_block < flash_attn_f32_k0_blocks; ++flash_attn_f32_k0_block) {  // flash_attn.pto:19:5
                     try {
-                        start_launch(poison);  // flash_attn.pto:16:5
-                        flash_attn_f32_k0(k, q, t0_first, s_first, m, p_first, l, acc, alpha, pt, S, D, L, scale, flash_attn_f32_k0_block, flash_attn_f32_k0_blocks);  // flash_attn.pto:16:5
+                        start_launch(poison);  // flash_attn.pto:19:5
+                        flash_attn_f32_k0(k, q, t0_first, s_first, m, p_first, l, acc, alpha, pt, S, D, L, scale, flash_attn_f32_k0_block, flash_attn_f32_k0_blocks);  // flash_attn.pto:19:5
 #ifdef PTO_CPU_SUBSET
                     } catch (const pto::cpu::Failure&) {
 #endif
@@ -113,15 +113,15 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
                 }
 #endif
             }
-            if ((L + 63) / 64 == 1) {  // flash_attn.pto:39:9
-                {  // flash_attn.pto:16:5
-                    const int64_t flash_attn_f32_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
+            if ((L + 63) / 64 == 1) {  // flash_attn.pto:42:9
+                {  // flash_attn.pto:19:5
+                    const int64_t flash_attn_f32_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
                     bool flash_attn_f32_k1_block_no_memory = false;
                     #pragma omp parallel for schedule(static)
-                    for (int64_t flash_attn_f32_k1_block = 0; flash_attn_f32_k1_block < flash_attn_f32_k1_blocks; ++flash_attn_f32_k1_block) {  // flash_attn.pto:16:5
+                    for (int64_t flash_attn_f32_k1_block = 0; flash_attn_f32_k1_block < flash_attn_f32_k1_blocks; ++flash_attn_f32_k1_block) {  // flash_attn.pto:19:5
                         try {
-                            start_launch(poison);  // flash_attn.pto:16:5
-                            flash_attn_f32_k1(acc, alpha, pt, vj_first, t16_first, l, o, S, D, L, flash_attn_f32_k1_block, flash_attn_f32_k1_blocks);  // flash_attn.pto:16:5
+                            start_launch(poison);  // flash_attn.pto:19:5
+                            flash_attn_f32_k1(acc, alpha, pt, vj_first, t16_first, l, o, S, D, L, flash_attn_f32_k1_block, flash_attn_f32_k1_blocks);  // flash_attn.pto:19:5
 #ifdef PTO_CPU_SUBSET
                         } catch (const pto::cpu::Failure&) {
 #endif
@@ -142,28 +142,28 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
             }
         }
     }
-    std::vector<unsigned char> t0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
-    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:19:13
-    std::vector<unsigned char> pv_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:30:18
-    float* pv = reinterpret_cast<float*>(pv_bytes.data());  // flash_attn.pto:30:18
-    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
-    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:19:13
-    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
-    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:19:13
-    std::vector<unsigned char> pv_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:30:18
-    float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:30:18
-    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:17
-    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:33:17
-    std::vector<unsigned char> t16_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:40:36
-    float* t16_last = reinterpret_cast<float*>(t16_last_bytes.data());  // flash_attn.pto:40:36
-    {  // flash_attn.pto:16:5
-        const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
+    std::vector<unsigned char> t0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:22:13
+    std::vector<unsigned char> pv_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
+    float* pv = reinterpret_cast<float*>(pv_bytes.data());  // flash_attn.pto:33:18
+    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:22:13
+    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:22:13
+    std::vector<unsigned char> pv_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
+    float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:33:18
+    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:36:17
+    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:36:17
+    std::vector<unsigned char> t16_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
+    float* t16_last = reinterpret_cast<float*>(t16_last_bytes.data());  // flash_attn.pto:43:36
+    {  // flash_attn.pto:19:5
+        const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
         bool flash_attn_f32_k2_block_no_memory = false;
         #pragma omp parallel for schedule(static)
-        for (int64_t flash_attn_f32_k2_block = 0; flash_attn_f32_k2_block < flash_attn_f32_k2_blocks; ++flash_attn_f32_k2_block) {  // flash_attn.pto:16:5
+        for (int64_t flash_attn_f32_k2_block = 0; flash_attn_f32_k2_block < flash_attn_f32_k2_blocks; ++flash_attn_f32_k2_block) {  // flash_attn.pto:19:5
             try {
-                start_launch(poison);  // flash_attn.pto:16:5
-                flash_attn_f32_k2(q, k, v, t0, pt, pv, m, l, acc, alpha, S, D, L, scale, flash_attn_f32_k2_block, flash_attn_f32_k2_blocks);  // flash_attn.pto:16:5
+                start_launch(poison);  // flash_attn.pto:19:5
+                flash_attn_f32_k2(q, k, v, t0, pt, pv, m, l, acc, alpha, S, D, L, scale, flash_attn_f32_k2_block, flash_attn_f32_k2_blocks);  // flash_attn.pto:19:5
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
@@ -181,15 +181,15 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
         }
 #endif
     }
-    if ((L + 63) / 64 >= 2) {  // flash_attn.pto:16:5
-        {  // flash_attn.pto:16:5
-            const int64_t flash_attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
+    if ((L + 63) / 64 >= 2) {  // flash_attn.pto:19:5
+        {  // flash_attn.pto:19:5
+            const int64_t flash_attn_f32_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
             bool flash_attn_f32_k3_block_no_memory = false;
             #pragma omp parallel for schedule(static)
-            for (int64_t flash_attn_f32_k3_block = 0; flash_attn_f32_k3_block < flash_attn_f32_k3_blocks; ++flash_attn_f32_k3_block) {  // flash_attn.pto:16:5
+            for (int64_t flash_attn_f32_k3_block = 0; flash_attn_f32_k3_block < flash_attn_f32_k3_blocks; ++flash_attn_f32_k3_block) {  // flash_attn.pto:19:5
                 try {
-                    start_launch(poison);  // flash_attn.pto:16:5
-                    flash_attn_f32_k3(k, v, q, t0_last, s_last, pt, pv_last, m, p_1_last, l, acc, alpha, t16_last, o, S, L, D, scale, flash_attn_f32_k3_block, flash_attn_f32_k3_blocks);  // flash_attn.pto:16:5
+                    start_launch(poison);  // flash_attn.pto:19:5
+                    flash_attn_f32_k3(k, v, q, t0_last, s_last, pt, pv_last, m, p_1_last, l, acc, alpha, t16_last, o, S, L, D, scale, flash_attn_f32_k3_block, flash_attn_f32_k3_blocks);  // flash_attn.pto:19:5
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif

@@ -59,8 +59,6 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
     using TileT95 = TileRight<float, 64, 64, 64, DYNAMIC>;
     using TileT97Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT97Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT100Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT100Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT104Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT104Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT108Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -73,157 +71,155 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
     using TileT125Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT127Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT127Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT130Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT130Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT141Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT141Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT144Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT144Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT145Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT145Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT148Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT148Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:16:5
-        TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
-        TASSIGN(t76, 0);  // flash_attn.pto:19:13
+    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:19:5
+        TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+        TASSIGN(t76, 0);  // flash_attn.pto:22:13
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:16:5
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
-            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:19:13
-            TLOAD(t76, qGm0);  // flash_attn.pto:19:13
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:19:5
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t76, qGm0);  // flash_attn.pto:22:13
         }
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:21
-        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:31:21
-        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:21
-        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:31:21
+        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:21
+        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:34:21
+        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:34:21
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:31:21
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:31:21
-            GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:31:21
-            TLOAD(held0_aiv0, mGm1);  // flash_attn.pto:31:21
-            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:31:21
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:31:21
-                GmView2 mGm2(m + _qb2 * 64 + 32, GmView2::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:31:21
-                TLOAD(held0_aiv1, mGm2);  // flash_attn.pto:31:21
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+            GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+            TLOAD(held0_aiv0, mGm1);  // flash_attn.pto:34:21
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:34:21
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView2 mGm2(m + _qb2 * 64 + 32, GmView2::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(held0_aiv1, mGm2);  // flash_attn.pto:34:21
             }
         }
-        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:20
-        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:34:20
-        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:20
-        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:34:20
-        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:34:20
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
-            GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:34:20
-            TLOAD(held1_aiv0, lGm3);  // flash_attn.pto:34:20
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:34:20
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
-                GmView4 lGm4(l + _qb2 * 64 + 32, GmView4::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:34:20
-                TLOAD(held1_aiv1, lGm4);  // flash_attn.pto:34:20
+        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:37:20
+        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:37:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TLOAD(held1_aiv0, lGm3);  // flash_attn.pto:37:20
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:37:20
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView4 lGm4(l + _qb2 * 64 + 32, GmView4::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(held1_aiv1, lGm4);  // flash_attn.pto:37:20
             }
         }
-        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
-        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:36:22
-        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
-        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:36:22
-        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:36:22
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-            GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:36:22
-            TLOAD(held2_aiv0, accGm5);  // flash_attn.pto:36:22
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:36:22
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                GmView6 accGm6(acc + (_qb2 * 64 + 32) * D, GmView6::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:36:22
-                TLOAD(held2_aiv1, accGm6);  // flash_attn.pto:36:22
+        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:40:22
+        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:40:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(held2_aiv0, accGm5);  // flash_attn.pto:40:22
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:40:22
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView6 accGm6(acc + (_qb2 * 64 + 32) * D, GmView6::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(held2_aiv1, accGm6);  // flash_attn.pto:40:22
             }
         }
-        TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:22
-        TASSIGN(held3_aiv0, 36864);  // flash_attn.pto:36:22
-        TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:22
-        TASSIGN(held3_aiv1, 37888);  // flash_attn.pto:36:22
-        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:36:22
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
-            GmView7 alphaGm7(alpha + _qb2 * 64, GmView7::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:36:22
-            TLOAD(held3_aiv0, alphaGm7);  // flash_attn.pto:36:22
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:36:22
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
-                GmView8 alphaGm8(alpha + _qb2 * 64 + 32, GmView8::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:36:22
-                TLOAD(held3_aiv1, alphaGm8);  // flash_attn.pto:36:22
+        TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv0, 36864);  // flash_attn.pto:40:22
+        TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv1, 37888);  // flash_attn.pto:40:22
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+            GmView7 alphaGm7(alpha + _qb2 * 64, GmView7::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+            TLOAD(held3_aiv0, alphaGm7);  // flash_attn.pto:40:22
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:40:22
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView8 alphaGm8(alpha + _qb2 * 64 + 32, GmView8::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(held3_aiv1, alphaGm8);  // flash_attn.pto:40:22
             }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:16:5
+        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:19:5
             pipe_barrier(PIPE_V);
-            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:17:14
-            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:18:14
-            __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:29:21
-            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t75, 0);  // flash_attn.pto:19:13
-            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
-            TASSIGN(t77, 0);  // flash_attn.pto:19:13
+            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:20:14
+            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:21:14
+            __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:32:21
+            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t75, 0);  // flash_attn.pto:22:13
+            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+            TASSIGN(t77, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            TMOV(t77, t76);  // flash_attn.pto:19:13
-            TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t78, 32768);  // flash_attn.pto:19:13
+            TMOV(t77, t76);  // flash_attn.pto:22:13
+            TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t78, 32768);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
-            GmView9 kjGm9(kj, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:19:13
-            TLOAD(t78, kjGm9);  // flash_attn.pto:19:13
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+            GmView9 kjGm9(kj, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t78, kjGm9);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t79, 0);  // flash_attn.pto:19:13
+            TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t79, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t79, t78);  // flash_attn.pto:19:13
+            TMOV(t79, t78);  // flash_attn.pto:22:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t75, t77, t79);  // flash_attn.pto:19:13
+            TMATMUL(t75, t77, t79);  // flash_attn.pto:22:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:19:13
-                TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:19:13
-                TASSIGN(t81, 32768);  // flash_attn.pto:19:13
+            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
+                TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t81, 32768);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
-                GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:19:13
-                TLOAD(t81, qGm10);  // flash_attn.pto:19:13
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t81, qGm10);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:19:13
-                TASSIGN(t82, 0);  // flash_attn.pto:19:13
+                TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t82, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t82, t81);  // flash_attn.pto:19:13
+                TMOV(t82, t81);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-                TASSIGN(t83, 32768);  // flash_attn.pto:19:13
+                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+                TASSIGN(t83, 32768);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
-                GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:19:13
-                TLOAD(t83, kjGm11);  // flash_attn.pto:19:13
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t83, kjGm11);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-                TASSIGN(t84, 0);  // flash_attn.pto:19:13
+                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+                TASSIGN(t84, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t84, t83);  // flash_attn.pto:19:13
+                TMOV(t84, t83);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:19:13
+                TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:22:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -234,32 +230,33 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-            GmView12 t0Gm12(t0 + _qb2 * 64 * 64, GmView12::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:19:13
-            TSTORE(t0Gm12, t75);  // flash_attn.pto:19:13
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+            GmView12 t0Gm12(t0 + _qb2 * 64 * 64, GmView12::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
+            TSTORE(t0Gm12, t75);  // flash_attn.pto:22:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t87_aiv0, 38912);  // flash_attn.pto:19:13
-            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t87_aiv1, 47104);  // flash_attn.pto:19:13
-            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t88_aiv0, 55296);  // flash_attn.pto:19:13
-            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t88_aiv1, 63488);  // flash_attn.pto:19:13
+            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv0, 38912);  // flash_attn.pto:22:13
+            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv1, 47104);  // flash_attn.pto:22:13
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv0, 55296);  // flash_attn.pto:22:13
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv1, 63488);  // flash_attn.pto:22:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-            GmView13 t0Gm13(t0 + _qb2 * 64 * 64, GmView13::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:19:13
-            TLOAD(t87_aiv0, t0Gm13);  // flash_attn.pto:19:13
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+            GmView13 t0Gm13(t0 + _qb2 * 64 * 64, GmView13::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+            TLOAD(t87_aiv0, t0Gm13);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMULS(t88_aiv0, t87_aiv0, scale);  // flash_attn.pto:19:13
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:19:13
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-                GmView14 t0Gm14(t0 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:19:13
-                TLOAD(t87_aiv1, t0Gm14);  // flash_attn.pto:19:13
+            TMULS(t88_aiv0, t87_aiv0, scale);  // flash_attn.pto:22:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:22:13
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+                GmView14 t0Gm14(t0 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                TLOAD(t87_aiv1, t0Gm14);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:19:13
+                TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:22:13
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -270,44 +267,44 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:30:18
-                TileT91 t91(min_i64(S - _qb2 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
-                TASSIGN(t91, 0);  // flash_attn.pto:30:18
-                TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:30:18
-                TASSIGN(t92, 32768);  // flash_attn.pto:30:18
+            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
+                TileT91 t91(min_i64(S - _qb2 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t91, 0);  // flash_attn.pto:33:18
+                TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t92, 32768);  // flash_attn.pto:33:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:30:18
-                GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:30:18
-                TLOAD(t92, ptGm15);  // flash_attn.pto:30:18
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
+                GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
+                TLOAD(t92, ptGm15);  // flash_attn.pto:33:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:30:18
-                TASSIGN(t93, 0);  // flash_attn.pto:30:18
+                TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t93, 0);  // flash_attn.pto:33:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t93, t92);  // flash_attn.pto:30:18
+                TMOV(t93, t92);  // flash_attn.pto:33:18
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
-                TASSIGN(t94, 32768);  // flash_attn.pto:30:18
+                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t94, 32768);  // flash_attn.pto:33:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:30:18
-                GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:30:18
-                TLOAD(t94, vprevGm16);  // flash_attn.pto:30:18
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t94, vprevGm16);  // flash_attn.pto:33:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
-                TASSIGN(t95, 0);  // flash_attn.pto:30:18
+                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t95, 0);  // flash_attn.pto:33:18
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t95, t94);  // flash_attn.pto:30:18
+                TMOV(t95, t94);  // flash_attn.pto:33:18
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t91, t93, t95);  // flash_attn.pto:30:18
+                TMATMUL(t91, t93, t95);  // flash_attn.pto:33:18
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:30:18
-                GmView17 pvGm17(pv + _qb2 * 64 * D + _g90 * 64, GmView17::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:30:18
-                TSTORE(pvGm17, t91);  // flash_attn.pto:30:18
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView17 pvGm17(pv + _qb2 * 64 * D + _g90 * 64, GmView17::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:33:18
+                TSTORE(pvGm17, t91);  // flash_attn.pto:33:18
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -316,165 +313,142 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            TileT97Aiv0 t97_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:32
-            TASSIGN(t97_aiv0, 38912);  // flash_attn.pto:31:32
-            TileT97Aiv1 t97_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:32
-            TASSIGN(t97_aiv1, 39936);  // flash_attn.pto:31:32
-            TileT100Aiv0 t100_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:32
-            TASSIGN(t100_aiv0, 40960);  // flash_attn.pto:31:32
-            TileT100Aiv1 t100_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:32
-            TASSIGN(t100_aiv1, 41984);  // flash_attn.pto:31:32
-            TileT104Aiv0 t104_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:21
-            TASSIGN(t104_aiv0, 43008);  // flash_attn.pto:31:21
-            TileT104Aiv1 t104_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:21
-            TASSIGN(t104_aiv1, 44032);  // flash_attn.pto:31:21
-            TileT108Aiv0 t108_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:32:21
-            TASSIGN(t108_aiv0, 45056);  // flash_attn.pto:32:21
-            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:32:21
-            TASSIGN(t108_aiv1, 46080);  // flash_attn.pto:32:21
-            TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:32:17
-            TASSIGN(t111_aiv0, 47104);  // flash_attn.pto:32:17
-            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:32:17
-            TASSIGN(t111_aiv1, 48128);  // flash_attn.pto:32:17
-            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:33:17
-            TASSIGN(t121_aiv0, 71680);  // flash_attn.pto:33:17
-            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:33:17
-            TASSIGN(t121_aiv1, 79872);  // flash_attn.pto:33:17
-            TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:20
-            TASSIGN(t125_aiv0, 49152);  // flash_attn.pto:34:20
-            TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:20
-            TASSIGN(t125_aiv1, 50176);  // flash_attn.pto:34:20
-            TileT127Aiv0 t127_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:28
-            TASSIGN(t127_aiv0, 51200);  // flash_attn.pto:34:28
-            TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:28
-            TASSIGN(t127_aiv1, 52224);  // flash_attn.pto:34:28
-            TileT130Aiv0 t130_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:28
-            TASSIGN(t130_aiv0, 53248);  // flash_attn.pto:34:28
-            TileT130Aiv1 t130_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:28
-            TASSIGN(t130_aiv1, 54272);  // flash_attn.pto:34:28
-            TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
-            TASSIGN(t141_aiv0, 88064);  // flash_attn.pto:36:22
-            TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
-            TASSIGN(t141_aiv1, 104448);  // flash_attn.pto:36:22
-            TileT144Aiv0 t144_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
-            TASSIGN(t144_aiv0, 120832);  // flash_attn.pto:36:22
-            TileT144Aiv1 t144_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
-            TASSIGN(t144_aiv1, 137216);  // flash_attn.pto:36:22
+            TileT97Aiv0 t97_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv0, 38912);  // flash_attn.pto:34:32
+            TileT97Aiv1 t97_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv1, 39936);  // flash_attn.pto:34:32
+            TileT104Aiv0 t104_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv0, 40960);  // flash_attn.pto:34:21
+            TileT104Aiv1 t104_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv1, 41984);  // flash_attn.pto:34:21
+            TileT108Aiv0 t108_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv0, 43008);  // flash_attn.pto:35:21
+            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv1, 44032);  // flash_attn.pto:35:21
+            TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:35:17
+            TASSIGN(t111_aiv0, 45056);  // flash_attn.pto:35:17
+            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
+            TASSIGN(t111_aiv1, 46080);  // flash_attn.pto:35:17
+            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv0, 47104);  // flash_attn.pto:36:17
+            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv1, 71680);  // flash_attn.pto:36:17
+            TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv0, 79872);  // flash_attn.pto:37:20
+            TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv1, 80896);  // flash_attn.pto:37:20
+            TileT127Aiv0 t127_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:28
+            TASSIGN(t127_aiv0, 81920);  // flash_attn.pto:37:28
+            TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+            TASSIGN(t127_aiv1, 82944);  // flash_attn.pto:37:28
+            TileT145Aiv0 t145_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv0, 83968);  // flash_attn.pto:40:22
+            TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv1, 100352);  // flash_attn.pto:40:22
+            TileT148Aiv0 t148_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv0, 116736);  // flash_attn.pto:40:22
+            TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv1, 133120);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
-            TEXPANDS(t97_aiv0, -__builtin_inff());  // flash_attn.pto:31:32
+            TileTmp0 tmp0;  // flash_attn.pto:34:32
+            TASSIGN(tmp0, 149504);  // flash_attn.pto:34:32
+            TROWMAX(t97_aiv0, t88_aiv0, tmp0);  // flash_attn.pto:34:32
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // flash_attn.pto:31:32
-            TASSIGN(tmp0, 153600);  // flash_attn.pto:31:32
-            TROWMAX(t100_aiv0, t88_aiv0, tmp0);  // flash_attn.pto:31:32
+            TMAX(t104_aiv0, held0_aiv0, t97_aiv0);  // flash_attn.pto:34:21
             pipe_barrier(PIPE_V);
-            TMAX(t97_aiv0, t97_aiv0, t100_aiv0);  // flash_attn.pto:31:32
+            TSUB(t108_aiv0, held0_aiv0, t104_aiv0);  // flash_attn.pto:35:21
             pipe_barrier(PIPE_V);
-            TMAX(t104_aiv0, held0_aiv0, t97_aiv0);  // flash_attn.pto:31:21
-            pipe_barrier(PIPE_V);
-            TSUB(t108_aiv0, held0_aiv0, t104_aiv0);  // flash_attn.pto:32:21
+            TEXP(t111_aiv0, t108_aiv0);  // flash_attn.pto:35:17
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TEXP(t111_aiv0, t108_aiv0);  // flash_attn.pto:32:17
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:33:17
-            TASSIGN(tmp1, 153600);  // flash_attn.pto:33:17
-            TROWEXPAND(tmp1, t104_aiv0);  // flash_attn.pto:33:17
-            pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
-            TROWEXPANDEXPDIF(t121_aiv0, t88_aiv0, tmp1);  // flash_attn.pto:33:17
+            TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:17
+            TASSIGN(tmp1, 149504);  // flash_attn.pto:36:17
+            TROWEXPAND(tmp1, t104_aiv0);  // flash_attn.pto:36:17
+            pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+            TROWEXPANDEXPDIF(t121_aiv0, t88_aiv0, tmp1);  // flash_attn.pto:36:17
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            TMUL(t125_aiv0, held1_aiv0, t111_aiv0);  // flash_attn.pto:34:20
+            TMUL(t125_aiv0, held1_aiv0, t111_aiv0);  // flash_attn.pto:37:20
             pipe_barrier(PIPE_V);
-            TEXPANDS(t127_aiv0, 0.0f);  // flash_attn.pto:34:28
+            TileTmp0 tmp2;  // flash_attn.pto:37:28
+            TASSIGN(tmp2, 149504);  // flash_attn.pto:37:28
+            TROWSUM(t127_aiv0, t121_aiv0, tmp2);  // flash_attn.pto:37:28
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp2;  // flash_attn.pto:34:28
-            TASSIGN(tmp2, 153600);  // flash_attn.pto:34:28
-            TROWSUM(t130_aiv0, t121_aiv0, tmp2);  // flash_attn.pto:34:28
+            TADD(held1_aiv0, t125_aiv0, t127_aiv0);  // flash_attn.pto:37:20
             pipe_barrier(PIPE_V);
-            TADD(t127_aiv0, t127_aiv0, t130_aiv0);  // flash_attn.pto:34:28
-            pipe_barrier(PIPE_V);
-            TADD(held1_aiv0, t125_aiv0, t127_aiv0);  // flash_attn.pto:34:20
-            pipe_barrier(PIPE_V);
-            TMULS(held0_aiv0, t104_aiv0, 1.0f);  // flash_attn.pto:35:13
-            TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:22
-            TASSIGN(tmp3, 153600);  // flash_attn.pto:36:22
-            TROWEXPAND(tmp3, held3_aiv0);  // flash_attn.pto:36:22
-            pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
-            TROWEXPANDMUL(t141_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:36:22
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-            GmView18 pvGm18(pv + _qb2 * 64 * D, GmView18::Shape(t144_aiv0.GetValidRow(), t144_aiv0.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:36:22
-            TLOAD(t144_aiv0, pvGm18);  // flash_attn.pto:36:22
+            TMULS(held0_aiv0, t104_aiv0, 1.0f);  // flash_attn.pto:38:13
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+            GmView18 ptGm18(pt + _qb2 * 64 * 64, GmView18::Shape(t121_aiv0.GetValidRow(), t121_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+            TSTORE(ptGm18, t121_aiv0);  // flash_attn.pto:39:21
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:40:22
+            TASSIGN(tmp3, 149504);  // flash_attn.pto:40:22
+            TROWEXPAND(tmp3, held3_aiv0);  // flash_attn.pto:40:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+            TROWEXPANDMUL(t145_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:40:22
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView19 pvGm19(pv + _qb2 * 64 * D, GmView19::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(t148_aiv0, pvGm19);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(held2_aiv0, t141_aiv0, t144_aiv0);  // flash_attn.pto:36:22
+            TADD(held2_aiv0, t145_aiv0, t148_aiv0);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
-            TMULS(held3_aiv0, t111_aiv0, 1.0f);  // flash_attn.pto:37:13
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
-            GmView19 ptGm19(pt + _qb2 * 64 * 64, GmView19::Shape(t121_aiv0.GetValidRow(), t121_aiv0.GetValidCol()));  // flash_attn.pto:38:21
-            TSTORE(ptGm19, t121_aiv0);  // flash_attn.pto:38:21
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TMULS(held3_aiv0, t111_aiv0, 1.0f);  // flash_attn.pto:41:13
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:31:32
-                TEXPANDS(t97_aiv1, -__builtin_inff());  // flash_attn.pto:31:32
-                TileTmp0 tmp4;  // flash_attn.pto:31:32
-                TASSIGN(tmp4, 153600);  // flash_attn.pto:31:32
-                TROWMAX(t100_aiv1, t88_aiv1, tmp4);  // flash_attn.pto:31:32
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:34:32
+                TileTmp0 tmp4;  // flash_attn.pto:34:32
+                TASSIGN(tmp4, 149504);  // flash_attn.pto:34:32
+                TROWMAX(t97_aiv1, t88_aiv1, tmp4);  // flash_attn.pto:34:32
                 pipe_barrier(PIPE_V);
-                TMAX(t97_aiv1, t97_aiv1, t100_aiv1);  // flash_attn.pto:31:32
+                TMAX(t104_aiv1, held0_aiv1, t97_aiv1);  // flash_attn.pto:34:21
                 pipe_barrier(PIPE_V);
-                TMAX(t104_aiv1, held0_aiv1, t97_aiv1);  // flash_attn.pto:31:21
+                TSUB(t108_aiv1, held0_aiv1, t104_aiv1);  // flash_attn.pto:35:21
                 pipe_barrier(PIPE_V);
-                TSUB(t108_aiv1, held0_aiv1, t104_aiv1);  // flash_attn.pto:32:21
+                TEXP(t111_aiv1, t108_aiv1);  // flash_attn.pto:35:17
                 pipe_barrier(PIPE_V);
-                TEXP(t111_aiv1, t108_aiv1);  // flash_attn.pto:32:17
-                pipe_barrier(PIPE_V);
-                TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:33:17
-                TASSIGN(tmp5, 153600);  // flash_attn.pto:33:17
-                TROWEXPAND(tmp5, t104_aiv1);  // flash_attn.pto:33:17
-                pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
-                TROWEXPANDEXPDIF(t121_aiv1, t88_aiv1, tmp5);  // flash_attn.pto:33:17
+                TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
+                TASSIGN(tmp5, 149504);  // flash_attn.pto:36:17
+                TROWEXPAND(tmp5, t104_aiv1);  // flash_attn.pto:36:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                TROWEXPANDEXPDIF(t121_aiv1, t88_aiv1, tmp5);  // flash_attn.pto:36:17
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                TMUL(t125_aiv1, held1_aiv1, t111_aiv1);  // flash_attn.pto:34:20
-                TEXPANDS(t127_aiv1, 0.0f);  // flash_attn.pto:34:28
+                TMUL(t125_aiv1, held1_aiv1, t111_aiv1);  // flash_attn.pto:37:20
                 pipe_barrier(PIPE_V);
-                TileTmp0 tmp6;  // flash_attn.pto:34:28
-                TASSIGN(tmp6, 153600);  // flash_attn.pto:34:28
-                TROWSUM(t130_aiv1, t121_aiv1, tmp6);  // flash_attn.pto:34:28
+                TileTmp0 tmp6;  // flash_attn.pto:37:28
+                TASSIGN(tmp6, 149504);  // flash_attn.pto:37:28
+                TROWSUM(t127_aiv1, t121_aiv1, tmp6);  // flash_attn.pto:37:28
                 pipe_barrier(PIPE_V);
-                TADD(t127_aiv1, t127_aiv1, t130_aiv1);  // flash_attn.pto:34:28
+                TADD(held1_aiv1, t125_aiv1, t127_aiv1);  // flash_attn.pto:37:20
                 pipe_barrier(PIPE_V);
-                TADD(held1_aiv1, t125_aiv1, t127_aiv1);  // flash_attn.pto:34:20
-                pipe_barrier(PIPE_V);
-                TMULS(held0_aiv1, t104_aiv1, 1.0f);  // flash_attn.pto:35:13
-                TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:22
-                TASSIGN(tmp7, 153600);  // flash_attn.pto:36:22
-                TROWEXPAND(tmp7, held3_aiv1);  // flash_attn.pto:36:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
-                TROWEXPANDMUL(t141_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:36:22
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                GmView20 pvGm20(pv + (_qb2 * 64 + 32) * D, GmView20::Shape(t144_aiv1.GetValidRow(), t144_aiv1.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:36:22
-                TLOAD(t144_aiv1, pvGm20);  // flash_attn.pto:36:22
+                TMULS(held0_aiv1, t104_aiv1, 1.0f);  // flash_attn.pto:38:13
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+                GmView20 ptGm20(pt + (_qb2 * 64 + 32) * 64, GmView20::Shape(t121_aiv1.GetValidRow(), t121_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                TSTORE(ptGm20, t121_aiv1);  // flash_attn.pto:39:21
+                TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                TASSIGN(tmp7, 149504);  // flash_attn.pto:40:22
+                TROWEXPAND(tmp7, held3_aiv1);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                TROWEXPANDMUL(t145_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:40:22
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView21 pvGm21(pv + (_qb2 * 64 + 32) * D, GmView21::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t148_aiv1, pvGm21);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TADD(held2_aiv1, t141_aiv1, t144_aiv1);  // flash_attn.pto:36:22
+                TADD(held2_aiv1, t145_aiv1, t148_aiv1);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);
-                TMULS(held3_aiv1, t111_aiv1, 1.0f);  // flash_attn.pto:37:13
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
-                GmView21 ptGm21(pt + (_qb2 * 64 + 32) * 64, GmView21::Shape(t121_aiv1.GetValidRow(), t121_aiv1.GetValidCol()));  // flash_attn.pto:38:21
-                TSTORE(ptGm21, t121_aiv1);  // flash_attn.pto:38:21
+                TMULS(held3_aiv1, t111_aiv1, 1.0f);  // flash_attn.pto:41:13
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -484,44 +458,44 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:37:13
-            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
-            GmView22 alphaGm22(alpha + _qb2 * 64, GmView22::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:37:13
-            TSTORE(alphaGm22, held3_aiv0);  // flash_attn.pto:37:13
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:37:13
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
-                GmView23 alphaGm23(alpha + _qb2 * 64 + 32, GmView23::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:37:13
-                TSTORE(alphaGm23, held3_aiv1);  // flash_attn.pto:37:13
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
+            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+            GmView22 alphaGm22(alpha + _qb2 * 64, GmView22::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+            TSTORE(alphaGm22, held3_aiv0);  // flash_attn.pto:41:13
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:41:13
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView23 alphaGm23(alpha + _qb2 * 64 + 32, GmView23::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm23, held3_aiv1);  // flash_attn.pto:41:13
             }
         }
-        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:36:22
-            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-            GmView24 accGm24(acc + _qb2 * 64 * D, GmView24::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:36:22
-            TSTORE(accGm24, held2_aiv0);  // flash_attn.pto:36:22
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:36:22
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                GmView25 accGm25(acc + (_qb2 * 64 + 32) * D, GmView25::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:36:22
-                TSTORE(accGm25, held2_aiv1);  // flash_attn.pto:36:22
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
+            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView24 accGm24(acc + _qb2 * 64 * D, GmView24::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:40:22
+            TSTORE(accGm24, held2_aiv0);  // flash_attn.pto:40:22
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:40:22
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView25 accGm25(acc + (_qb2 * 64 + 32) * D, GmView25::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm25, held2_aiv1);  // flash_attn.pto:40:22
             }
         }
-        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:34:20
-            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
-            GmView26 lGm26(l + _qb2 * 64, GmView26::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:34:20
-            TSTORE(lGm26, held1_aiv0);  // flash_attn.pto:34:20
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:34:20
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
-                GmView27 lGm27(l + _qb2 * 64 + 32, GmView27::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:34:20
-                TSTORE(lGm27, held1_aiv1);  // flash_attn.pto:34:20
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
+            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView26 lGm26(l + _qb2 * 64, GmView26::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TSTORE(lGm26, held1_aiv0);  // flash_attn.pto:37:20
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:37:20
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView27 lGm27(l + _qb2 * 64 + 32, GmView27::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm27, held1_aiv1);  // flash_attn.pto:37:20
             }
         }
-        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:35:13
-            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
-            GmView28 mGm28(m + _qb2 * 64, GmView28::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:35:13
-            TSTORE(mGm28, held0_aiv0);  // flash_attn.pto:35:13
-            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:35:13
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
-                GmView29 mGm29(m + _qb2 * 64 + 32, GmView29::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:35:13
-                TSTORE(mGm29, held0_aiv1);  // flash_attn.pto:35:13
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
+            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+            GmView28 mGm28(m + _qb2 * 64, GmView28::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+            TSTORE(mGm28, held0_aiv0);  // flash_attn.pto:38:13
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:38:13
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView29 mGm29(m + _qb2 * 64 + 32, GmView29::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm29, held0_aiv1);  // flash_attn.pto:38:13
             }
         }
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -536,96 +510,96 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_CUBE__)
     {
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:16:5
-        TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
-        TASSIGN(t76, 0);  // flash_attn.pto:19:13
+    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:19:5
+        TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+        TASSIGN(t76, 0);  // flash_attn.pto:22:13
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:16:5
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
-            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:19:13
-            TLOAD(t76, qGm0);  // flash_attn.pto:19:13
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:19:5
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t76, qGm0);  // flash_attn.pto:22:13
         }
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:31:21
-            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:31:21
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:34:21
             }
         }
-        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:34:20
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:34:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:37:20
             }
         }
-        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:36:22
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:36:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:40:22
             }
         }
-        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:36:22
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:36:22
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:40:22
             }
         }
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:16:5
-            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:17:14
-            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:18:14
-            __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:29:21
-            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t75, 0);  // flash_attn.pto:19:13
-            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:19:13
-            TASSIGN(t77, 0);  // flash_attn.pto:19:13
+        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:19:5
+            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:20:14
+            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:21:14
+            __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:32:21
+            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t75, 0);  // flash_attn.pto:22:13
+            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+            TASSIGN(t77, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            TMOV(t77, t76);  // flash_attn.pto:19:13
-            TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t78, 32768);  // flash_attn.pto:19:13
+            TMOV(t77, t76);  // flash_attn.pto:22:13
+            TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t78, 32768);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
-            GmView9 kjGm9(kj, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:19:13
-            TLOAD(t78, kjGm9);  // flash_attn.pto:19:13
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+            GmView9 kjGm9(kj, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t78, kjGm9);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t79, 0);  // flash_attn.pto:19:13
+            TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t79, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t79, t78);  // flash_attn.pto:19:13
+            TMOV(t79, t78);  // flash_attn.pto:22:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t75, t77, t79);  // flash_attn.pto:19:13
+            TMATMUL(t75, t77, t79);  // flash_attn.pto:22:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:19:13
-                TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:19:13
-                TASSIGN(t81, 32768);  // flash_attn.pto:19:13
+            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
+                TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t81, 32768);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:19:13
-                GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:19:13
-                TLOAD(t81, qGm10);  // flash_attn.pto:19:13
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t81, qGm10);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:19:13
-                TASSIGN(t82, 0);  // flash_attn.pto:19:13
+                TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t82, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t82, t81);  // flash_attn.pto:19:13
+                TMOV(t82, t81);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-                TASSIGN(t83, 32768);  // flash_attn.pto:19:13
+                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+                TASSIGN(t83, 32768);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:19:13
-                GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:19:13
-                TLOAD(t83, kjGm11);  // flash_attn.pto:19:13
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t83, kjGm11);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-                TASSIGN(t84, 0);  // flash_attn.pto:19:13
+                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+                TASSIGN(t84, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t84, t83);  // flash_attn.pto:19:13
+                TMOV(t84, t83);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:19:13
+                TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:22:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             }
             wait_flag_dev(0);
@@ -637,12 +611,12 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-            GmView12 t0Gm12(t0 + _qb2 * 64 * 64, GmView12::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:19:13
-            TSTORE(t0Gm12, t75);  // flash_attn.pto:19:13
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+            GmView12 t0Gm12(t0 + _qb2 * 64 * 64, GmView12::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
+            TSTORE(t0Gm12, t75);  // flash_attn.pto:22:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:19:13
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:22:13
             }
             wait_flag_dev(2);
             wait_flag_dev(1);
@@ -654,55 +628,55 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:30:18
-                TileT91 t91(min_i64(S - _qb2 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
-                TASSIGN(t91, 0);  // flash_attn.pto:30:18
-                TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:30:18
-                TASSIGN(t92, 32768);  // flash_attn.pto:30:18
+            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
+                TileT91 t91(min_i64(S - _qb2 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t91, 0);  // flash_attn.pto:33:18
+                TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t92, 32768);  // flash_attn.pto:33:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:30:18
-                GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:30:18
-                TLOAD(t92, ptGm15);  // flash_attn.pto:30:18
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
+                GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
+                TLOAD(t92, ptGm15);  // flash_attn.pto:33:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:30:18
-                TASSIGN(t93, 0);  // flash_attn.pto:30:18
+                TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t93, 0);  // flash_attn.pto:33:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t93, t92);  // flash_attn.pto:30:18
+                TMOV(t93, t92);  // flash_attn.pto:33:18
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
-                TASSIGN(t94, 32768);  // flash_attn.pto:30:18
+                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t94, 32768);  // flash_attn.pto:33:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:30:18
-                GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:30:18
-                TLOAD(t94, vprevGm16);  // flash_attn.pto:30:18
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t94, vprevGm16);  // flash_attn.pto:33:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:30:18
-                TASSIGN(t95, 0);  // flash_attn.pto:30:18
+                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t95, 0);  // flash_attn.pto:33:18
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t95, t94);  // flash_attn.pto:30:18
+                TMOV(t95, t94);  // flash_attn.pto:33:18
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t91, t93, t95);  // flash_attn.pto:30:18
+                TMATMUL(t91, t93, t95);  // flash_attn.pto:33:18
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:30:18
-                GmView17 pvGm17(pv + _qb2 * 64 * D + _g90 * 64, GmView17::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:30:18
-                TSTORE(pvGm17, t91);  // flash_attn.pto:30:18
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView17 pvGm17(pv + _qb2 * 64 * D + _g90 * 64, GmView17::Shape(t91.GetValidRow(), t91.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:33:18
+                TSTORE(pvGm17, t91);  // flash_attn.pto:33:18
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:31:32
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:34:32
             }
         }
         wait_flag_dev(2);
@@ -712,20 +686,20 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:37:13
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:37:13
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:41:13
             }
         }
-        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:36:22
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:36:22
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:40:22
             }
         }
-        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:34:20
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:34:20
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:37:20
             }
         }
-        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:35:13
-            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:35:13
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:38:13
             }
         }
     }
@@ -737,418 +711,386 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:16:5
-        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:16:5
+    for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:19:5
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:19:5
         }
-        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:21
-        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:31:21
-        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:21
-        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:31:21
+        TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:21
+        TASSIGN(held0_aiv0, 0);  // flash_attn.pto:34:21
+        TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:34:21
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:31:21
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
             if (ptodsl_aiv0) {
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:31:21
-                GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:31:21
-                TLOAD(held0_aiv0, mGm1);  // flash_attn.pto:31:21
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(held0_aiv0, mGm1);  // flash_attn.pto:34:21
             }
-            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:31:21
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:34:21
                 if (!ptodsl_aiv0) {
-                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:31:21
-                    GmView2 mGm2(m + _qb2 * 64 + 32, GmView2::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:31:21
-                    TLOAD(held0_aiv1, mGm2);  // flash_attn.pto:31:21
+                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView2 mGm2(m + _qb2 * 64 + 32, GmView2::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(held0_aiv1, mGm2);  // flash_attn.pto:34:21
                 }
             }
         }
-        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:20
-        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:34:20
-        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:20
-        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:34:20
-        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:34:20
+        TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:37:20
+        TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:37:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
             if (ptodsl_aiv0) {
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
-                GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:34:20
-                TLOAD(held1_aiv0, lGm3);  // flash_attn.pto:34:20
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(held1_aiv0, lGm3);  // flash_attn.pto:37:20
             }
-            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:34:20
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:37:20
                 if (!ptodsl_aiv0) {
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
-                    GmView4 lGm4(l + _qb2 * 64 + 32, GmView4::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:34:20
-                    TLOAD(held1_aiv1, lGm4);  // flash_attn.pto:34:20
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView4 lGm4(l + _qb2 * 64 + 32, GmView4::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(held1_aiv1, lGm4);  // flash_attn.pto:37:20
                 }
             }
         }
-        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
-        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:36:22
-        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
-        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:36:22
-        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:36:22
+        TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:40:22
+        TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:40:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:36:22
-                TLOAD(held2_aiv0, accGm5);  // flash_attn.pto:36:22
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(held2_aiv0, accGm5);  // flash_attn.pto:40:22
             }
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:36:22
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                    GmView6 accGm6(acc + (_qb2 * 64 + 32) * D, GmView6::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:36:22
-                    TLOAD(held2_aiv1, accGm6);  // flash_attn.pto:36:22
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView6 accGm6(acc + (_qb2 * 64 + 32) * D, GmView6::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(held2_aiv1, accGm6);  // flash_attn.pto:40:22
                 }
             }
         }
-        TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:22
-        TASSIGN(held3_aiv0, 36864);  // flash_attn.pto:36:22
-        TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:22
-        TASSIGN(held3_aiv1, 37888);  // flash_attn.pto:36:22
-        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:36:22
+        TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv0, 36864);  // flash_attn.pto:40:22
+        TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv1, 37888);  // flash_attn.pto:40:22
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
-                GmView7 alphaGm7(alpha + _qb2 * 64, GmView7::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:36:22
-                TLOAD(held3_aiv0, alphaGm7);  // flash_attn.pto:36:22
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView7 alphaGm7(alpha + _qb2 * 64, GmView7::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(held3_aiv0, alphaGm7);  // flash_attn.pto:40:22
             }
-            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:36:22
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:36:22
-                    GmView8 alphaGm8(alpha + _qb2 * 64 + 32, GmView8::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:36:22
-                    TLOAD(held3_aiv1, alphaGm8);  // flash_attn.pto:36:22
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView8 alphaGm8(alpha + _qb2 * 64 + 32, GmView8::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(held3_aiv1, alphaGm8);  // flash_attn.pto:40:22
                 }
             }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:16:5
+        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:19:5
             pipe_barrier(PIPE_V);
-            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:17:14
-            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:18:14
-            __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:29:21
-            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:19:13
+            __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:20:14
+            __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:21:14
+            __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:32:21
+            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
             }
-            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t87_aiv0, 38912);  // flash_attn.pto:19:13
-            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t87_aiv1, 47104);  // flash_attn.pto:19:13
-            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t88_aiv0, 55296);  // flash_attn.pto:19:13
-            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:19:13
-            TASSIGN(t88_aiv1, 63488);  // flash_attn.pto:19:13
+            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv0, 38912);  // flash_attn.pto:22:13
+            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv1, 47104);  // flash_attn.pto:22:13
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv0, 55296);  // flash_attn.pto:22:13
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv1, 63488);  // flash_attn.pto:22:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag_dev(3);
             if (ptodsl_aiv0) {
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-                GmView13 t0Gm13(t0 + _qb2 * 64 * 64, GmView13::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:19:13
-                TLOAD(t87_aiv0, t0Gm13);  // flash_attn.pto:19:13
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+                GmView13 t0Gm13(t0 + _qb2 * 64 * 64, GmView13::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                TLOAD(t87_aiv0, t0Gm13);  // flash_attn.pto:22:13
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
-                TMULS(t88_aiv0, t87_aiv0, scale);  // flash_attn.pto:19:13
+                TMULS(t88_aiv0, t87_aiv0, scale);  // flash_attn.pto:22:13
             }
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:19:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:22:13
                 if (!ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:19:13
-                    GmView14 t0Gm14(t0 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:19:13
-                    TLOAD(t87_aiv1, t0Gm14);  // flash_attn.pto:19:13
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
+                    GmView14 t0Gm14(t0 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t87_aiv1, t0Gm14);  // flash_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:19:13
+                    TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:22:13
                 }
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:30:18
+            for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
             }
-            TileT97Aiv0 t97_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:32
-            TASSIGN(t97_aiv0, 38912);  // flash_attn.pto:31:32
-            TileT97Aiv1 t97_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:32
-            TASSIGN(t97_aiv1, 39936);  // flash_attn.pto:31:32
-            TileT100Aiv0 t100_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:32
-            TASSIGN(t100_aiv0, 40960);  // flash_attn.pto:31:32
-            TileT100Aiv1 t100_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:32
-            TASSIGN(t100_aiv1, 41984);  // flash_attn.pto:31:32
-            TileT104Aiv0 t104_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:31:21
-            TASSIGN(t104_aiv0, 43008);  // flash_attn.pto:31:21
-            TileT104Aiv1 t104_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:31:21
-            TASSIGN(t104_aiv1, 44032);  // flash_attn.pto:31:21
-            TileT108Aiv0 t108_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:32:21
-            TASSIGN(t108_aiv0, 45056);  // flash_attn.pto:32:21
-            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:32:21
-            TASSIGN(t108_aiv1, 46080);  // flash_attn.pto:32:21
-            TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:32:17
-            TASSIGN(t111_aiv0, 47104);  // flash_attn.pto:32:17
-            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:32:17
-            TASSIGN(t111_aiv1, 48128);  // flash_attn.pto:32:17
-            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:33:17
-            TASSIGN(t121_aiv0, 71680);  // flash_attn.pto:33:17
-            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:33:17
-            TASSIGN(t121_aiv1, 79872);  // flash_attn.pto:33:17
-            TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:20
-            TASSIGN(t125_aiv0, 49152);  // flash_attn.pto:34:20
-            TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:20
-            TASSIGN(t125_aiv1, 50176);  // flash_attn.pto:34:20
-            TileT127Aiv0 t127_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:28
-            TASSIGN(t127_aiv0, 51200);  // flash_attn.pto:34:28
-            TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:28
-            TASSIGN(t127_aiv1, 52224);  // flash_attn.pto:34:28
-            TileT130Aiv0 t130_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:28
-            TASSIGN(t130_aiv0, 53248);  // flash_attn.pto:34:28
-            TileT130Aiv1 t130_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:28
-            TASSIGN(t130_aiv1, 54272);  // flash_attn.pto:34:28
-            TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
-            TASSIGN(t141_aiv0, 88064);  // flash_attn.pto:36:22
-            TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
-            TASSIGN(t141_aiv1, 104448);  // flash_attn.pto:36:22
-            TileT144Aiv0 t144_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:36:22
-            TASSIGN(t144_aiv0, 120832);  // flash_attn.pto:36:22
-            TileT144Aiv1 t144_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:36:22
-            TASSIGN(t144_aiv1, 137216);  // flash_attn.pto:36:22
+            TileT97Aiv0 t97_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv0, 38912);  // flash_attn.pto:34:32
+            TileT97Aiv1 t97_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv1, 39936);  // flash_attn.pto:34:32
+            TileT104Aiv0 t104_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv0, 40960);  // flash_attn.pto:34:21
+            TileT104Aiv1 t104_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv1, 41984);  // flash_attn.pto:34:21
+            TileT108Aiv0 t108_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv0, 43008);  // flash_attn.pto:35:21
+            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv1, 44032);  // flash_attn.pto:35:21
+            TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:35:17
+            TASSIGN(t111_aiv0, 45056);  // flash_attn.pto:35:17
+            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
+            TASSIGN(t111_aiv1, 46080);  // flash_attn.pto:35:17
+            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv0, 47104);  // flash_attn.pto:36:17
+            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv1, 71680);  // flash_attn.pto:36:17
+            TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv0, 79872);  // flash_attn.pto:37:20
+            TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv1, 80896);  // flash_attn.pto:37:20
+            TileT127Aiv0 t127_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:28
+            TASSIGN(t127_aiv0, 81920);  // flash_attn.pto:37:28
+            TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+            TASSIGN(t127_aiv1, 82944);  // flash_attn.pto:37:28
+            TileT145Aiv0 t145_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv0, 83968);  // flash_attn.pto:40:22
+            TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv1, 100352);  // flash_attn.pto:40:22
+            TileT148Aiv0 t148_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv0, 116736);  // flash_attn.pto:40:22
+            TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv1, 133120);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TEXPANDS(t97_aiv0, -__builtin_inff());  // flash_attn.pto:31:32
+                TileTmp0 tmp0;  // flash_attn.pto:34:32
+                TASSIGN(tmp0, 149504);  // flash_attn.pto:34:32
+                TROWMAX(t97_aiv0, t88_aiv0, tmp0);  // flash_attn.pto:34:32
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp0 tmp0;  // flash_attn.pto:31:32
-                TASSIGN(tmp0, 153600);  // flash_attn.pto:31:32
-                TROWMAX(t100_aiv0, t88_aiv0, tmp0);  // flash_attn.pto:31:32
+                TMAX(t104_aiv0, held0_aiv0, t97_aiv0);  // flash_attn.pto:34:21
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TMAX(t97_aiv0, t97_aiv0, t100_aiv0);  // flash_attn.pto:31:32
+                TSUB(t108_aiv0, held0_aiv0, t104_aiv0);  // flash_attn.pto:35:21
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TMAX(t104_aiv0, held0_aiv0, t97_aiv0);  // flash_attn.pto:31:21
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TSUB(t108_aiv0, held0_aiv0, t104_aiv0);  // flash_attn.pto:32:21
+                TEXP(t111_aiv0, t108_aiv0);  // flash_attn.pto:35:17
             }
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
-                TEXP(t111_aiv0, t108_aiv0);  // flash_attn.pto:32:17
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:33:17
-                TASSIGN(tmp1, 153600);  // flash_attn.pto:33:17
-                TROWEXPAND(tmp1, t104_aiv0);  // flash_attn.pto:33:17
-                pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
-                TROWEXPANDEXPDIF(t121_aiv0, t88_aiv0, tmp1);  // flash_attn.pto:33:17
+                TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:17
+                TASSIGN(tmp1, 149504);  // flash_attn.pto:36:17
+                TROWEXPAND(tmp1, t104_aiv0);  // flash_attn.pto:36:17
+                pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                TROWEXPANDEXPDIF(t121_aiv0, t88_aiv0, tmp1);  // flash_attn.pto:36:17
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMUL(t125_aiv0, held1_aiv0, t111_aiv0);  // flash_attn.pto:34:20
+                TMUL(t125_aiv0, held1_aiv0, t111_aiv0);  // flash_attn.pto:37:20
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TEXPANDS(t127_aiv0, 0.0f);  // flash_attn.pto:34:28
+                TileTmp0 tmp2;  // flash_attn.pto:37:28
+                TASSIGN(tmp2, 149504);  // flash_attn.pto:37:28
+                TROWSUM(t127_aiv0, t121_aiv0, tmp2);  // flash_attn.pto:37:28
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp0 tmp2;  // flash_attn.pto:34:28
-                TASSIGN(tmp2, 153600);  // flash_attn.pto:34:28
-                TROWSUM(t130_aiv0, t121_aiv0, tmp2);  // flash_attn.pto:34:28
+                TADD(held1_aiv0, t125_aiv0, t127_aiv0);  // flash_attn.pto:37:20
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TADD(t127_aiv0, t127_aiv0, t130_aiv0);  // flash_attn.pto:34:28
+                TMULS(held0_aiv0, t104_aiv0, 1.0f);  // flash_attn.pto:38:13
             }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TADD(held1_aiv0, t125_aiv0, t127_aiv0);  // flash_attn.pto:34:20
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TMULS(held0_aiv0, t104_aiv0, 1.0f);  // flash_attn.pto:35:13
-                TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:22
-                TASSIGN(tmp3, 153600);  // flash_attn.pto:36:22
-                TROWEXPAND(tmp3, held3_aiv0);  // flash_attn.pto:36:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
-                TROWEXPANDMUL(t141_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:36:22
-            }
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag_dev(3);
             if (ptodsl_aiv0) {
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                GmView18 pvGm18(pv + _qb2 * 64 * D, GmView18::Shape(t144_aiv0.GetValidRow(), t144_aiv0.GetValidCol()), GmView18::Stride(D));  // flash_attn.pto:36:22
-                TLOAD(t144_aiv0, pvGm18);  // flash_attn.pto:36:22
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+                GmView18 ptGm18(pt + _qb2 * 64 * 64, GmView18::Shape(t121_aiv0.GetValidRow(), t121_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                TSTORE(ptGm18, t121_aiv0);  // flash_attn.pto:39:21
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:40:22
+                TASSIGN(tmp3, 149504);  // flash_attn.pto:40:22
+                TROWEXPAND(tmp3, held3_aiv0);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                TROWEXPANDMUL(t145_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:40:22
+            }
+            wait_flag_dev(4);
+            if (ptodsl_aiv0) {
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView19 pvGm19(pv + _qb2 * 64 * D, GmView19::Shape(t148_aiv0.GetValidRow(), t148_aiv0.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t148_aiv0, pvGm19);  // flash_attn.pto:40:22
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
-                TADD(held2_aiv0, t141_aiv0, t144_aiv0);  // flash_attn.pto:36:22
+                TADD(held2_aiv0, t145_aiv0, t148_aiv0);  // flash_attn.pto:40:22
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TMULS(held3_aiv0, t111_aiv0, 1.0f);  // flash_attn.pto:37:13
+                TMULS(held3_aiv0, t111_aiv0, 1.0f);  // flash_attn.pto:41:13
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag_dev(4);
-            if (ptodsl_aiv0) {
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
-                GmView19 ptGm19(pt + _qb2 * 64 * 64, GmView19::Shape(t121_aiv0.GetValidRow(), t121_aiv0.GetValidCol()));  // flash_attn.pto:38:21
-                TSTORE(ptGm19, t121_aiv0);  // flash_attn.pto:38:21
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:31:32
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:34:32
                 if (!ptodsl_aiv0) {
-                    TEXPANDS(t97_aiv1, -__builtin_inff());  // flash_attn.pto:31:32
-                    TileTmp0 tmp4;  // flash_attn.pto:31:32
-                    TASSIGN(tmp4, 153600);  // flash_attn.pto:31:32
-                    TROWMAX(t100_aiv1, t88_aiv1, tmp4);  // flash_attn.pto:31:32
+                    TileTmp0 tmp4;  // flash_attn.pto:34:32
+                    TASSIGN(tmp4, 149504);  // flash_attn.pto:34:32
+                    TROWMAX(t97_aiv1, t88_aiv1, tmp4);  // flash_attn.pto:34:32
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TMAX(t97_aiv1, t97_aiv1, t100_aiv1);  // flash_attn.pto:31:32
+                    TMAX(t104_aiv1, held0_aiv1, t97_aiv1);  // flash_attn.pto:34:21
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TMAX(t104_aiv1, held0_aiv1, t97_aiv1);  // flash_attn.pto:31:21
+                    TSUB(t108_aiv1, held0_aiv1, t104_aiv1);  // flash_attn.pto:35:21
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TSUB(t108_aiv1, held0_aiv1, t104_aiv1);  // flash_attn.pto:32:21
+                    TEXP(t111_aiv1, t108_aiv1);  // flash_attn.pto:35:17
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TEXP(t111_aiv1, t108_aiv1);  // flash_attn.pto:32:17
-                }
-                pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:33:17
-                    TASSIGN(tmp5, 153600);  // flash_attn.pto:33:17
-                    TROWEXPAND(tmp5, t104_aiv1);  // flash_attn.pto:33:17
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:33:17
-                    TROWEXPANDEXPDIF(t121_aiv1, t88_aiv1, tmp5);  // flash_attn.pto:33:17
+                    TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
+                    TASSIGN(tmp5, 149504);  // flash_attn.pto:36:17
+                    TROWEXPAND(tmp5, t104_aiv1);  // flash_attn.pto:36:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                    TROWEXPANDEXPDIF(t121_aiv1, t88_aiv1, tmp5);  // flash_attn.pto:36:17
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    TMUL(t125_aiv1, held1_aiv1, t111_aiv1);  // flash_attn.pto:34:20
-                    TEXPANDS(t127_aiv1, 0.0f);  // flash_attn.pto:34:28
+                    TMUL(t125_aiv1, held1_aiv1, t111_aiv1);  // flash_attn.pto:37:20
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TileTmp0 tmp6;  // flash_attn.pto:34:28
-                    TASSIGN(tmp6, 153600);  // flash_attn.pto:34:28
-                    TROWSUM(t130_aiv1, t121_aiv1, tmp6);  // flash_attn.pto:34:28
+                    TileTmp0 tmp6;  // flash_attn.pto:37:28
+                    TASSIGN(tmp6, 149504);  // flash_attn.pto:37:28
+                    TROWSUM(t127_aiv1, t121_aiv1, tmp6);  // flash_attn.pto:37:28
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TADD(t127_aiv1, t127_aiv1, t130_aiv1);  // flash_attn.pto:34:28
+                    TADD(held1_aiv1, t125_aiv1, t127_aiv1);  // flash_attn.pto:37:20
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TADD(held1_aiv1, t125_aiv1, t127_aiv1);  // flash_attn.pto:34:20
+                    TMULS(held0_aiv1, t104_aiv1, 1.0f);  // flash_attn.pto:38:13
                 }
-                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    TMULS(held0_aiv1, t104_aiv1, 1.0f);  // flash_attn.pto:35:13
-                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:22
-                    TASSIGN(tmp7, 153600);  // flash_attn.pto:36:22
-                    TROWEXPAND(tmp7, held3_aiv1);  // flash_attn.pto:36:22
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:36:22
-                    TROWEXPANDMUL(t141_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:36:22
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                    GmView20 pvGm20(pv + (_qb2 * 64 + 32) * D, GmView20::Shape(t144_aiv1.GetValidRow(), t144_aiv1.GetValidCol()), GmView20::Stride(D));  // flash_attn.pto:36:22
-                    TLOAD(t144_aiv1, pvGm20);  // flash_attn.pto:36:22
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+                    GmView20 ptGm20(pt + (_qb2 * 64 + 32) * 64, GmView20::Shape(t121_aiv1.GetValidRow(), t121_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                    TSTORE(ptGm20, t121_aiv1);  // flash_attn.pto:39:21
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                    TASSIGN(tmp7, 149504);  // flash_attn.pto:40:22
+                    TROWEXPAND(tmp7, held3_aiv1);  // flash_attn.pto:40:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                    TROWEXPANDMUL(t145_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:40:22
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView21 pvGm21(pv + (_qb2 * 64 + 32) * D, GmView21::Shape(t148_aiv1.GetValidRow(), t148_aiv1.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t148_aiv1, pvGm21);  // flash_attn.pto:40:22
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 if (!ptodsl_aiv0) {
-                    TADD(held2_aiv1, t141_aiv1, t144_aiv1);  // flash_attn.pto:36:22
+                    TADD(held2_aiv1, t145_aiv1, t148_aiv1);  // flash_attn.pto:40:22
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
-                    TMULS(held3_aiv1, t111_aiv1, 1.0f);  // flash_attn.pto:37:13
-                }
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (!ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:38:21
-                    GmView21 ptGm21(pt + (_qb2 * 64 + 32) * 64, GmView21::Shape(t121_aiv1.GetValidRow(), t121_aiv1.GetValidCol()));  // flash_attn.pto:38:21
-                    TSTORE(ptGm21, t121_aiv1);  // flash_attn.pto:38:21
+                    TMULS(held3_aiv1, t111_aiv1, 1.0f);  // flash_attn.pto:41:13
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:37:13
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
             if (ptodsl_aiv0) {
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
-                GmView22 alphaGm22(alpha + _qb2 * 64, GmView22::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:37:13
-                TSTORE(alphaGm22, held3_aiv0);  // flash_attn.pto:37:13
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView22 alphaGm22(alpha + _qb2 * 64, GmView22::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm22, held3_aiv0);  // flash_attn.pto:41:13
             }
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:37:13
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:41:13
                 if (!ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:13
-                    GmView23 alphaGm23(alpha + _qb2 * 64 + 32, GmView23::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:37:13
-                    TSTORE(alphaGm23, held3_aiv1);  // flash_attn.pto:37:13
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView23 alphaGm23(alpha + _qb2 * 64 + 32, GmView23::Shape(held3_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm23, held3_aiv1);  // flash_attn.pto:41:13
                 }
             }
         }
-        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:36:22
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                GmView24 accGm24(acc + _qb2 * 64 * D, GmView24::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:36:22
-                TSTORE(accGm24, held2_aiv0);  // flash_attn.pto:36:22
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView24 accGm24(acc + _qb2 * 64 * D, GmView24::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm24, held2_aiv0);  // flash_attn.pto:40:22
             }
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:36:22
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:36:22
-                    GmView25 accGm25(acc + (_qb2 * 64 + 32) * D, GmView25::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:36:22
-                    TSTORE(accGm25, held2_aiv1);  // flash_attn.pto:36:22
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView25 accGm25(acc + (_qb2 * 64 + 32) * D, GmView25::Shape(held2_aiv1.GetValidRow(), held2_aiv1.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm25, held2_aiv1);  // flash_attn.pto:40:22
                 }
             }
         }
-        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:34:20
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
             if (ptodsl_aiv0) {
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
-                GmView26 lGm26(l + _qb2 * 64, GmView26::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:34:20
-                TSTORE(lGm26, held1_aiv0);  // flash_attn.pto:34:20
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView26 lGm26(l + _qb2 * 64, GmView26::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm26, held1_aiv0);  // flash_attn.pto:37:20
             }
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:34:20
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:37:20
                 if (!ptodsl_aiv0) {
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:20
-                    GmView27 lGm27(l + _qb2 * 64 + 32, GmView27::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:34:20
-                    TSTORE(lGm27, held1_aiv1);  // flash_attn.pto:34:20
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView27 lGm27(l + _qb2 * 64 + 32, GmView27::Shape(held1_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm27, held1_aiv1);  // flash_attn.pto:37:20
                 }
             }
         }
-        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:35:13
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
             if (ptodsl_aiv0) {
-                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
-                GmView28 mGm28(m + _qb2 * 64, GmView28::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:35:13
-                TSTORE(mGm28, held0_aiv0);  // flash_attn.pto:35:13
+                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView28 mGm28(m + _qb2 * 64, GmView28::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm28, held0_aiv0);  // flash_attn.pto:38:13
             }
-            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:35:13
+            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:38:13
                 if (!ptodsl_aiv0) {
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:35:13
-                    GmView29 mGm29(m + _qb2 * 64 + 32, GmView29::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:35:13
-                    TSTORE(mGm29, held0_aiv1);  // flash_attn.pto:35:13
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView29 mGm29(m + _qb2 * 64 + 32, GmView29::Shape(held0_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm29, held0_aiv1);  // flash_attn.pto:38:13
                 }
             }
         }

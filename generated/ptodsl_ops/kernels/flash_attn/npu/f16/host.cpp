@@ -229,136 +229,136 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
     if (ptodsl_failed) {
         return -1;
     }
-    DeviceWorkspace m_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:9
-    if (ptodsl_failed) {  // flash_attn.pto:11:9
-        return -1;  // flash_attn.pto:11:9
+    DeviceWorkspace m_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:9
+    if (ptodsl_failed) {  // flash_attn.pto:14:9
+        return -1;  // flash_attn.pto:14:9
     }
-    float* m = reinterpret_cast<float*>(m_bytes.data());  // flash_attn.pto:11:9
-    DeviceWorkspace l_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:12:9
-    if (ptodsl_failed) {  // flash_attn.pto:12:9
-        return -1;  // flash_attn.pto:12:9
+    float* m = reinterpret_cast<float*>(m_bytes.data());  // flash_attn.pto:14:9
+    DeviceWorkspace l_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:15:9
+    if (ptodsl_failed) {  // flash_attn.pto:15:9
+        return -1;  // flash_attn.pto:15:9
     }
-    float* l = reinterpret_cast<float*>(l_bytes.data());  // flash_attn.pto:12:9
-    DeviceWorkspace acc_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:13:11
-    if (ptodsl_failed) {  // flash_attn.pto:13:11
-        return -1;  // flash_attn.pto:13:11
+    float* l = reinterpret_cast<float*>(l_bytes.data());  // flash_attn.pto:15:9
+    DeviceWorkspace acc_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:16:11
+    if (ptodsl_failed) {  // flash_attn.pto:16:11
+        return -1;  // flash_attn.pto:16:11
     }
-    float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:13:11
-    DeviceWorkspace alpha_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:13
-    if (ptodsl_failed) {  // flash_attn.pto:14:13
-        return -1;  // flash_attn.pto:14:13
+    float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:16:11
+    DeviceWorkspace alpha_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:17:13
+    if (ptodsl_failed) {  // flash_attn.pto:17:13
+        return -1;  // flash_attn.pto:17:13
     }
-    float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:14:13
-    DeviceWorkspace pt_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:15:10
-    if (ptodsl_failed) {  // flash_attn.pto:15:10
-        return -1;  // flash_attn.pto:15:10
+    float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:17:13
+    DeviceWorkspace pt_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:18:10
+    if (ptodsl_failed) {  // flash_attn.pto:18:10
+        return -1;  // flash_attn.pto:18:10
     }
-    half* pt = reinterpret_cast<half*>(pt_bytes.data());  // flash_attn.pto:15:10
-    DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
-    if (ptodsl_failed) {  // flash_attn.pto:19:13
-        return -1;  // flash_attn.pto:19:13
+    half* pt = reinterpret_cast<half*>(pt_bytes.data());  // flash_attn.pto:18:10
+    DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    if (ptodsl_failed) {  // flash_attn.pto:22:13
+        return -1;  // flash_attn.pto:22:13
     }
-    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:19:13
-    DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
-    if (ptodsl_failed) {  // flash_attn.pto:19:13
-        return -1;  // flash_attn.pto:19:13
+    float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:22:13
+    DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    if (ptodsl_failed) {  // flash_attn.pto:22:13
+        return -1;  // flash_attn.pto:22:13
     }
-    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:19:13
-    DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:17
-    if (ptodsl_failed) {  // flash_attn.pto:22:17
-        return -1;  // flash_attn.pto:22:17
+    float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:22:13
+    DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:25:17
+    if (ptodsl_failed) {  // flash_attn.pto:25:17
+        return -1;  // flash_attn.pto:25:17
     }
-    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:22:17
-    DeviceWorkspace t16_first_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:40:36
-    if (ptodsl_failed) {  // flash_attn.pto:40:36
-        return -1;  // flash_attn.pto:40:36
+    float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:25:17
+    DeviceWorkspace t16_first_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
+    if (ptodsl_failed) {  // flash_attn.pto:43:36
+        return -1;  // flash_attn.pto:43:36
     }
-    float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:40:36
-    if ((L + 63) / 64 >= 1) {  // flash_attn.pto:16:5
-        for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:16:5
-            half* vj_first = v;  // flash_attn.pto:18:14
-            {  // flash_attn.pto:16:5
-                const int64_t flash_attn_f16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
-                uint64_t* ffts = ptodsl_c2c_ctrl();  // flash_attn.pto:16:5
-                if (ptodsl_failed) {  // flash_attn.pto:16:5
-                    return -1;  // flash_attn.pto:16:5
+    float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:43:36
+    if ((L + 63) / 64 >= 1) {  // flash_attn.pto:19:5
+        for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:19:5
+            half* vj_first = v;  // flash_attn.pto:21:14
+            {  // flash_attn.pto:19:5
+                const int64_t flash_attn_f16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
+                uint64_t* ffts = ptodsl_c2c_ctrl();  // flash_attn.pto:19:5
+                if (ptodsl_failed) {  // flash_attn.pto:19:5
+                    return -1;  // flash_attn.pto:19:5
                 }
-                flash_attn_f16_k0_launch(flash_attn_f16_k0_blocks, ptodsl_stream, ffts, k, q, t0_first, s_first, m, p_first, l, acc, alpha, pt, S, D, L, scale);  // flash_attn.pto:16:5
-                if (!launched("the launch of flash_attn_f16_k0")) {  // flash_attn.pto:16:5
-                    return -1;  // flash_attn.pto:16:5
+                flash_attn_f16_k0_launch(flash_attn_f16_k0_blocks, ptodsl_stream, ffts, k, q, t0_first, s_first, m, p_first, l, acc, alpha, pt, S, D, L, scale);  // flash_attn.pto:19:5
+                if (!launched("the launch of flash_attn_f16_k0")) {  // flash_attn.pto:19:5
+                    return -1;  // flash_attn.pto:19:5
                 }
             }
-            if ((L + 63) / 64 == 1) {  // flash_attn.pto:39:9
-                {  // flash_attn.pto:16:5
-                    const int64_t flash_attn_f16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
-                    uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // flash_attn.pto:16:5
-                    if (ptodsl_failed) {  // flash_attn.pto:16:5
-                        return -1;  // flash_attn.pto:16:5
+            if ((L + 63) / 64 == 1) {  // flash_attn.pto:42:9
+                {  // flash_attn.pto:19:5
+                    const int64_t flash_attn_f16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
+                    uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // flash_attn.pto:19:5
+                    if (ptodsl_failed) {  // flash_attn.pto:19:5
+                        return -1;  // flash_attn.pto:19:5
                     }
-                    flash_attn_f16_k1_launch(flash_attn_f16_k1_blocks, ptodsl_stream, ffts_1, acc, alpha, pt, vj_first, t16_first, l, o, S, D, L);  // flash_attn.pto:16:5
-                    if (!launched("the launch of flash_attn_f16_k1")) {  // flash_attn.pto:16:5
-                        return -1;  // flash_attn.pto:16:5
+                    flash_attn_f16_k1_launch(flash_attn_f16_k1_blocks, ptodsl_stream, ffts_1, acc, alpha, pt, vj_first, t16_first, l, o, S, D, L);  // flash_attn.pto:19:5
+                    if (!launched("the launch of flash_attn_f16_k1")) {  // flash_attn.pto:19:5
+                        return -1;  // flash_attn.pto:19:5
                     }
                 }
             }
         }
     }
-    DeviceWorkspace t0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
-    if (ptodsl_failed) {  // flash_attn.pto:19:13
-        return -1;  // flash_attn.pto:19:13
+    DeviceWorkspace t0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    if (ptodsl_failed) {  // flash_attn.pto:22:13
+        return -1;  // flash_attn.pto:22:13
     }
-    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:19:13
-    DeviceWorkspace pv_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:30:18
-    if (ptodsl_failed) {  // flash_attn.pto:30:18
-        return -1;  // flash_attn.pto:30:18
+    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:22:13
+    DeviceWorkspace pv_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
+    if (ptodsl_failed) {  // flash_attn.pto:33:18
+        return -1;  // flash_attn.pto:33:18
     }
-    float* pv = reinterpret_cast<float*>(pv_bytes.data());  // flash_attn.pto:30:18
-    DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
-    if (ptodsl_failed) {  // flash_attn.pto:19:13
-        return -1;  // flash_attn.pto:19:13
+    float* pv = reinterpret_cast<float*>(pv_bytes.data());  // flash_attn.pto:33:18
+    DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    if (ptodsl_failed) {  // flash_attn.pto:22:13
+        return -1;  // flash_attn.pto:22:13
     }
-    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:19:13
-    DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:13
-    if (ptodsl_failed) {  // flash_attn.pto:19:13
-        return -1;  // flash_attn.pto:19:13
+    float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:22:13
+    DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    if (ptodsl_failed) {  // flash_attn.pto:22:13
+        return -1;  // flash_attn.pto:22:13
     }
-    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:19:13
-    DeviceWorkspace pv_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:30:18
-    if (ptodsl_failed) {  // flash_attn.pto:30:18
-        return -1;  // flash_attn.pto:30:18
+    float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:22:13
+    DeviceWorkspace pv_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
+    if (ptodsl_failed) {  // flash_attn.pto:33:18
+        return -1;  // flash_attn.pto:33:18
     }
-    float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:30:18
-    DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:17
-    if (ptodsl_failed) {  // flash_attn.pto:33:17
-        return -1;  // flash_attn.pto:33:17
+    float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:33:18
+    DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:36:17
+    if (ptodsl_failed) {  // flash_attn.pto:36:17
+        return -1;  // flash_attn.pto:36:17
     }
-    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:33:17
-    DeviceWorkspace t16_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:40:36
-    if (ptodsl_failed) {  // flash_attn.pto:40:36
-        return -1;  // flash_attn.pto:40:36
+    float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:36:17
+    DeviceWorkspace t16_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
+    if (ptodsl_failed) {  // flash_attn.pto:43:36
+        return -1;  // flash_attn.pto:43:36
     }
-    float* t16_last = reinterpret_cast<float*>(t16_last_bytes.data());  // flash_attn.pto:40:36
-    {  // flash_attn.pto:16:5
-        const int64_t flash_attn_f16_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
-        uint64_t* ffts_2 = ptodsl_c2c_ctrl();  // flash_attn.pto:16:5
-        if (ptodsl_failed) {  // flash_attn.pto:16:5
-            return -1;  // flash_attn.pto:16:5
+    float* t16_last = reinterpret_cast<float*>(t16_last_bytes.data());  // flash_attn.pto:43:36
+    {  // flash_attn.pto:19:5
+        const int64_t flash_attn_f16_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
+        uint64_t* ffts_2 = ptodsl_c2c_ctrl();  // flash_attn.pto:19:5
+        if (ptodsl_failed) {  // flash_attn.pto:19:5
+            return -1;  // flash_attn.pto:19:5
         }
-        flash_attn_f16_k2_launch(flash_attn_f16_k2_blocks, ptodsl_stream, ffts_2, q, k, v, t0, pt, pv, m, l, acc, alpha, S, D, L, scale);  // flash_attn.pto:16:5
-        if (!launched("the launch of flash_attn_f16_k2")) {  // flash_attn.pto:16:5
-            return -1;  // flash_attn.pto:16:5
+        flash_attn_f16_k2_launch(flash_attn_f16_k2_blocks, ptodsl_stream, ffts_2, q, k, v, t0, pt, pv, m, l, acc, alpha, S, D, L, scale);  // flash_attn.pto:19:5
+        if (!launched("the launch of flash_attn_f16_k2")) {  // flash_attn.pto:19:5
+            return -1;  // flash_attn.pto:19:5
         }
     }
-    if ((L + 63) / 64 >= 2) {  // flash_attn.pto:16:5
-        {  // flash_attn.pto:16:5
-            const int64_t flash_attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:16:5
-            uint64_t* ffts_3 = ptodsl_c2c_ctrl();  // flash_attn.pto:16:5
-            if (ptodsl_failed) {  // flash_attn.pto:16:5
-                return -1;  // flash_attn.pto:16:5
+    if ((L + 63) / 64 >= 2) {  // flash_attn.pto:19:5
+        {  // flash_attn.pto:19:5
+            const int64_t flash_attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
+            uint64_t* ffts_3 = ptodsl_c2c_ctrl();  // flash_attn.pto:19:5
+            if (ptodsl_failed) {  // flash_attn.pto:19:5
+                return -1;  // flash_attn.pto:19:5
             }
-            flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, ffts_3, k, v, q, t0_last, s_last, pt, pv_last, m, p_1_last, l, acc, alpha, t16_last, o, S, L, D, scale);  // flash_attn.pto:16:5
-            if (!launched("the launch of flash_attn_f16_k3")) {  // flash_attn.pto:16:5
-                return -1;  // flash_attn.pto:16:5
+            flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, ffts_3, k, v, q, t0_last, s_last, pt, pv_last, m, p_1_last, l, acc, alpha, t16_last, o, S, L, D, scale);  // flash_attn.pto:19:5
+            if (!launched("the launch of flash_attn_f16_k3")) {  // flash_attn.pto:19:5
+                return -1;  // flash_attn.pto:19:5
             }
         }
     }
