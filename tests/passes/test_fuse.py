@@ -323,3 +323,24 @@ def test_equal_tiles_on_either_side_of_a_loop_kept_in_the_control_program_are_ma
     y1, y2 = op(x)
     np.testing.assert_allclose(y1, x.sum(axis=0, keepdims=True), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(y2, 2 * x.sum(axis=0, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+def test_a_sum_over_rows_stays_out_of_a_products_grid_loop(write_spec):
+    """The grid over the rows of `a` that the product walks and the one the column sum walks have
+    the same bounds; merged, partitioning split the loop by kind of core and left the sum's
+    accumulator set-up in another kernel (an internal error)."""
+    pto = ("kernel q(x: f32[B, 32], w1: f32[32, 64], w2: f32[64, 32], y: out f32[B, 32], s: out f32[1, 64]):\n"
+           "    a = tensor([B, 64], f32)\n"
+           "    a[:] = exp(matmul(x, w1) * 0.25)\n"
+           "    y[:] = matmul(a, w2)\n"
+           "    s[:] = sum(a, dim=0, keepdim=True)\n")
+    yaml = "op: q\nschedule:\n  vec_tile: [16, 64]\n  cube_tile: {m: [16, 16], k: [32, 64], n: [32, 32]}\n"
+    op = ptodsl.load(write_spec("q", pto, yaml))
+    rng = np.random.default_rng(59)
+    x = rng.standard_normal((37, 32)).astype(np.float32)
+    w1 = rng.standard_normal((32, 64)).astype(np.float32)
+    w2 = rng.standard_normal((64, 32)).astype(np.float32)
+    y, s = op(x, w1, w2, backend="sim")
+    a = np.exp((x.astype(np.float64) @ w1) * 0.25)
+    np.testing.assert_allclose(y, a @ w2, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(s[0], a.sum(axis=0), rtol=1e-4, atol=1e-4)
