@@ -213,6 +213,13 @@ def _chain_block(gen: Gen, k: int, rng: random.Random, y: str, product: str, nn:
         lines += [(0, f"if {nn} % 2 == 0:"), (1, f"c{k}[:] = cast({one}, T)"),
                   (0, "else:"), (1, f"c{k}[:] = cast({other}, T)")]
     lines.append((0, f"{y}[:] = matmul(c{k}, {e}{flags})"))
+    if rng.random() < 0.3:
+        # a sum over the rows of the local after the product: not row-wise, it ends a statement
+        # run, and its accumulator crosses every row block (fusion must not put it in the
+        # product's grid loop, which partitioning splits by kind of core)
+        z = gen.param(f"z{k}", f"out f32[1, {nn}]", "out", "f32", ("1", nn))
+        lines.append((0, f"{z}[:] = sum(cast(c{k}, f32), dim=0, keepdim=True)"))
+        names.append(z)
     return Block("matmul", lines, [y, *names])
 
 

@@ -130,7 +130,7 @@ def statement_runs(func: Func, single: dict[int, Proof], dtypes: dict[str, str])
             found = None
             for end in range(len(ops), k + 1, -1):
                 run = ops[k:end]
-                if _runnable(run, single, dtypes):
+                if _runnable(run, single, dtypes) and not _escapes(run, func):
                     proof = statement_bands(run, origins, roots, run=True)
                     if proof is not None:
                         found = (end - k, proof)
@@ -148,6 +148,14 @@ def _statement_lists(ops: list[Op]) -> Iterator[list[Op]]:
     for op in ops:
         if op.name == "loop" and op.attrs.get("kind") == "implicit":
             yield from _statement_lists(op.regions[0])
+
+
+def _escapes(run: list[Op], func: Func) -> bool:
+    """Whether a tile the run defines is used after it (an accumulator's set-up that fusion moved
+    up from the statement after the run): inside the row block loop it would be out of reach."""
+    inside = {id(o) for op in run for o in op.walk()}
+    tiles = {id(r) for op in run for o in op.walk() for r in o.results if isinstance(r.type, TileType)}
+    return any(id(v) in tiles for o in func.walk() if id(o) not in inside for v in o.operands)
 
 
 def _runnable(run: list[Op], single: dict[int, Proof], dtypes: dict[str, str]) -> bool:
@@ -418,7 +426,10 @@ def interchange(func: Func) -> Func | None:
             wrapper = _Wrapper(grids, rows, tile_rows, bound, count, dtypes if n > 1 else None)
             new = wrapper.ops(statements)
             if n > 1:
-                new = [_localize(x, rows, tile_rows) if x.attrs.get("rows_interchanged") else x for x in new]
+                inside = {id(o) for x in statements for o in x.walk()}
+                elsewhere = {v.name for o in func.walk() if id(o) not in inside for v in o.operands}
+                new = [_localize(x, rows, tile_rows, elsewhere) if x.attrs.get("rows_interchanged") else x
+                       for x in new]
             hoisted = _hoist_workspaces(new, bound | {f"{OUTER}{n}" for n in range(count, wrapper.count)})
             if any(o.name == "alloc" for x in new for o in x.walk()):
                 out += statements  # a workspace per row block could not be seen by a later row block loop
@@ -433,9 +444,10 @@ def interchange(func: Func) -> Func | None:
     return Func(func.name, func.params, body, func.kind, dict(func.attrs), func.span)
 
 
-def _localize(loop: Op, rows: sym.Expr, tile_rows: int) -> Op:
+def _localize(loop: Op, rows: sym.Expr, tile_rows: int, elsewhere: set[str]) -> Op:
     """``loop`` (a run's row block loop) with each workspace of rows ``rows`` that only tile loads
-    and stores in it touch allocated in its body at one row block's rows, the offsets of those
+    and stores in it touch (and nothing outside the run, ``elsewhere`` naming the values the rest
+    of the function uses) allocated in its body at one row block's rows, the offsets of those
     accesses moved up by the block's first row: a row block's intermediates (an FFN's hidden
     activations) then live in a buffer of the block's, which partitioning gives each block of its
     own (``passes/blocks.py``), rather than in bands of a tensor of every row."""
@@ -445,6 +457,8 @@ def _localize(loop: Op, rows: sym.Expr, tile_rows: int) -> Op:
     moved: list[Op] = []
     for alloc in allocs:
         v = alloc.result
+        if v.name in elsewhere:
+            continue
         users = [o for o in loop.walk() if any(x is v for x in o.operands)]
         if any(o.name not in ("tile.load", "tile.store") for o in users):
             continue

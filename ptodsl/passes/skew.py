@@ -14,21 +14,33 @@ and ``B`` inside a loop of ``min(max(hi - i, 0), 1)`` trips, ``C`` inside one of
 ``min(max(i - lo, 0), 1)`` trips with ``i - 1`` for ``i``. The loop loses ``parallel`` and gains
 ``skewed = 1``. Views the body defines for more than one part are defined again in each.
 
+Each workspace the iterations reuse (a tensor parameter written in the loop, which every launch
+passes a workspace allocated for it alone, and which the kernel touches nowhere else but through
+views of it before the loop: the buffers of one row block's intermediates) gets a twin: a
+parameter of its own, a second workspace the control program allocates beside the first, and
+views of it like those of the first. The loop then runs its iterations in pairs: the even one's
+``A`` and ``B`` on the first workspaces and its ``C`` (of the odd iteration before) on the twins,
+the odd one the other way round, each part in a loop of 0 or 1 trips of its own.
+
 Why. Run as written, a block's cube core computes ``A(i)``, waits while its vector cores compute
 ``B(i)``, computes ``C(i)``, and the vector cores wait for ``A(i + 1)``: every iteration costs
 ``A + B + C``. Skewed, the cube computes ``C(i - 1)`` and ``A(i + 1)`` while the vector cores
 compute ``B(i)``: an iteration costs about ``max(A + C, B)`` (FFN's activation between its two
 products, a loop over row blocks). ``C(i - 1)`` comes before ``B(i)`` in the program, so the flags
 the sync pass derives from program order make ``C(i - 1)`` wait for ``B(i - 1)`` (the iteration
-before), not for ``B(i)``, and ``B(i)``'s stores into a workspace ``C(i - 1)`` reads wait for those
-reads.
+before), not for ``B(i)``. The sync pass orders whole GM buffers: on one workspace, ``B(i)``'s
+stores would wait for ``C(i - 1)``'s loads and ``A(i + 1)``'s for ``B(i)``'s, which put the three
+back in a row; on alternating twins they touch different buffers. Each part of the odd iteration
+has a gate of its own: a gate around the whole odd iteration would make its ``A`` wait for what
+its ``C`` waits for, the sync pass placing a wait before the op that holds the consumer.
 
 Why the order may change. The iterations of a ``parallel`` loop are independent
 (``passes/parallel.py``): none reads what another writes, and their writes do not meet (a
-workspace of the iteration's own, reused by every iteration, is ordered by the sync pass, as
-above). Each iteration still runs ``A``, ``B``, ``C`` in that order: ``A(i)`` and ``B(i)`` in
-iteration ``i``, ``C(i)`` in iteration ``i + 1``. On the simulator and the cpu backend the program
-runs in this order and computes what the original did.
+workspace of the iteration's own, reused by every iteration, is written before it is read in
+each, and the sync pass orders the accesses of iterations that share one). Each iteration still
+runs ``A``, ``B``, ``C`` in that order: ``A(i)`` and ``B(i)`` in iteration ``i``, ``C(i)`` in
+iteration ``i + 1``, on the same copy of each workspace. On the simulator and the cpu backend
+the program runs in this order and computes what the original did.
 
 Not skewed: loops whose body does not split so, or where a part uses a value another part
 defines (other than a view), or which bind a scalar (``read``) in the body.

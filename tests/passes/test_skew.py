@@ -97,3 +97,20 @@ def test_the_skewed_chain_computes_right(write_spec, backend, pto, rows, act):
     w2 = (RNG.standard_normal((64, 32)) / 4).astype(np.float32)
     y = op(x, w1, w2, act=act, backend=backend)
     np.testing.assert_allclose(y, _want(x, w1, w2, act), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows", [5, 37])
+def test_an_intermediate_a_later_statement_reads_keeps_every_row(write_spec, rows):
+    # the column sum over every row of `a` is not row-wise: it ends the run, and reads all of `a`
+    pto = FFN.replace("kernel k(x: f32[B, 32], w1: f32[32, 64], w2: f32[64, 32], y: out f32[B, 32], act: i32 = 0):",
+                      "kernel k(x: f32[B, 32], w1: f32[32, 64], w2: f32[64, 32], y: out f32[B, 32], "
+                      "s: out f32[1, 64], act: i32 = 0):") + "    s[:] = sum(a, dim=0, keepdim=True)\n"
+    op = ptodsl.load(write_spec("k", pto, _yaml("row_interchange: true")))
+    x = RNG.standard_normal((rows, 32)).astype(np.float32)
+    w1 = (RNG.standard_normal((32, 64)) / 4).astype(np.float32)
+    w2 = (RNG.standard_normal((64, 32)) / 4).astype(np.float32)
+    y, s = op(x, w1, w2, act=0, backend="sim")
+    h = x.astype(np.float64) @ w1
+    a = h / (1.0 + np.exp(-h))
+    np.testing.assert_allclose(y, a @ w2, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(s[0], a.sum(axis=0), rtol=1e-4, atol=1e-4)
