@@ -56,6 +56,7 @@ from ..ir import Func, Module, Op, Param, Value
 from ..ir.gm import walk_ops
 from ..ir.queues import core_of
 from ..ir.schedule import schedule_of
+from . import stack, trial
 from .context import Pass, PassContext
 from .merge import substitute_index
 from .unroll import _Cloner
@@ -293,13 +294,22 @@ def _fresh(f: Func, stem: str) -> str:
 
 
 def run(module: Module, ctx: PassContext) -> Module:
-    del ctx
     fresh = module.clone()
     if not schedule_of(module).pass_options.get("skew", 1):
         return fresh
-    for f in fresh.funcs:
-        if f.kind == "mixed":
-            f.body = _Kernel(fresh, f).region(f.body)
+    for name in [f.name for f in fresh.funcs if f.kind == "mixed"]:
+        # skewed on a copy of the module (the twins change the control programs too), kept only
+        # where the kernel still fits the target (passes/trial.py): a twin is one more parameter
+        # on the stack, a gate one more loop
+        tried = fresh.clone()
+        f = next(g for g in tried.funcs if g.name == name)
+        before = str(f)
+        f.body = _Kernel(tried, f).region(f.body)
+        if str(f) == before:
+            continue
+        strided = stack.strided_params(tried)
+        if trial.compiles(f, ctx, stack.every_tensor(f) if strided is None else strided.get(name, set())):
+            fresh = tried
     return fresh
 
 
