@@ -43,7 +43,8 @@ iteration ``i + 1``, on the same copy of each workspace. On the simulator and th
 the program runs in this order and computes what the original did.
 
 Not skewed: loops whose body does not split so, or where a part uses a value another part
-defines (other than a view), or which bind a scalar (``read``) in the body.
+defines (other than a view), or which bind a scalar (``read``) in the body, and kernels that
+would no longer compile within the target's limits (``passes/trial.py``).
 ``pass_options: {skew: false}`` turns the pass off.
 """
 
