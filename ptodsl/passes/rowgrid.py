@@ -184,8 +184,13 @@ def statement_bands(ops: list[Op], origins: dict[str, Origin], roots: dict[str, 
     first tensor they store to that has row grids. ``run``: ``ops`` are a run of statements
     (:func:`statement_runs`), which need no loop of the user's."""
     written: list[str] = []
+    own = {o.result.name for o in walk_ops(ops) if o.name == "tile.alloc"}
     for o in walk_ops(ops):
         if o.name in REFUSED or any(indexed_gm(o)):
+            return None
+        if any(isinstance(v.type, TileType) and v.name not in own for v in o.operands):
+            # a tile of the code before (an accumulator fusion set up above the statement): the
+            # row block loop's kernel would not see it, and every row block would update it
             return None
         if o.name == "tile.store" and origins[o.operands[0].name].root not in written:
             written.append(origins[o.operands[0].name].root)

@@ -114,3 +114,22 @@ def test_an_intermediate_a_later_statement_reads_keeps_every_row(write_spec, row
     a = h / (1.0 + np.exp(-h))
     np.testing.assert_allclose(y, a @ w2, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(s[0], a.sum(axis=0), rtol=1e-4, atol=1e-4)
+
+
+def test_a_run_after_a_column_mean_leaves_its_accumulator_alone(write_spec):
+    """Fuzz seed 7940126: fusion sets the mean's accumulator up above its grid, and the division by
+    M lands in the next statement; a run holding it would divide once per row block, in a kernel
+    that cannot see the accumulator. A run uses only tiles of its own."""
+    pto = ("kernel k(x: f32[M, N], y: out f32[M, N], a: f32[K, M], b: f32[K, P], v: f32[P], z: out f32[M, P]):\n"
+           "    y[:] = mean(x, dim=0, keepdim=True)\n"
+           "    z[:] = matmul(a, b, trans_a=True, bias=v)\n")
+    yaml = ("op: k\nmax_dims: {N: 33}\nschedule:\n  vec_tile: [1, 64]\n"
+            "  cube_tile: {m: [16, 32], k: [32, 64], n: [32, 64]}\n  pass_options: {row_interchange: true}\n")
+    op = ptodsl.load(write_spec("k", pto, yaml))
+    x = RNG.standard_normal((37, 20)).astype(np.float32)
+    a = RNG.standard_normal((9, 37)).astype(np.float32)
+    b = RNG.standard_normal((9, 11)).astype(np.float32)
+    v = RNG.standard_normal(11).astype(np.float32)
+    y, z = op(x, a, b, v, backend="sim")
+    np.testing.assert_allclose(y, np.broadcast_to(x.astype(np.float64).mean(axis=0), (37, 20)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(z, a.T.astype(np.float64) @ b + v, rtol=1e-4, atol=1e-4)
