@@ -63,12 +63,13 @@ SAMPLED = {"test_tune_runs_on_every_library_spec", "test_compiling_from_printed_
            # at Tile IR level, through `ptodsl bench`, with sums left to right
            "test_tile_level_still_passes_every_library_case", "test_bench_runs_every_case_of_every_library_spec",
            "test_f32_cases_pass_with_left_to_right_sums"}
-# The library-wide checks below take a spec each; on these twelve (the attention kernels, the
-# backward specs, RoPE, the batched and multi-axis ones) they take two thirds of the checks' time, so
+# The library-wide checks below take a spec each; on these thirteen (the attention kernels and the
+# FFN, mixed kernels; the backward specs, RoPE, the batched and multi-axis ones) they take two thirds
+# of the checks' time, so
 # the everyday suite leaves them to `pytest -m slow` (CI runs it). Their golden cases still run in
 # the everyday suite.
 HEAVY_SPECS = {"online_softmax_attn", "paged_attention", "varlen_attention", "flash_attn", "layernorm_bwd", "rope",
-               "gelu_bwd", "reduce_axes", "mha_sdpa", "rmsnorm_bwd", "bmm", "matmul_bwd"}
+               "gelu_bwd", "reduce_axes", "mha_sdpa", "rmsnorm_bwd", "bmm", "matmul_bwd", "ffn"}
 # Tuning softmax compiles many candidates too; it is the one light spec whose tune is slow.
 HEAVY_FOR = {"test_tune_runs_on_every_library_spec": HEAVY_SPECS | {"softmax"}}
 LIBRARY_WIDE = {"test_tune_runs_on_every_library_spec", "test_bench_runs_every_case_of_every_library_spec",

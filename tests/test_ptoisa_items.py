@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -20,6 +22,7 @@ def pytest_run(*args: str) -> str:
     return result.stdout + result.stderr
 
 
+@pytest.mark.slow  # a pytest run of its own: about 12 s
 def test_ptoisa_items_only_with_their_marker():
     plain = pytest_run("--co")
     assert "-cpu]" in plain and "-ptoisa]" not in plain

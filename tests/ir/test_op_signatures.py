@@ -83,6 +83,7 @@ def _mutants(op: ir.Op):
     yield "an attribute it does not declare", dataclasses.replace(op, attrs={**op.attrs, "frob": 1})
 
 
+@pytest.mark.slow  # every op of every library kernel, mutated: about 20 s; the everyday suite stays under five minutes
 def test_every_broken_signature_is_refused():
     tried = 0
     for where, module in _modules():

@@ -157,6 +157,7 @@ def test_memplan_reports_through_the_pass_context(monkeypatch):
 FIXTURE = REPO / "tests" / "golden_codes" / "fixtures" / "e0613_unrolled_rows_in_one_kernel"
 
 
+@pytest.mark.slow  # two compiles of an unrolled kernel: about 11 s
 def test_the_cycle_bound_the_help_names_brings_the_kernel_under_the_limit(tmp_path: Path):
     name = FIXTURE.name
     with pytest.raises(CompileError) as err:

@@ -46,7 +46,9 @@ def test_the_specs_that_sum_are_found() -> None:
     assert {"layernorm", "layernorm_bwd", "sum_rows", "softmax", "sum_cols"} <= names
 
 
-@pytest.mark.parametrize("path", SUMMING, ids=[p.stem for p in SUMMING])
+# flash attention's cases take about 14 s: under -m slow
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem == "flash_attn" else p
+                                  for p in SUMMING], ids=[p.stem for p in SUMMING])
 def test_f32_cases_pass_with_left_to_right_sums(path: Path, left_to_right_sums: None) -> None:
     op = load(str(path))
     cases = _f32_cases(op)

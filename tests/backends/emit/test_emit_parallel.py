@@ -64,6 +64,7 @@ def test_a_loop_carrying_an_accumulator_stays_sequential(write_spec):
     assert names == [] and _control_pragmas(program) == []
 
 
+@pytest.mark.slow  # attention's cpu kernels emitted: about 11 s
 def test_attention_kv_loop_stays_sequential():
     # the running max, sum and accumulator (m, l, acc) are read and written by every KV block
     compiled = compile_spec("specs/online_softmax_attn.yaml")
