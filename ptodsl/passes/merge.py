@@ -17,7 +17,7 @@ from typing import Any
 from .. import sym
 from ..ir import Func, Op, Value
 from ..ir.opdefs import IR_OPS, indexed_gm
-from ..ir.queues import core_of
+from ..ir.queues import cores_of
 from .parallel import _disjoint, _Write
 from .unroll import _subst_attr, _subst_type
 
@@ -190,18 +190,13 @@ def can_merge(a: Op, b: Op, acc_a: Access, acc_b: Access, carried_ok: frozenset[
             return False
     if any(t in acc_a.carried and t not in carried_ok for t in (*acc_b.read, *acc_b.written)):
         return False
-    if (acc_a.carried or acc_b.carried) and not at_most_once(a) and {"cube", "vec"} <= _cores(a) | _cores(b):
+    if (acc_a.carried or acc_b.carried) and not at_most_once(a) and {"cube", "vec"} <= cores_of([a, b]):
         # a loop carrying a tile across its iterations (a sum over rows) and work of the other
         # kind of core in one loop: partitioning splits such a loop by kind of core, and the
         # accumulator's set-up and store around it would not go with the half that updates it
         # (a loop of at most one trip, attention's KV block one tile wide, carries nothing)
         return False
     return not any(t in acc_a.free for t in acc_b.written)
-
-
-def _cores(loop: Op) -> set[str]:
-    return {c for o in loop.walk() if o.name.startswith("tile.") and o.name != "tile.alloc"
-            and (c := core_of(o)) is not None}
 
 
 def _first_trip_stores(a: Op) -> set[tuple[str, Any]]:

@@ -24,6 +24,7 @@ import math
 
 from .. import sym
 from ..ir import Func, Op, Value
+from ..ir.gm import walk_ops
 from ..ir.opdefs import IR_OPS
 
 # combine op -> the fill value it leaves unchanged
@@ -85,7 +86,7 @@ def _fold_at(ops: list[Op], i: int, ranges: Ranges) -> bool:
     if len(writers) != 1:
         return False
     producer = body[writers[0]]
-    readers = [o for o in _walk(body) if o is not combine and o is not producer and _touches(o, part)
+    readers = [o for o in walk_ops(body) if o is not combine and o is not producer and _touches(o, part)
                and o.name != "tile.alloc"]
     if readers or any(x is part or x is acc for x in producer.operands[1:]) or producer.regions:
         return False
@@ -112,11 +113,6 @@ def _runs_once(loop: Op, ranges: Ranges) -> bool:
     a = loop.attrs
     trips = sym.sub(a["hi"], a["lo"])
     return a["step"] == 1 and sym.prove_le(trips, 1, ranges) and sym.prove_le(1, trips, ranges)
-
-
-def _walk(ops: list[Op]):
-    for op in ops:
-        yield from op.walk()
 
 
 __all__ = ["IDENTITY", "fold_reduction_inits"]

@@ -50,7 +50,7 @@ from ..diagnostics import Span
 from ..ir import Func, Module, Op, TensorType, TileType, Value
 from ..ir.gm import Origin, walk_ops
 from ..ir.opdefs import IR_OPS, indexed_gm
-from ..ir.queues import core_of
+from ..ir.queues import cores_of
 from ..ir.schedule import schedule_of
 from .branches import trips_of
 from .context import Pass, PassContext
@@ -166,8 +166,7 @@ def _runnable(run: list[Op], single: dict[int, Proof], dtypes: dict[str, str]) -
         return False
     if any(o.name == "loop" and o.attrs.get("kind") not in ("grid", "split") for op in run for o in op.walk()):
         return False  # a loop of the user's: the statement's own proof is the one to use
-    cores = {core_of(o) for op in run for o in op.walk() if o.name.startswith("tile.") and o.name != "tile.alloc"}
-    return {"cube", "vec"} <= cores
+    return {"cube", "vec"} <= cores_of(run)
 
 
 def _statements(ops: list[Op]) -> Iterator[Op]:

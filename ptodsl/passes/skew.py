@@ -55,19 +55,15 @@ import itertools
 from .. import sym
 from ..ir import Func, Module, Op, Param, Value
 from ..ir.gm import walk_ops
-from ..ir.queues import core_of
+from ..ir.queues import cores_of
 from ..ir.schedule import schedule_of
 from . import stack, trial
 from .context import Pass, PassContext
 from .merge import substitute_index
+from .remat import view_bases
 from .unroll import _Cloner
 
 Twins = dict[str, tuple[Value, Value]]  # name of a GM value the body uses -> (it, its twin)
-
-
-def _cores(op: Op) -> set[str]:
-    """The cores whose work ``op`` holds (``cube``, ``vec``); allocations count for nothing."""
-    return {c for o in op.walk() if o.name != "tile.alloc" and (c := core_of(o)) is not None}
 
 
 def _defined(ops: list[Op]) -> set[int]:
@@ -88,7 +84,7 @@ def parts_of(loop: Op, counter: itertools.count) -> list[list[Op]] | None:
     body = loop.regions[0]
     if any(o.name == "read" for op in body for o in op.walk()):
         return None
-    cores = [_cores(op) for op in body]
+    cores = [cores_of([op]) for op in body]
     vec = [k for k, c in enumerate(cores) if "vec" in c]
     if not vec:
         return None
@@ -216,8 +212,8 @@ class _Kernel:
         f = self.func
         tensors = [p for p in f.params if p.is_tensor]
         top_views = {op.results[0].name: op for op in f.body if op.name == "view"}
-        roots = {name: _root(name, top_views) for name in top_views}
-        written = {_root(o.operands[0].name, top_views) for part in parts for o in walk_ops(part)
+        roots = view_bases(top_views.values())  # view -> the tensor it views
+        written = {roots.get(o.operands[0].name, o.operands[0].name) for part in parts for o in walk_ops(part)
                    if o.name == "tile.store"}
         twins: Twins = {}
         views: list[Op] = []
@@ -227,7 +223,7 @@ class _Kernel:
             twin = self._add_twin(p, k)
             twins[p.name] = (p.value, twin)
             for name, view in top_views.items():
-                if roots[name] == p.name:
+                if roots.get(name) == p.name:
                     copy = Value(_fresh(f, f"{name}_twin"), view.results[0].type)
                     views.append(Op("view", [twins[view.operands[0].name][1]], dict(view.attrs), [copy], [],
                                     view.span))
@@ -265,14 +261,6 @@ class _Kernel:
             region.insert(at + 1, Op("alloc", [], dict(alloc.attrs), [twin], [], alloc.span))
             launch.operands.append(twin)
         return value
-
-
-def _root(name: str, views: dict[str, Op]) -> str:
-    seen = set()
-    while name in views and name not in seen:
-        seen.add(name)
-        name = views[name].operands[0].name
-    return name
 
 
 def _place(ops: list[Op], v: Value) -> tuple[list[Op], int]:

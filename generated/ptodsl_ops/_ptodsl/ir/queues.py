@@ -38,6 +38,13 @@ def core_of(op: Op) -> str | None:
     return None if unit is None else split_unit(unit)[0]
 
 
+def cores_of(ops: list[Op]) -> set[str]:
+    """The cores whose work ``ops`` hold, anywhere inside them: ``cube``, ``vec`` (tile ops; an
+    allocation is no work)."""
+    return {c for op in ops for o in op.walk() if o.name.startswith("tile.") and o.name != "tile.alloc"
+            and (c := core_of(o)) is not None}
+
+
 def split_unit(unit: str) -> tuple[str | None, str]:
     """(core, pipe) of a queue name: core None outside mixed kernels."""
     core, dot, pipe = str(unit).rpartition(".")
