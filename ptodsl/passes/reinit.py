@@ -14,8 +14,8 @@ The fold is exact: ``maximum(-inf, x)``, ``minimum(inf, x)`` and ``0 + x`` are `
 - the fill's value is the combine's identity and nothing touches ``acc`` between them;
 - the combine is the first op to touch ``acc`` after the fill, straight after it in the same
   region or at the top of the region of a grid loop between them that provably runs once;
-- ``part`` has ``acc``'s type, is written by exactly one op before the combine in that region
-  and read by nothing else, and that op does not read ``acc``.
+- ``part`` has ``acc``'s type, is allocated in that region, is written by exactly one op
+  between the fill and the combine and read by nothing else, and that op does not read ``acc``.
 """
 
 from __future__ import annotations
@@ -83,8 +83,10 @@ def _fold_at(ops: list[Op], i: int, ranges: Ranges) -> bool:
         return False
     writers = [k for k, o in enumerate(body[:at]) if o.name in IR_OPS and IR_OPS[o.name].dest == 0
                and o.operands and o.operands[0] is part]
-    if len(writers) != 1:
+    if len(writers) != 1 or (body is ops and writers[0] < i):
         return False
+    if not any(o.name == "tile.alloc" and o.results and o.results[0] is part for o in body):
+        return False  # part may be read outside the region the check below walks
     producer = body[writers[0]]
     readers = [o for o in walk_ops(body) if o is not combine and o is not producer and _touches(o, part)
                and o.name != "tile.alloc"]

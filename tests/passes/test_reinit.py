@@ -54,3 +54,53 @@ def test_the_folded_reductions_compute_right(write_spec, backend, rows, cols):
     np.testing.assert_array_equal(mx[:, 0], x.max(axis=1))
     finite = np.isfinite(x).all(axis=1)
     np.testing.assert_allclose(sm[finite, 0], x[finite].astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def _fold(body: str) -> tuple[int, str]:
+    from ptodsl.ir import parse
+    from ptodsl.ir.printer import print_module
+    from ptodsl.passes.reinit import fold_reduction_inits
+
+    text = ('module @m level tile attributes {target = "ascend910b"} {\n'
+            '  kernel @m(%x: tensor<f32 [8, 64]>, %y: tensor<f32 [8, 1]> out, %z: tensor<f32 [8, 1]> out) {\n'
+            '    %a = tile.alloc() : tile<ub f32 [8, 64] valid [8, 64]>\n'
+            '    tile.load(%a, %x) {offsets = [0, 0]}\n'
+            '    %acc = tile.alloc() : tile<ub f32 [8, 1] valid [8, 1]>\n'
+            f'{body}'
+            '    tile.store(%y, %acc) {offsets = [0, 0]}\n'
+            '  }\n}\n')
+    module = parse(text)
+    n = fold_reduction_inits(module.funcs[0])
+    return n, print_module(module)
+
+
+def test_the_fold_applies_when_part_is_made_between_fill_and_combine():
+    n, text = _fold('    tile.fill(%acc) {scalar = -inf}\n'
+                    '    %p = tile.alloc() : tile<ub f32 [8, 1] valid [8, 1]>\n'
+                    '    tile.amax(%p, %a) {axis = 1}\n'
+                    '    tile.maximum(%acc, %acc, %p)\n')
+    assert n == 1 and "tile.amax(%acc, %a)" in text and "tile.fill" not in text
+
+
+def test_a_part_made_before_the_fill_is_not_moved_over_a_read_of_acc():
+    # acc's old value is stored to z between part's producer and the fill: writing acc in the
+    # producer's place would store the new value there
+    n, text = _fold('    tile.fill(%acc) {scalar = 1.0}\n'
+                    '    %p = tile.alloc() : tile<ub f32 [8, 1] valid [8, 1]>\n'
+                    '    tile.amax(%p, %a) {axis = 1}\n'
+                    '    tile.store(%z, %acc) {offsets = [0, 0]}\n'
+                    '    tile.fill(%acc) {scalar = -inf}\n'
+                    '    tile.maximum(%acc, %acc, %p)\n')
+    assert n == 0 and "tile.amax(%p, %a)" in text
+
+
+def test_a_part_allocated_outside_the_loop_that_combines_it_stays():
+    # p lives on after the loop that runs once, where it is read: the fold looks only inside
+    n, text = _fold('    %p = tile.alloc() : tile<ub f32 [8, 1] valid [8, 1]>\n'
+                    '    tile.fill(%acc) {scalar = -inf}\n'
+                    '    loop() {index = "k", lo = 0, hi = 1, step = 1, name = "k", kind = "grid"} region {\n'
+                    '      tile.amax(%p, %a) {axis = 1}\n'
+                    '      tile.maximum(%acc, %acc, %p)\n'
+                    '    }\n'
+                    '    tile.store(%z, %p) {offsets = [0, 0]}\n')
+    assert n == 0 and "tile.amax(%p, %a)" in text
