@@ -19,7 +19,9 @@ once, before the loop.
 Legal when:
 - every access to the region's tensor (any view of it, and any parameter a launch fills with a
   view of the same tensor, ``pipes.param_aliases``) inside the loop is one of those loads and
-  stores, directly on the tensor, so nothing else in the body sees GM change less often;
+  stores, directly on the tensor or through plain views of a kernel parameter (offsets only, the
+  rank kept: the view's offsets plus the access's are the region's), so nothing else in the body
+  sees GM change less often;
 - the loads' tiles are allocated in the body and written by nothing but their load, and the
   offsets and valid extents name nothing bound inside the loop;
 - a region the body stores to is stored once, after every load of it in the body, from a UB tile
@@ -58,6 +60,11 @@ class _Kernel:
         self.held = 0  # regions held so far
         base = bases(func)
         self.root = lambda name: aliases.get(base.get(name, name), base.get(name, name))
+        # plain views (offsets only, rank kept): name -> (source value, offsets)
+        self.views = {op.result.name: (op.operands[0], op.attrs["offsets"]) for op in func.walk()
+                      if op.name == "view" and set(op.attrs) == {"offsets"}
+                      and op.result.type.rank == op.operands[0].type.rank}
+        self.params = {p.name: Value(p.name, p.type) for p in func.params if p.is_tensor}
         taken = {v.name for op in func.walk() for v in (*op.operands, *op.results)}
         self.names = (f"_held{n}" for n in itertools.count() if f"_held{n}" not in taken)
         self.indices = (f"_once{n}" for n in itertools.count() if f"_once{n}" not in taken)
@@ -85,17 +92,30 @@ class _Kernel:
                 after = done[1] + after
         return before, after
 
+    def absolute(self, v: Value, offsets: tuple) -> tuple[Value, tuple] | None:
+        """``(tensor, offsets)`` of an access at ``offsets`` of ``v`` made on the kernel parameter
+        ``v`` views through plain views, or None (a reshape, a strided view, a workspace)."""
+        while v.name in self.views:
+            v, at = self.views[v.name]
+            offsets = tuple(sym.add(a, b) for a, b in zip(at, offsets))
+        return (self.params[v.name], offsets) if v.name in self.params else None
+
     def _candidates(self, loop: Op) -> list[str]:
-        """Tensors touched in ``loop`` only by top-level loads and stores of themselves."""
+        """Tensors touched in ``loop`` only by top-level loads and stores of themselves (directly or
+        through plain views of parameters)."""
         body = loop.regions[0]
         top = {id(op) for op in body}
         seen: dict[str, bool] = {}
         for o in walk_ops(body):
+            if o.name == "view":
+                continue  # an address, not an access
             for v in o.operands:
                 if not isinstance(v.type, TensorType):
                     continue
                 root = self.root(v.name)
-                plain = o.name in ("tile.load", "tile.store") and id(o) in top and v.name == root and \
+                direct = v.name == root or (v.name in self.views and self.root(v.name) == root
+                                            and root in self.params)
+                plain = o.name in ("tile.load", "tile.store") and id(o) in top and direct and \
                     not any(indexed_gm(o))
                 seen[root] = seen.get(root, True) and plain
         return [r for r, ok in seen.items() if ok]
@@ -103,14 +123,20 @@ class _Kernel:
     def _promote(self, loop: Op, root: str) -> tuple[list[Op], list[Op]] | None:
         body = loop.regions[0]
         at = [i for i, op in enumerate(body) if op.name in ("tile.load", "tile.store") and
-              any(v.name == root for v in op.operands)]
+              any(isinstance(v.type, TensorType) and self.root(v.name) == root for v in op.operands)]
         ops = [body[i] for i in at]
         tiles = [op.operands[0] if op.name == "tile.load" else op.operands[1] for op in ops]
         ttype = tiles[0].type
-        offsets = ops[0].attrs["offsets"]
+        gm = [op.operands[1] if op.name == "tile.load" else op.operands[0] for op in ops]
+        places = [(v, op.attrs["offsets"]) if v.name == root else self.absolute(v, op.attrs["offsets"])
+                  for v, op in zip(gm, ops)]
+        if any(p is None for p in places):
+            return None
+        tensor, offsets = places[0]
         bound = {loop.attrs["index"]} | {o.attrs["index"] for o in walk_ops(body) if o.name == "loop"} | \
             {o.attrs["sym"] for o in walk_ops(body) if o.name == "read"}
-        if any(t.type != ttype or op.attrs["offsets"] != offsets for t, op in zip(tiles, ops)) or \
+        bound |= {r.name for o in walk_ops(body) for r in o.results}  # a view made in the body
+        if any(t.type != ttype or not _same(p[1], offsets) for t, p in zip(tiles, places)) or \
                 any(sym.free_symbols(x) & bound for x in (*offsets, *ttype.valid)):
             return None
         loads = [i for i, op in zip(at, ops) if op.name == "tile.load"]
@@ -155,7 +181,6 @@ class _Kernel:
             for o in op.walk():
                 o.operands = [rename.get(v.name, v) for v in o.operands]
         loop.regions[0] = kept
-        tensor = ops[0].operands[1] if ops[0].name == "tile.load" else ops[0].operands[0]
         span = ops[0].span
         trips = sym.min_(sym.sub(loop.attrs["hi"], loop.attrs["lo"]), 1)
         before = [Op("tile.alloc", [], {}, [held], span=span)]
@@ -170,6 +195,10 @@ class _Kernel:
         index = next(self.indices)
         return Op("loop", [], {"index": index, "lo": 0, "hi": trips, "step": 1, "name": index, "kind": "grid"},
                   [], [[op]], op.span)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(sym.sub(x, y) == 0 for x, y in zip(a, b))
 
 
 def _writers(body: list[Op]) -> dict[str, list[int]]:

@@ -51,6 +51,7 @@ class _Tiler(CubeTiling):
         # one-pass versions (passes/tile_fit.py): loop id -> (dim, cap) to version; inside a fit
         # version, the dim's range [1, cap] (tiles of cap columns along it, no grid loop)
         self.versions: dict[int, tuple[str, int, int]] = {}  # loop id -> (dim, cap, least dim)
+        self.fit_inner: dict[int, frozenset[str]] = {}  # loop id -> its inner row loops' indices
         self.only_fit = False  # measuring: emit the fit version alone
         # the dims the spec bounds (`max_dims:`) are fit everywhere: every call has 1 <= dim <= max
         self.bounded = frozenset(schedule.max_dims)
@@ -140,7 +141,7 @@ class _Tiler(CubeTiling):
         scheduled, chosen at call time (passes/tile_fit.py)."""
         self.fit[dim] = (lo, cap)
         self.out.append([])
-        copy = tile_fit.fit_copy(loop, dim, cap)
+        copy = tile_fit.fit_copy(loop, dim, cap, self.fit_inner.get(id(loop), frozenset()))
         found = self.rewrite_joining_rows_whole(copy.regions[0])
         if found is not None:
             copy.regions[0] = tile_fit.without_copy(copy.regions[0], found)
@@ -507,16 +508,19 @@ class _Tiler(CubeTiling):
         self.close(depth)
 
 
-def _bounded_by_outer_loops(ops: list[Op], outer: set[str]) -> set[str]:
-    """The indices of the loops whose bounds use the index of a loop around them (a split
-    reduction's share of the iterations, ``passes/splitred.py``): such a loop gets no one-pass
-    version, whose branch would keep the loop around it, and so its blocks, in the control program."""
-    out: set[str] = set()
+def _bounded_by_outer_loops(ops: list[Op], outer: list[Op]) -> dict[str, Op]:
+    """The loops whose bounds use the index of a loop around them (a split reduction's share of the
+    iterations, ``passes/splitred.py``), by index, each with the outermost loop around it: such a
+    loop's one-pass version is that whole nest, so that the branch between the versions stays
+    outside the shares' loop and its blocks (a branch inside would keep that loop in the control
+    program)."""
+    out: dict[str, Op] = {}
     for op in ops:
         if op.name == "loop":
-            if (sym.free_symbols(op.attrs["lo"]) | sym.free_symbols(op.attrs["hi"])) & outer:
-                out.add(op.attrs["index"])
-            out |= _bounded_by_outer_loops(op.regions[0], outer | {op.attrs["index"]})
+            around = {o.attrs["index"] for o in outer}
+            if (sym.free_symbols(op.attrs["lo"]) | sym.free_symbols(op.attrs["hi"])) & around:
+                out[op.attrs["index"]] = outer[0]
+            out |= _bounded_by_outer_loops(op.regions[0], [*outer, op])
         else:
             for region in op.regions:
                 out |= _bounded_by_outer_loops(region, outer)
@@ -540,25 +544,31 @@ def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Fu
     dims = tile_fit.call_dims(f)
     if ctx.diags.has_errors or not dims:
         return tiler.run()
-    inner_shares = _bounded_by_outer_loops(f.body, set())
-    for loop in (o for o in f.walk() if o.name == "loop"):
-        if loop.attrs["index"] in inner_shares:
-            continue  # a split reduction's share (passes/splitred.py): its partials run as blocks
-        dim = tile_fit.row_dim(loop, dims) or tile_fit.inplace_dim(loop, dims)
+    inner_shares = _bounded_by_outer_loops(f.body, [])
+    for row_loop in (o for o in f.walk() if o.name == "loop"):
+        # a split reduction's share (passes/splitred.py) is versioned as the nest around it
+        loop = inner_shares.get(row_loop.attrs["index"], row_loop)
+        if loop is not row_loop and id(loop) in tiler.versions:
+            continue
+        dim = tile_fit.row_dim(row_loop, dims) or tile_fit.inplace_dim(row_loop, dims)
         if dim is None or dim in sched.max_dims:
             continue  # (a bounded dim is tiled whole already: the loop is one pass as it is)
-        tiler.loop_names = [loop.attrs["name"]]
-        width = tiler.vec_tile(1, loop, pad=True)
+        tiler.loop_names = [row_loop.attrs["name"]]
+        width = tiler.vec_tile(1, row_loop, pad=True)
         tiler.loop_names = []
         if width is None:
             continue
 
-        lo = _least(loop, dim)
+        lo = _least(row_loop, dim)
+        inner = frozenset({row_loop.attrs["index"]} if loop is not row_loop else ())
 
-        def measure(cap: int, loop=loop, dim=dim, lo=lo) -> int | None:
+        def measure(cap: int, loop=loop, dim=dim, lo=lo, inner=inner) -> int | None:
             quiet = PassContext(ctx.target)
-            t = _Tiler(Func(f.name, f.params, [loop], f.kind, f.attrs, f.span), quiet, sched)
+            # the workspaces the loop uses (a split reduction's partials), without their set-up
+            allocs = [Op("alloc", [], {}, o.results, span=o.span) for o in f.body if o.name == "alloc"]
+            t = _Tiler(Func(f.name, f.params, [*allocs, loop], f.kind, f.attrs, f.span), quiet, sched)
             t.versions, t.only_fit = {id(loop): (dim, cap, lo)}, True
+            t.fit_inner = {id(loop): inner}
             tiled = t.run()
             if quiet.diags.has_errors:
                 return None
@@ -568,6 +578,7 @@ def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Fu
         cap = tile_fit.choose_cap(measure, width[-1], ctx.target.ub_bytes)
         if cap is not None:
             tiler.versions[id(loop)] = (dim, cap, lo)
+            tiler.fit_inner[id(loop)] = inner
     return tiler.run()
 
 

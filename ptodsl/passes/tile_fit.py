@@ -164,14 +164,20 @@ def least_dim(parts: list[sym.Expr], dim: str, cap: int) -> int | None:
     return None
 
 
-def fit_copy(loop: Op, dim: str, cap: int) -> Op:
-    """A copy of ``loop`` (values and index renamed) marked as the fit version for ``dim``."""
+def fit_copy(loop: Op, dim: str, cap: int, inner: frozenset[str] = frozenset()) -> Op:
+    """A copy of ``loop`` (values and index renamed) marked as the fit version for ``dim``; so are
+    the loops in it with an index in ``inner`` (the row loop of a split reduction's share, whose
+    fit version is the whole nest around it: :func:`hoist_invariant` then hoists to it)."""
     a = loop.attrs
     names = _defined(loop.regions[0]) | {a["index"]}
     suffix = _suffix(names, "fit")  # no copy's name may be a name of the loop as scheduled
     index = f"{a['index']}{suffix}"
     cloner = _Cloner({a["index"]: sym.Sym(index)}, suffix, {})
     body = [cloner.op(x) for x in loop.regions[0]]
+    for x in body:
+        for o in x.walk():
+            if o.name == "loop" and o.attrs["index"] in inner:
+                o.attrs[FIT_ATTR] = dim
     return Op("loop", [], dict(a) | {"index": index, FIT_ATTR: dim}, [], [body], loop.span)
 
 
@@ -203,8 +209,26 @@ def fit_bytes(func: Func, dim: str, ctx) -> int | None:
     part = find(func.body)
     if part is None:
         return None
-    scratch = scratch_bytes(part, ctx.target.ub_block_bytes)
-    return plan(Func(func.name, func.params, part, "vector", {}, func.span), ctx).get("ub", 0) + scratch
+    block = ctx.target.ub_block_bytes
+    scratch = scratch_bytes(part, block)
+    peak = plan(Func(func.name, func.params, part, "vector", {}, func.span), ctx).get("ub", 0)
+    return peak + scratch + _carried_bytes(part, block)
+
+
+def _carried_bytes(ops: list[Op], block: int) -> int:
+    """The bytes of the tiles a row loop in ``ops`` stores at offsets it does not move (a split
+    reduction's partial row): promotion (``passes/promote.py``) holds each in UB across the loop,
+    above what the loop's own plan needs."""
+    from .memplan import tile_bytes
+
+    out = 0
+    for loop in (o for op in ops for o in op.walk() if o.name == "loop" and FIT_ATTR in o.attrs):
+        moved = {o.attrs["index"] for o in loop.walk() if o.name == "loop"}
+        for o in loop.regions[0]:
+            if o.name == "tile.store" and not any(sym.free_symbols(x) & moved for x in o.attrs["offsets"]
+                                                  if not sym.is_const(x)):
+                out += tile_bytes(o.operands[1].type, block)
+    return out
 
 
 def choose_cap(measure: Callable[[int], int | None], width: int, ub_bytes: int) -> int | None:

@@ -72,24 +72,45 @@ def test_a_value_read_after_its_update_is_made_is_copied_where_it_was_stored(wri
     np.testing.assert_allclose(op(x, backend=backend), want, rtol=1e-5, atol=1e-5)
 
 
-def test_a_region_also_reached_through_a_view_is_not_held(write_spec):
-    """A load through a view of acc inside the loop: the body reaches the region otherwise than by
-    the tile it loads and stores, so acc stays in GM (w, read-only, is still loaded once)."""
-    compiled = compile_spec(write_spec("k", ACC, YAML))
+def _with_view_load(compiled, view: str, tile: str) -> ir.Module:
+    """The module after ``blocks`` with a load of ``acc`` through ``view`` into a ``tile`` at the
+    top of the steps loop."""
     text = str(compiled.after["blocks"])
     head = next(line for line in text.splitlines() if 'name = "steps"' in line)
-    extra = ('      %vw = view(%acc) {offsets = [0, 0]} : tensor<f32 [8, 64]>\n'
-             '      %tw = tile.alloc() : tile<ub f32 [8, 64] valid [8, 64]>\n'
+    extra = (f'      %vw = view(%acc) {view}\n'
+             f'      %tw = tile.alloc() : {tile}\n'
              '      tile.load(%tw, %vw) {offsets = [0, 0]}\n')
     module = ir.parse(text.replace(head + "\n", head + "\n" + extra, 1))
     ir.verify(module)
+    return module
+
+
+def _promoted_steps(module: ir.Module) -> Op:
     out = promote.run(module, PassContext(load_target("ascend910b")))
-    steps = next(o for o in out.walk() if o.name == "loop" and o.attrs["name"] == "steps")
+    return next(o for o in out.walk() if o.name == "loop" and o.attrs["name"] == "steps")
+
+
+def test_a_region_also_reached_through_a_view_of_part_of_it_is_not_held(write_spec):
+    """A load of half of acc through a view inside the loop: the body reaches the region otherwise
+    than by the tile it loads and stores, so acc stays in GM (w, read-only, is still loaded once)."""
+    compiled = compile_spec(write_spec("k", ACC, YAML))
+    module = _with_view_load(compiled, "{offsets = [4, 0]} : tensor<f32 [4, 64]>",
+                             "tile<ub f32 [4, 64] valid [4, 64]>")
+    steps = _promoted_steps(module)
     assert len(_gm_in(steps, "acc")) == 2 and not _gm_in(steps, "w")
     # without the view, the same module has acc held
-    plain = promote.run(compiled.after["blocks"], PassContext(load_target("ascend910b")))
-    steps = next(o for o in plain.walk() if o.name == "loop" and o.attrs["name"] == "steps")
-    assert not _gm_in(steps, "acc")
+    assert not _gm_in(_promoted_steps(compiled.after["blocks"]), "acc")
+
+
+def test_a_view_of_the_whole_region_is_the_held_tile(write_spec):
+    """A load of acc through a view of all of it, at the offsets of the loop's own load and store:
+    the same region, so it is held, the view's load reading the held tile."""
+    compiled = compile_spec(write_spec("k", ACC, YAML))
+    module = _with_view_load(compiled, "{offsets = [0, 0]} : tensor<f32 [8, 64]>",
+                             "tile<ub f32 [8, 64] valid [8, 64]>")
+    steps = _promoted_steps(module)
+    assert not _gm_in(steps, "acc") and not _gm_in(steps, "vw")
+    assert any(v.name.startswith("_held") for o in steps.walk() for v in o.operands)
 
 
 def test_flash_attention_keeps_its_running_state_on_chip_across_the_kv_loop():

@@ -178,15 +178,25 @@ def test_the_split_is_bitwise_the_same_on_the_simulator_and_the_cpu_backend(spec
 
 
 @pytest.mark.parametrize("spec", ["rmsnorm_bwd", "layernorm_bwd"])
-def test_a_split_share_gets_no_one_pass_version(spec):
+def test_a_split_share_gets_a_one_pass_version_of_the_whole_nest(spec):
     """The backward norms' row loop is both a split reduction and a row loop over a runtime row
-    length: its share of the rows gets no one-pass version (passes/tile_fit.py), whose branch
-    would keep the partials' loop in the control program, a launch per part and row."""
+    length: its one-pass version (passes/tile_fit.py) is the whole nest of the partials' loop
+    around the share, so the branch between the versions stays outside the partials' loop (inside,
+    it would keep that loop in the control program, a launch per part and row). In the one-pass
+    version the partial row stays in UB across the share's rows (passes/promote.py)."""
     op = load(f"specs/{spec}.yaml")
-    for control in (f for f in op.compiled.stages["block"].funcs if f.kind == "control"):
+    block = op.compiled.stages["block"]
+    for control in (f for f in block.funcs if f.kind == "control"):
         in_loops = [o for loop in control.walk() if loop.name == "loop" and loop.attrs.get("kind") != "implicit"
                     for o in loop.walk() if o.name == "launch"]
         assert in_loops == [], [o.attrs["kernel"] for o in in_loops]
+    fit = [(f, o) for f in block.funcs for o in f.walk() if o.name == "loop" and o.attrs.get("name") == "rows"
+           and o.attrs.get("fit") == "H"]
+    assert fit and all(f.kind == "vector" and "block_index" in f.attrs for f, _ in fit)
+    for _, rows in fit:
+        stored = [o for o in rows.walk() if o.name in ("tile.load", "tile.store")
+                  and any(v.name.startswith("acc_part") for v in o.operands)]
+        assert stored == [], stored
 
 
 def test_each_partial_fills_its_own_row_so_the_partials_are_one_launch():

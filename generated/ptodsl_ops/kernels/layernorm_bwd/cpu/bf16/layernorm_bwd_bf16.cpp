@@ -12,12 +12,13 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ float* xhat, __gm__ bfloat16_t* gamma, __gm__ float* t10, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p1(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ float* xhat, __gm__ bfloat16_t* gamma, __gm__ float* t10, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps);
-extern "C" __global__ AICORE void layernorm_bwd_bf16_k0p2(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ float* xhat, __gm__ bfloat16_t* gamma, __gm__ float* t10, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ bfloat16_t* dbeta, int64_t H, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void layernorm_bwd_bf16_k1p1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ bfloat16_t* dbeta, int64_t H, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void layernorm_bwd_bf16_k1p2(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ bfloat16_t* dbeta, int64_t H, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __gm__ float* acc_b, int64_t H, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* gamma, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k2(__gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ float* xhat, __gm__ bfloat16_t* gamma, __gm__ float* t10, __gm__ bfloat16_t* dx, int64_t R, int64_t H, float eps);
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k3(__gm__ float* acc_g_parts, __gm__ float* acc_g, __gm__ float* acc_b_parts, __gm__ float* acc_b, int64_t H, int64_t R, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k4(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ bfloat16_t* dbeta, int64_t H, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k4p1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ bfloat16_t* dbeta, int64_t H, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k4p2(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ bfloat16_t* dbeta, int64_t H, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -77,10 +78,6 @@ extern "C" int layernorm_bwd_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* 
     float* acc_g_parts = reinterpret_cast<float*>(acc_g_parts_bytes.data());  // layernorm_bwd.pto:8:5
     std::vector<unsigned char> acc_b_parts_bytes = workspace((ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) * H) * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:8:5
     float* acc_b_parts = reinterpret_cast<float*>(acc_b_parts_bytes.data());  // layernorm_bwd.pto:8:5
-    std::vector<unsigned char> xhat_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:13:16
-    float* xhat = reinterpret_cast<float*>(xhat_bytes.data());  // layernorm_bwd.pto:13:16
-    std::vector<unsigned char> t10_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:15:33
-    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // layernorm_bwd.pto:15:33
     {  // layernorm_bwd.pto:6:13
         const int64_t layernorm_bwd_bf16_k0_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:6:13
         bool layernorm_bwd_bf16_k0_block_no_memory = false;
@@ -88,7 +85,7 @@ extern "C" int layernorm_bwd_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* 
         for (int64_t layernorm_bwd_bf16_k0_block = 0; layernorm_bwd_bf16_k0_block < layernorm_bwd_bf16_k0_blocks; ++layernorm_bwd_bf16_k0_block) {  // layernorm_bwd.pto:6:13
             try {
                 start_launch(poison);  // layernorm_bwd.pto:6:13
-                layernorm_bwd_bf16_k0(acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, xhat, gamma, t10, dx, H, R, eps, layernorm_bwd_bf16_k0_block, layernorm_bwd_bf16_k0_blocks);  // layernorm_bwd.pto:6:13
+                layernorm_bwd_bf16_k0(acc_g, acc_b, H, layernorm_bwd_bf16_k0_block, layernorm_bwd_bf16_k0_blocks);  // layernorm_bwd.pto:6:13
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
@@ -106,48 +103,15 @@ extern "C" int layernorm_bwd_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* 
         }
 #endif
     }
-    start_launch(poison);  // layernorm_bwd.pto:6:13
-    layernorm_bwd_bf16_k0p1(acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, xhat, gamma, t10, dx, H, R, eps);  // layernorm_bwd.pto:6:13
-    {  // layernorm_bwd.pto:6:13
-        const int64_t layernorm_bwd_bf16_k0p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:6:13
-        bool layernorm_bwd_bf16_k0p2_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t layernorm_bwd_bf16_k0p2_block = 0; layernorm_bwd_bf16_k0p2_block < layernorm_bwd_bf16_k0p2_blocks; ++layernorm_bwd_bf16_k0p2_block) {  // layernorm_bwd.pto:6:13
-            try {
-                start_launch(poison);  // layernorm_bwd.pto:6:13
-                layernorm_bwd_bf16_k0p2(acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, xhat, gamma, t10, dx, H, R, eps, layernorm_bwd_bf16_k0p2_block, layernorm_bwd_bf16_k0p2_blocks);  // layernorm_bwd.pto:6:13
-#ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
-#endif
-            } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                layernorm_bwd_bf16_k0p2_block_no_memory = true;
-            }
-        }
-        if (layernorm_bwd_bf16_k0p2_block_no_memory) {
-            throw std::bad_alloc();
-        }
-#ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
-#endif
-    }
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // layernorm_bwd.pto:18:22
-        std::vector<unsigned char> t20_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:18:22
-        float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // layernorm_bwd.pto:18:22
-        float* t19 = t20;  // layernorm_bwd.pto:18:22
-        std::vector<unsigned char> t23_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:19:21
-        float* t23 = reinterpret_cast<float*>(t23_bytes.data());  // layernorm_bwd.pto:19:21
-        float* t22 = t23;  // layernorm_bwd.pto:19:21
-        {  // layernorm_bwd.pto:18:22
-            const int64_t layernorm_bwd_bf16_k1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+    if (H >= 1 && H <= 5120) {  // layernorm_bwd.pto:8:5
+        {  // layernorm_bwd.pto:14:18
+            const int64_t layernorm_bwd_bf16_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // layernorm_bwd.pto:14:18
             bool layernorm_bwd_bf16_k1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
-            for (int64_t layernorm_bwd_bf16_k1_block = 0; layernorm_bwd_bf16_k1_block < layernorm_bwd_bf16_k1_blocks; ++layernorm_bwd_bf16_k1_block) {  // layernorm_bwd.pto:18:22
+            for (int64_t layernorm_bwd_bf16_k1_block = 0; layernorm_bwd_bf16_k1_block < layernorm_bwd_bf16_k1_blocks; ++layernorm_bwd_bf16_k1_block) {  // layernorm_bwd.pto:14:18
                 try {
-                    start_launch(poison);  // layernorm_bwd.pto:18:22
-                    layernorm_bwd_bf16_k1(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H, layernorm_bwd_bf16_k1_block, layernorm_bwd_bf16_k1_blocks);  // layernorm_bwd.pto:18:22
+                    start_launch(poison);  // layernorm_bwd.pto:14:18
+                    layernorm_bwd_bf16_k1(gamma, acc_g_parts, acc_b_parts, x, dy, dx, H, R, eps, layernorm_bwd_bf16_k1_block, layernorm_bwd_bf16_k1_blocks);  // layernorm_bwd.pto:14:18
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -165,23 +129,63 @@ extern "C" int layernorm_bwd_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* 
             }
 #endif
         }
+    } else {
+        std::vector<unsigned char> xhat_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:13:16
+        float* xhat = reinterpret_cast<float*>(xhat_bytes.data());  // layernorm_bwd.pto:13:16
+        std::vector<unsigned char> t10_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:15:33
+        float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // layernorm_bwd.pto:15:33
+        start_launch(poison);  // layernorm_bwd.pto:8:5
+        layernorm_bwd_bf16_k2(acc_g_parts, acc_b_parts, x, dy, xhat, gamma, t10, dx, R, H, eps);  // layernorm_bwd.pto:8:5
+    }
+    {  // layernorm_bwd.pto:8:5
+        const int64_t layernorm_bwd_bf16_k3_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:8:5
+        bool layernorm_bwd_bf16_k3_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t layernorm_bwd_bf16_k3_block = 0; layernorm_bwd_bf16_k3_block < layernorm_bwd_bf16_k3_blocks; ++layernorm_bwd_bf16_k3_block) {  // layernorm_bwd.pto:8:5
+            try {
+                start_launch(poison);  // layernorm_bwd.pto:8:5
+                layernorm_bwd_bf16_k3(acc_g_parts, acc_g, acc_b_parts, acc_b, H, R, layernorm_bwd_bf16_k3_block, layernorm_bwd_bf16_k3_blocks);  // layernorm_bwd.pto:8:5
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                layernorm_bwd_bf16_k3_block_no_memory = true;
+            }
+        }
+        if (layernorm_bwd_bf16_k3_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
+    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // layernorm_bwd.pto:18:22
+        std::vector<unsigned char> t20_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:18:22
+        float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // layernorm_bwd.pto:18:22
+        float* t19 = t20;  // layernorm_bwd.pto:18:22
+        std::vector<unsigned char> t23_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:19:21
+        float* t23 = reinterpret_cast<float*>(t23_bytes.data());  // layernorm_bwd.pto:19:21
+        float* t22 = t23;  // layernorm_bwd.pto:19:21
         {  // layernorm_bwd.pto:18:22
-            const int64_t layernorm_bwd_bf16_k1p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
-            bool layernorm_bwd_bf16_k1p1_block_no_memory = false;
+            const int64_t layernorm_bwd_bf16_k4_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            bool layernorm_bwd_bf16_k4_block_no_memory = false;
             #pragma omp parallel for schedule(static)
-            for (int64_t layernorm_bwd_bf16_k1p1_block = 0; layernorm_bwd_bf16_k1p1_block < layernorm_bwd_bf16_k1p1_blocks; ++layernorm_bwd_bf16_k1p1_block) {  // layernorm_bwd.pto:18:22
+            for (int64_t layernorm_bwd_bf16_k4_block = 0; layernorm_bwd_bf16_k4_block < layernorm_bwd_bf16_k4_blocks; ++layernorm_bwd_bf16_k4_block) {  // layernorm_bwd.pto:18:22
                 try {
                     start_launch(poison);  // layernorm_bwd.pto:18:22
-                    layernorm_bwd_bf16_k1p1(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H, layernorm_bwd_bf16_k1p1_block, layernorm_bwd_bf16_k1p1_blocks);  // layernorm_bwd.pto:18:22
+                    layernorm_bwd_bf16_k4(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H, layernorm_bwd_bf16_k4_block, layernorm_bwd_bf16_k4_blocks);  // layernorm_bwd.pto:18:22
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
                 } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                    layernorm_bwd_bf16_k1p1_block_no_memory = true;
+                    layernorm_bwd_bf16_k4_block_no_memory = true;
                 }
             }
-            if (layernorm_bwd_bf16_k1p1_block_no_memory) {
+            if (layernorm_bwd_bf16_k4_block_no_memory) {
                 throw std::bad_alloc();
             }
 #ifdef PTO_CPU_SUBSET
@@ -191,22 +195,47 @@ extern "C" int layernorm_bwd_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* 
 #endif
         }
         {  // layernorm_bwd.pto:18:22
-            const int64_t layernorm_bwd_bf16_k1p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
-            bool layernorm_bwd_bf16_k1p2_block_no_memory = false;
+            const int64_t layernorm_bwd_bf16_k4p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            bool layernorm_bwd_bf16_k4p1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
-            for (int64_t layernorm_bwd_bf16_k1p2_block = 0; layernorm_bwd_bf16_k1p2_block < layernorm_bwd_bf16_k1p2_blocks; ++layernorm_bwd_bf16_k1p2_block) {  // layernorm_bwd.pto:18:22
+            for (int64_t layernorm_bwd_bf16_k4p1_block = 0; layernorm_bwd_bf16_k4p1_block < layernorm_bwd_bf16_k4p1_blocks; ++layernorm_bwd_bf16_k4p1_block) {  // layernorm_bwd.pto:18:22
                 try {
                     start_launch(poison);  // layernorm_bwd.pto:18:22
-                    layernorm_bwd_bf16_k1p2(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H, layernorm_bwd_bf16_k1p2_block, layernorm_bwd_bf16_k1p2_blocks);  // layernorm_bwd.pto:18:22
+                    layernorm_bwd_bf16_k4p1(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H, layernorm_bwd_bf16_k4p1_block, layernorm_bwd_bf16_k4p1_blocks);  // layernorm_bwd.pto:18:22
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
                 } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                    layernorm_bwd_bf16_k1p2_block_no_memory = true;
+                    layernorm_bwd_bf16_k4p1_block_no_memory = true;
                 }
             }
-            if (layernorm_bwd_bf16_k1p2_block_no_memory) {
+            if (layernorm_bwd_bf16_k4p1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // layernorm_bwd.pto:18:22
+            const int64_t layernorm_bwd_bf16_k4p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            bool layernorm_bwd_bf16_k4p2_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t layernorm_bwd_bf16_k4p2_block = 0; layernorm_bwd_bf16_k4p2_block < layernorm_bwd_bf16_k4p2_blocks; ++layernorm_bwd_bf16_k4p2_block) {  // layernorm_bwd.pto:18:22
+                try {
+                    start_launch(poison);  // layernorm_bwd.pto:18:22
+                    layernorm_bwd_bf16_k4p2(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H, layernorm_bwd_bf16_k4p2_block, layernorm_bwd_bf16_k4p2_blocks);  // layernorm_bwd.pto:18:22
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    layernorm_bwd_bf16_k4p2_block_no_memory = true;
+                }
+            }
+            if (layernorm_bwd_bf16_k4p2_block_no_memory) {
                 throw std::bad_alloc();
             }
 #ifdef PTO_CPU_SUBSET

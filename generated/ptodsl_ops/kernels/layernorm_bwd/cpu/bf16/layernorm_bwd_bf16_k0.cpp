@@ -21,9 +21,9 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ float* xhat, __gm__ bfloat16_t* gamma, __gm__ float* t10, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __gm__ float* acc_b, int64_t H, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ float* xhat, __gm__ bfloat16_t* gamma, __gm__ float* t10, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps)
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __gm__ float* acc_b, int64_t H)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))

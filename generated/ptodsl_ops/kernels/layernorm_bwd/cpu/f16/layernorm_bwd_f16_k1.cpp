@@ -26,69 +26,277 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ half* dbeta, int64_t H, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* gamma, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ half* x, __gm__ half* dy, __gm__ half* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ half* dbeta, int64_t H)
+extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* gamma, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, __gm__ half* x, __gm__ half* dy, __gm__ half* dx, int64_t H, int64_t R, float eps)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT113B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT114B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT113B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT114B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29 = Tile<TileType::Vec, half, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileHeld0 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileHeld1 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, half, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, half, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT18 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT22 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT24 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT28 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT35 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT40 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT49 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT52 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT58 = Tile<TileType::Vec, half, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT61 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT64 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT67 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
+    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    TileT29 t29(H);  // layernorm_bwd.pto:14:18
+    TASSIGN(t29, 0);  // layernorm_bwd.pto:14:18
+    using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+    GmView0 gammaGm0(gamma, GmView0::Shape(t29.GetValidCol()));  // layernorm_bwd.pto:14:18
+    TLOAD(t29, gammaGm0);  // layernorm_bwd.pto:14:18
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TileT30 t30(H);  // layernorm_bwd.pto:14:18
+    TASSIGN(t30, 10240);  // layernorm_bwd.pto:14:18
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TCVT(t30, t29, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
+    pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g112_db = 0; _g112_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g112_db) {  // layernorm_bwd.pto:18:22
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    for (int64_t r_part_fit = block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count); r_part_fit < block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count) + min_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count), ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count)); ++r_part_fit) {  // layernorm_bwd.pto:8:5
         pipe_barrier(PIPE_V);
-        TileT113B0 t113_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g112_db * 2) * 1024, 1024));  // layernorm_bwd.pto:18:22
-        TASSIGN(t113_b0, 0);  // layernorm_bwd.pto:18:22
-        TileT114B0 t114_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g112_db * 2) * 1024, 1024));  // layernorm_bwd.pto:18:22
-        TASSIGN(t114_b0, 4096);  // layernorm_bwd.pto:18:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-        GmView0 acc_gGm0(acc_g + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g112_db * 2) * 1024, GmView0::Shape(t114_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:18:22
-        TLOAD(t114_b0, acc_gGm0);  // layernorm_bwd.pto:18:22
+        TileT4 t4(H);  // layernorm_bwd.pto:8:5
+        TASSIGN(t4, 30720);  // layernorm_bwd.pto:8:5
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        TEXPANDS(t4, 0.0f);  // layernorm_bwd.pto:8:5
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+        GmView1 acc_g_partsGm1(acc_g_parts + r_part_fit * H, GmView1::Shape(t4.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:8:5
+        TSTORE(acc_g_partsGm1, t4);  // layernorm_bwd.pto:8:5
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
+        GmView2 acc_b_partsGm2(acc_b_parts + r_part_fit * H, GmView2::Shape(t4.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:8:5
+        TSTORE(acc_b_partsGm2, t4);  // layernorm_bwd.pto:8:5
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        TileHeld0 held0(H);  // layernorm_bwd.pto:16:20
+        TASSIGN(held0, 30720);  // layernorm_bwd.pto:16:20
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _once0 = 0; _once0 < min_i64(min_i64(R, r_part_fit * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48) - r_part_fit * ((max_i64(R, 1) + 47) / 48), 1); ++_once0) {  // layernorm_bwd.pto:16:20
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+            GmView3 acc_g_partsGm3(acc_g_parts + r_part_fit * H, GmView3::Shape(held0.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:16:20
+            TLOAD(held0, acc_g_partsGm3);  // layernorm_bwd.pto:16:20
+        }
+        TileHeld1 held1(H);  // layernorm_bwd.pto:17:20
+        TASSIGN(held1, 51200);  // layernorm_bwd.pto:17:20
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _once2 = 0; _once2 < min_i64(min_i64(R, r_part_fit * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48) - r_part_fit * ((max_i64(R, 1) + 47) / 48), 1); ++_once2) {  // layernorm_bwd.pto:17:20
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+            GmView4 acc_b_partsGm4(acc_b_parts + r_part_fit * H, GmView4::Shape(held1.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:17:20
+            TLOAD(held1, acc_b_partsGm4);  // layernorm_bwd.pto:17:20
+        }
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLSUM(t113_b0, t114_b0);  // layernorm_bwd.pto:18:22
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t r = r_part_fit * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part_fit * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // layernorm_bwd.pto:8:5
+            pipe_barrier(PIPE_V);
+            __gm__ float* acc_g_part_fit = acc_g_parts + r_part_fit * H;  // layernorm_bwd.pto:16:20
+            __gm__ float* acc_b_part_fit = acc_b_parts + r_part_fit * H;  // layernorm_bwd.pto:17:20
+            __gm__ half* v0_fit = x + r * H;  // layernorm_bwd.pto:9:19
+            TileT6 t6(H);  // layernorm_bwd.pto:9:14
+            TASSIGN(t6, 0);  // layernorm_bwd.pto:9:14
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+            GmView5 v0_fitGm5(v0_fit, GmView5::Shape(t6.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:9:14
+            TLOAD(t6, v0_fitGm5);  // layernorm_bwd.pto:9:14
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT7 t7(H);  // layernorm_bwd.pto:9:14
+            TASSIGN(t7, 71680);  // layernorm_bwd.pto:9:14
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t7, t6, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            __gm__ half* v1_fit = dy + r * H;  // layernorm_bwd.pto:10:18
+            TileT8 t8(H);  // layernorm_bwd.pto:10:13
+            TASSIGN(t8, 0);  // layernorm_bwd.pto:10:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+            GmView6 v1_fitGm6(v1_fit, GmView6::Shape(t8.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:10:13
+            TLOAD(t8, v1_fitGm6);  // layernorm_bwd.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT9 t9(H);  // layernorm_bwd.pto:10:13
+            TASSIGN(t9, 92160);  // layernorm_bwd.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t9, t8, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+            TileT10 t10;  // layernorm_bwd.pto:11:18
+            TASSIGN(t10, 0);  // layernorm_bwd.pto:11:18
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
+            TASSIGN(tmp0, 174080);  // layernorm_bwd.pto:11:18
+            TROWSUM(t10, t7, tmp0);  // layernorm_bwd.pto:11:18
+            pipe_barrier(PIPE_V);
+            TMULS(t10, t10, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
+            TileT15 t15(H);  // layernorm_bwd.pto:11:13
+            TASSIGN(t15, 112640);  // layernorm_bwd.pto:11:13
+            pipe_barrier(PIPE_V);
+            TileView1 view1;  // layernorm_bwd.pto:11:13
+            TASSIGN(view1, 0);  // layernorm_bwd.pto:11:13
+            TileTmp2 tmp2;  // layernorm_bwd.pto:11:13
+            TASSIGN(tmp2, 174080);  // layernorm_bwd.pto:11:13
+            TROWEXPANDSUB(t15, t7, view1, tmp2);  // layernorm_bwd.pto:11:13
+            TileT18 t18(H);  // layernorm_bwd.pto:12:27
+            TASSIGN(t18, 71680);  // layernorm_bwd.pto:12:27
+            pipe_barrier(PIPE_V);
+            TMUL(t18, t15, t15);  // layernorm_bwd.pto:12:27
+            TileT19 t19;  // layernorm_bwd.pto:12:22
+            TASSIGN(t19, 0);  // layernorm_bwd.pto:12:22
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp3;  // layernorm_bwd.pto:12:22
+            TASSIGN(tmp3, 174080);  // layernorm_bwd.pto:12:22
+            TROWSUM(t19, t18, tmp3);  // layernorm_bwd.pto:12:22
+            pipe_barrier(PIPE_V);
+            TMULS(t19, t19, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
+            TileT22 t22;  // layernorm_bwd.pto:12:22
+            TASSIGN(t22, 32);  // layernorm_bwd.pto:12:22
+            pipe_barrier(PIPE_V);
+            TADDS(t22, t19, eps);  // layernorm_bwd.pto:12:22
+            TileT24 t24;  // layernorm_bwd.pto:12:16
+            TASSIGN(t24, 0);  // layernorm_bwd.pto:12:16
+            pipe_barrier(PIPE_V);
+            TRSQRT(t24, t22);  // layernorm_bwd.pto:12:16
+            TileT28 t28(H);  // layernorm_bwd.pto:13:16
+            TASSIGN(t28, 71680);  // layernorm_bwd.pto:13:16
+            pipe_barrier(PIPE_V);
+            TileView1 view4;  // layernorm_bwd.pto:13:16
+            TASSIGN(view4, 0);  // layernorm_bwd.pto:13:16
+            TileTmp2 tmp5;  // layernorm_bwd.pto:13:16
+            TASSIGN(tmp5, 174080);  // layernorm_bwd.pto:13:16
+            TROWEXPANDMUL(t28, t15, view4, tmp5);  // layernorm_bwd.pto:13:16
+            TileT34 t34(H);  // layernorm_bwd.pto:14:14
+            TASSIGN(t34, 112640);  // layernorm_bwd.pto:14:14
+            pipe_barrier(PIPE_V);
+            TCOLEXPANDMUL(t34, t9, t30);  // layernorm_bwd.pto:14:14
+            TileT35 t35;  // layernorm_bwd.pto:15:38
+            TASSIGN(t35, 32);  // layernorm_bwd.pto:15:38
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp6;  // layernorm_bwd.pto:15:38
+            TASSIGN(tmp6, 174080);  // layernorm_bwd.pto:15:38
+            TROWSUM(t35, t34, tmp6);  // layernorm_bwd.pto:15:38
+            pipe_barrier(PIPE_V);
+            TMULS(t35, t35, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
+            TileT40 t40(H);  // layernorm_bwd.pto:15:33
+            TASSIGN(t40, 133120);  // layernorm_bwd.pto:15:33
+            pipe_barrier(PIPE_V);
+            TileView1 view7;  // layernorm_bwd.pto:15:33
+            TASSIGN(view7, 32);  // layernorm_bwd.pto:15:33
+            TileTmp2 tmp8;  // layernorm_bwd.pto:15:33
+            TASSIGN(tmp8, 174080);  // layernorm_bwd.pto:15:33
+            TROWEXPANDSUB(t40, t34, view7, tmp8);  // layernorm_bwd.pto:15:33
+            TileT43 t43(H);  // layernorm_bwd.pto:15:83
+            TASSIGN(t43, 153600);  // layernorm_bwd.pto:15:83
+            pipe_barrier(PIPE_V);
+            TMUL(t43, t34, t28);  // layernorm_bwd.pto:15:83
+            TileT44 t44;  // layernorm_bwd.pto:15:78
+            TASSIGN(t44, 32);  // layernorm_bwd.pto:15:78
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp9;  // layernorm_bwd.pto:15:78
+            TASSIGN(tmp9, 174080);  // layernorm_bwd.pto:15:78
+            TROWSUM(t44, t43, tmp9);  // layernorm_bwd.pto:15:78
+            pipe_barrier(PIPE_V);
+            TMULS(t44, t44, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
+            TileT49 t49(H);  // layernorm_bwd.pto:15:71
+            TASSIGN(t49, 112640);  // layernorm_bwd.pto:15:71
+            pipe_barrier(PIPE_V);
+            TileView1 view10;  // layernorm_bwd.pto:15:71
+            TASSIGN(view10, 32);  // layernorm_bwd.pto:15:71
+            TileTmp2 tmp11;  // layernorm_bwd.pto:15:71
+            TASSIGN(tmp11, 174080);  // layernorm_bwd.pto:15:71
+            TROWEXPANDMUL(t49, t28, view10, tmp11);  // layernorm_bwd.pto:15:71
+            TileT52 t52(H);  // layernorm_bwd.pto:15:33
+            TASSIGN(t52, 153600);  // layernorm_bwd.pto:15:33
+            pipe_barrier(PIPE_V);
+            TSUB(t52, t40, t49);  // layernorm_bwd.pto:15:33
+            TileT56 t56(H);  // layernorm_bwd.pto:15:25
+            TASSIGN(t56, 112640);  // layernorm_bwd.pto:15:25
+            pipe_barrier(PIPE_V);
+            TileTmp3 tmp12;  // layernorm_bwd.pto:15:25
+            TASSIGN(tmp12, 174080);  // layernorm_bwd.pto:15:25
+            TROWEXPAND(tmp12, t24);  // layernorm_bwd.pto:15:25
+            pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
+            TROWEXPANDMUL(t56, tmp12, t52);  // layernorm_bwd.pto:15:25
+            TileT58 t58(H);  // layernorm_bwd.pto:15:20
+            TASSIGN(t58, 0);  // layernorm_bwd.pto:15:20
+            pipe_barrier(PIPE_V);
+            TCVT(t58, t56, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
+            GmView7 dxGm7(dx + r * H, GmView7::Shape(t58.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:15:20
+            TSTORE(dxGm7, t58);  // layernorm_bwd.pto:15:20
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            TileT61 t61(H);  // layernorm_bwd.pto:16:28
+            TASSIGN(t61, 112640);  // layernorm_bwd.pto:16:28
+            pipe_barrier(PIPE_V);
+            TMUL(t61, t9, t28);  // layernorm_bwd.pto:16:28
+            TileT64 t64(H);  // layernorm_bwd.pto:16:20
+            TASSIGN(t64, 71680);  // layernorm_bwd.pto:16:20
+            pipe_barrier(PIPE_V);
+            TADD(t64, held0, t61);  // layernorm_bwd.pto:16:20
+            pipe_barrier(PIPE_V);
+            TMULS(held0, t64, 1.0f);  // layernorm_bwd.pto:16:20
+            TileT67 t67(H);  // layernorm_bwd.pto:17:20
+            TASSIGN(t67, 71680);  // layernorm_bwd.pto:17:20
+            pipe_barrier(PIPE_V);
+            TADD(t67, held1, t9);  // layernorm_bwd.pto:17:20
+            pipe_barrier(PIPE_V);
+            TMULS(held1, t67, 1.0f);  // layernorm_bwd.pto:17:20
+        }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-        GmView1 t20Gm1(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g112_db * 2) * 1024, GmView1::Shape(t113_b0.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:18:22
-        TSTORE(t20Gm1, t113_b0);  // layernorm_bwd.pto:18:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g112_dr = 0; _g112_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g112_db * 2 + 1), 1); ++_g112_dr) {  // layernorm_bwd.pto:18:22
-            TileT113B1 t113_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g112_db * 2 + 1 + _g112_dr)) * 1024, 1024));  // layernorm_bwd.pto:18:22
-            TASSIGN(t113_b1, 8192);  // layernorm_bwd.pto:18:22
-            TileT114B1 t114_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g112_db * 2 + 1 + _g112_dr)) * 1024, 1024));  // layernorm_bwd.pto:18:22
-            TASSIGN(t114_b1, 12288);  // layernorm_bwd.pto:18:22
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-            GmView2 acc_gGm2(acc_g + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g112_db * 2 + 1 + _g112_dr)) * 1024, GmView2::Shape(t114_b1.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:18:22
-            TLOAD(t114_b1, acc_gGm2);  // layernorm_bwd.pto:18:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t113_b1, t114_b1);  // layernorm_bwd.pto:18:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-            GmView3 t20Gm3(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g112_db * 2 + 1 + _g112_dr)) * 1024, GmView3::Shape(t113_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:18:22
-            TSTORE(t20Gm3, t113_b1);  // layernorm_bwd.pto:18:22
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        for (int64_t _once3 = 0; _once3 < min_i64(min_i64(R, r_part_fit * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48) - r_part_fit * ((max_i64(R, 1) + 47) / 48), 1); ++_once3) {  // layernorm_bwd.pto:17:20
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+            GmView8 acc_b_partsGm8(acc_b_parts + r_part_fit * H, GmView8::Shape(held1.GetValidCol()), GmView8::Stride(H));  // layernorm_bwd.pto:17:20
+            TSTORE(acc_b_partsGm8, held1);  // layernorm_bwd.pto:17:20
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _once1 = 0; _once1 < min_i64(min_i64(R, r_part_fit * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48) - r_part_fit * ((max_i64(R, 1) + 47) / 48), 1); ++_once1) {  // layernorm_bwd.pto:16:20
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+            GmView9 acc_g_partsGm9(acc_g_parts + r_part_fit * H, GmView9::Shape(held0.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:16:20
+            TSTORE(acc_g_partsGm9, held0);  // layernorm_bwd.pto:16:20
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 }

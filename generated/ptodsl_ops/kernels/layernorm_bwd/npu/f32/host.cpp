@@ -14,12 +14,13 @@
 #include <utility>
 #include <vector>
 
-extern "C" void layernorm_bwd_f32_k0_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, float* acc_g_parts, float* acc_b_parts, float* x, float* dy, float* gamma, float* dx, int64_t H, int64_t R, float eps);
-extern "C" void layernorm_bwd_f32_k0p1_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, float* acc_g_parts, float* acc_b_parts, float* x, float* dy, float* gamma, float* dx, int64_t H, int64_t R, float eps);
-extern "C" void layernorm_bwd_f32_k0p2_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, float* acc_g_parts, float* acc_b_parts, float* x, float* dy, float* gamma, float* dx, int64_t H, int64_t R, float eps);
-extern "C" void layernorm_bwd_f32_k1_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, float* dgamma, float* acc_b, float* t23, float* t22, float* dbeta, int64_t H);
-extern "C" void layernorm_bwd_f32_k1p1_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, float* dgamma, float* acc_b, float* t23, float* t22, float* dbeta, int64_t H);
-extern "C" void layernorm_bwd_f32_k1p2_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, float* dgamma, float* acc_b, float* t23, float* t22, float* dbeta, int64_t H);
+extern "C" void layernorm_bwd_f32_k0_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, int64_t H);
+extern "C" void layernorm_bwd_f32_k1_launch(uint32_t block_dim, void* stream, float* gamma, float* acc_g_parts, float* acc_b_parts, float* x, float* dy, float* dx, int64_t H, int64_t R, float eps);
+extern "C" void layernorm_bwd_f32_k2_launch(uint32_t block_dim, void* stream, float* acc_g_parts, float* acc_b_parts, float* x, float* dy, float* gamma, float* dx, int64_t R, int64_t H, float eps);
+extern "C" void layernorm_bwd_f32_k3_launch(uint32_t block_dim, void* stream, float* acc_g_parts, float* acc_g, float* acc_b_parts, float* acc_b, int64_t H, int64_t R);
+extern "C" void layernorm_bwd_f32_k4_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, float* dgamma, float* acc_b, float* t23, float* t22, float* dbeta, int64_t H);
+extern "C" void layernorm_bwd_f32_k4p1_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, float* dgamma, float* acc_b, float* t23, float* t22, float* dbeta, int64_t H);
+extern "C" void layernorm_bwd_f32_k4p2_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, float* dgamma, float* acc_b, float* t23, float* t22, float* dbeta, int64_t H);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -253,23 +254,33 @@ extern "C" int layernorm_bwd_f32(int32_t device, void* stream, float* x, float* 
     float* acc_b_parts = reinterpret_cast<float*>(acc_b_parts_bytes.data());  // layernorm_bwd.pto:8:5
     {  // layernorm_bwd.pto:6:13
         const int64_t layernorm_bwd_f32_k0_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:6:13
-        layernorm_bwd_f32_k0_launch(layernorm_bwd_f32_k0_blocks, ptodsl_stream, acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, gamma, dx, H, R, eps);  // layernorm_bwd.pto:6:13
+        layernorm_bwd_f32_k0_launch(layernorm_bwd_f32_k0_blocks, ptodsl_stream, acc_g, acc_b, H);  // layernorm_bwd.pto:6:13
         if (!launched("the launch of layernorm_bwd_f32_k0")) {  // layernorm_bwd.pto:6:13
             return -1;  // layernorm_bwd.pto:6:13
         }
     }
-    {  // layernorm_bwd.pto:6:13
-        const int64_t layernorm_bwd_f32_k0p1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // layernorm_bwd.pto:6:13
-        layernorm_bwd_f32_k0p1_launch(layernorm_bwd_f32_k0p1_blocks, ptodsl_stream, acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, gamma, dx, H, R, eps);  // layernorm_bwd.pto:6:13
-        if (!launched("the launch of layernorm_bwd_f32_k0p1")) {  // layernorm_bwd.pto:6:13
-            return -1;  // layernorm_bwd.pto:6:13
+    if (H >= 1 && H <= 4864) {  // layernorm_bwd.pto:8:5
+        {  // layernorm_bwd.pto:14:18
+            const int64_t layernorm_bwd_f32_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // layernorm_bwd.pto:14:18
+            layernorm_bwd_f32_k1_launch(layernorm_bwd_f32_k1_blocks, ptodsl_stream, gamma, acc_g_parts, acc_b_parts, x, dy, dx, H, R, eps);  // layernorm_bwd.pto:14:18
+            if (!launched("the launch of layernorm_bwd_f32_k1")) {  // layernorm_bwd.pto:14:18
+                return -1;  // layernorm_bwd.pto:14:18
+            }
+        }
+    } else {
+        {  // layernorm_bwd.pto:8:5
+            const int64_t layernorm_bwd_f32_k2_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // layernorm_bwd.pto:8:5
+            layernorm_bwd_f32_k2_launch(layernorm_bwd_f32_k2_blocks, ptodsl_stream, acc_g_parts, acc_b_parts, x, dy, gamma, dx, R, H, eps);  // layernorm_bwd.pto:8:5
+            if (!launched("the launch of layernorm_bwd_f32_k2")) {  // layernorm_bwd.pto:8:5
+                return -1;  // layernorm_bwd.pto:8:5
+            }
         }
     }
-    {  // layernorm_bwd.pto:6:13
-        const int64_t layernorm_bwd_f32_k0p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:6:13
-        layernorm_bwd_f32_k0p2_launch(layernorm_bwd_f32_k0p2_blocks, ptodsl_stream, acc_g, acc_b, acc_g_parts, acc_b_parts, x, dy, gamma, dx, H, R, eps);  // layernorm_bwd.pto:6:13
-        if (!launched("the launch of layernorm_bwd_f32_k0p2")) {  // layernorm_bwd.pto:6:13
-            return -1;  // layernorm_bwd.pto:6:13
+    {  // layernorm_bwd.pto:8:5
+        const int64_t layernorm_bwd_f32_k3_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:8:5
+        layernorm_bwd_f32_k3_launch(layernorm_bwd_f32_k3_blocks, ptodsl_stream, acc_g_parts, acc_g, acc_b_parts, acc_b, H, R);  // layernorm_bwd.pto:8:5
+        if (!launched("the launch of layernorm_bwd_f32_k3")) {  // layernorm_bwd.pto:8:5
+            return -1;  // layernorm_bwd.pto:8:5
         }
     }
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // layernorm_bwd.pto:18:22
@@ -286,23 +297,23 @@ extern "C" int layernorm_bwd_f32(int32_t device, void* stream, float* x, float* 
         float* t23 = reinterpret_cast<float*>(t23_bytes.data());  // layernorm_bwd.pto:19:21
         float* t22 = t23;  // layernorm_bwd.pto:19:21
         {  // layernorm_bwd.pto:18:22
-            const int64_t layernorm_bwd_f32_k1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
-            layernorm_bwd_f32_k1_launch(layernorm_bwd_f32_k1_blocks, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
-            if (!launched("the launch of layernorm_bwd_f32_k1")) {  // layernorm_bwd.pto:18:22
+            const int64_t layernorm_bwd_f32_k4_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            layernorm_bwd_f32_k4_launch(layernorm_bwd_f32_k4_blocks, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
+            if (!launched("the launch of layernorm_bwd_f32_k4")) {  // layernorm_bwd.pto:18:22
                 return -1;  // layernorm_bwd.pto:18:22
             }
         }
         {  // layernorm_bwd.pto:18:22
-            const int64_t layernorm_bwd_f32_k1p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
-            layernorm_bwd_f32_k1p1_launch(layernorm_bwd_f32_k1p1_blocks, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
-            if (!launched("the launch of layernorm_bwd_f32_k1p1")) {  // layernorm_bwd.pto:18:22
+            const int64_t layernorm_bwd_f32_k4p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            layernorm_bwd_f32_k4p1_launch(layernorm_bwd_f32_k4p1_blocks, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
+            if (!launched("the launch of layernorm_bwd_f32_k4p1")) {  // layernorm_bwd.pto:18:22
                 return -1;  // layernorm_bwd.pto:18:22
             }
         }
         {  // layernorm_bwd.pto:18:22
-            const int64_t layernorm_bwd_f32_k1p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
-            layernorm_bwd_f32_k1p2_launch(layernorm_bwd_f32_k1p2_blocks, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
-            if (!launched("the launch of layernorm_bwd_f32_k1p2")) {  // layernorm_bwd.pto:18:22
+            const int64_t layernorm_bwd_f32_k4p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            layernorm_bwd_f32_k4p2_launch(layernorm_bwd_f32_k4p2_blocks, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
+            if (!launched("the launch of layernorm_bwd_f32_k4p2")) {  // layernorm_bwd.pto:18:22
                 return -1;  // layernorm_bwd.pto:18:22
             }
         }

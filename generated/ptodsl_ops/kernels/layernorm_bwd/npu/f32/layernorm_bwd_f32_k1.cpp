@@ -2,7 +2,7 @@
 #include "../../cpu/f32/layernorm_bwd_f32_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches layernorm_bwd_f32_k1 on an NPU stream (vector core).
-extern "C" void layernorm_bwd_f32_k1_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, float* dgamma, float* acc_b, float* t23, float* t22, float* dbeta, int64_t H)
+extern "C" void layernorm_bwd_f32_k1_launch(uint32_t block_dim, void* stream, float* gamma, float* acc_g_parts, float* acc_b_parts, float* x, float* dy, float* dx, int64_t H, int64_t R, float eps)
 {
-    layernorm_bwd_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc_g, (__gm__ float*)t20, (__gm__ float*)t19, (__gm__ float*)dgamma, (__gm__ float*)acc_b, (__gm__ float*)t23, (__gm__ float*)t22, (__gm__ float*)dbeta, H);
+    layernorm_bwd_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)gamma, (__gm__ float*)acc_g_parts, (__gm__ float*)acc_b_parts, (__gm__ float*)x, (__gm__ float*)dy, (__gm__ float*)dx, H, R, eps);
 }

@@ -12,11 +12,12 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k0(__gm__ float* acc, __gm__ float* acc_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* gamma, __gm__ float* t8, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k0p1(__gm__ float* acc, __gm__ float* acc_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* gamma, __gm__ float* t8, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps);
-extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k0p2(__gm__ float* acc, __gm__ float* acc_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* gamma, __gm__ float* t8, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, int64_t H, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1p1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, int64_t H, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k0(__gm__ float* acc, int64_t H, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ bfloat16_t* gamma, __gm__ float* acc_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k2(__gm__ float* acc_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* gamma, __gm__ float* t8, __gm__ bfloat16_t* dx, int64_t R, int64_t H, float eps);
+extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k3(__gm__ float* acc_parts, __gm__ float* acc, int64_t H, int64_t R, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k4(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, int64_t H, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k4p1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, int64_t H, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -72,8 +73,6 @@ extern "C" int rmsnorm_bwd_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* dy
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // rmsnorm_bwd.pto:5:11
     std::vector<unsigned char> acc_parts_bytes = workspace((ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) * H) * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:6:5
     float* acc_parts = reinterpret_cast<float*>(acc_parts_bytes.data());  // rmsnorm_bwd.pto:6:5
-    std::vector<unsigned char> t8_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:11:25
-    float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // rmsnorm_bwd.pto:11:25
     {  // rmsnorm_bwd.pto:5:11
         const int64_t rmsnorm_bwd_bf16_k0_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:5:11
         bool rmsnorm_bwd_bf16_k0_block_no_memory = false;
@@ -81,7 +80,7 @@ extern "C" int rmsnorm_bwd_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* dy
         for (int64_t rmsnorm_bwd_bf16_k0_block = 0; rmsnorm_bwd_bf16_k0_block < rmsnorm_bwd_bf16_k0_blocks; ++rmsnorm_bwd_bf16_k0_block) {  // rmsnorm_bwd.pto:5:11
             try {
                 start_launch(poison);  // rmsnorm_bwd.pto:5:11
-                rmsnorm_bwd_bf16_k0(acc, acc_parts, x, dy, gamma, t8, dx, H, R, eps, rmsnorm_bwd_bf16_k0_block, rmsnorm_bwd_bf16_k0_blocks);  // rmsnorm_bwd.pto:5:11
+                rmsnorm_bwd_bf16_k0(acc, H, rmsnorm_bwd_bf16_k0_block, rmsnorm_bwd_bf16_k0_blocks);  // rmsnorm_bwd.pto:5:11
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
@@ -99,45 +98,15 @@ extern "C" int rmsnorm_bwd_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* dy
         }
 #endif
     }
-    start_launch(poison);  // rmsnorm_bwd.pto:5:11
-    rmsnorm_bwd_bf16_k0p1(acc, acc_parts, x, dy, gamma, t8, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
-    {  // rmsnorm_bwd.pto:5:11
-        const int64_t rmsnorm_bwd_bf16_k0p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:5:11
-        bool rmsnorm_bwd_bf16_k0p2_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t rmsnorm_bwd_bf16_k0p2_block = 0; rmsnorm_bwd_bf16_k0p2_block < rmsnorm_bwd_bf16_k0p2_blocks; ++rmsnorm_bwd_bf16_k0p2_block) {  // rmsnorm_bwd.pto:5:11
-            try {
-                start_launch(poison);  // rmsnorm_bwd.pto:5:11
-                rmsnorm_bwd_bf16_k0p2(acc, acc_parts, x, dy, gamma, t8, dx, H, R, eps, rmsnorm_bwd_bf16_k0p2_block, rmsnorm_bwd_bf16_k0p2_blocks);  // rmsnorm_bwd.pto:5:11
-#ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
-#endif
-            } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                rmsnorm_bwd_bf16_k0p2_block_no_memory = true;
-            }
-        }
-        if (rmsnorm_bwd_bf16_k0p2_block_no_memory) {
-            throw std::bad_alloc();
-        }
-#ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
-#endif
-    }
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // rmsnorm_bwd.pto:13:22
-        std::vector<unsigned char> t20_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:13:22
-        float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // rmsnorm_bwd.pto:13:22
-        float* t19 = t20;  // rmsnorm_bwd.pto:13:22
-        {  // rmsnorm_bwd.pto:13:22
-            const int64_t rmsnorm_bwd_bf16_k1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
+    if (H >= 1 && H <= 5120) {  // rmsnorm_bwd.pto:6:5
+        {  // rmsnorm_bwd.pto:10:18
+            const int64_t rmsnorm_bwd_bf16_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // rmsnorm_bwd.pto:10:18
             bool rmsnorm_bwd_bf16_k1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
-            for (int64_t rmsnorm_bwd_bf16_k1_block = 0; rmsnorm_bwd_bf16_k1_block < rmsnorm_bwd_bf16_k1_blocks; ++rmsnorm_bwd_bf16_k1_block) {  // rmsnorm_bwd.pto:13:22
+            for (int64_t rmsnorm_bwd_bf16_k1_block = 0; rmsnorm_bwd_bf16_k1_block < rmsnorm_bwd_bf16_k1_blocks; ++rmsnorm_bwd_bf16_k1_block) {  // rmsnorm_bwd.pto:10:18
                 try {
-                    start_launch(poison);  // rmsnorm_bwd.pto:13:22
-                    rmsnorm_bwd_bf16_k1(acc, t20, t19, dgamma, H, rmsnorm_bwd_bf16_k1_block, rmsnorm_bwd_bf16_k1_blocks);  // rmsnorm_bwd.pto:13:22
+                    start_launch(poison);  // rmsnorm_bwd.pto:10:18
+                    rmsnorm_bwd_bf16_k1(gamma, acc_parts, x, dy, dx, H, R, eps, rmsnorm_bwd_bf16_k1_block, rmsnorm_bwd_bf16_k1_blocks);  // rmsnorm_bwd.pto:10:18
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
@@ -155,23 +124,83 @@ extern "C" int rmsnorm_bwd_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* dy
             }
 #endif
         }
+    } else {
+        std::vector<unsigned char> t8_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:11:25
+        float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // rmsnorm_bwd.pto:11:25
+        start_launch(poison);  // rmsnorm_bwd.pto:6:5
+        rmsnorm_bwd_bf16_k2(acc_parts, x, dy, gamma, t8, dx, R, H, eps);  // rmsnorm_bwd.pto:6:5
+    }
+    {  // rmsnorm_bwd.pto:6:5
+        const int64_t rmsnorm_bwd_bf16_k3_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:6:5
+        bool rmsnorm_bwd_bf16_k3_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t rmsnorm_bwd_bf16_k3_block = 0; rmsnorm_bwd_bf16_k3_block < rmsnorm_bwd_bf16_k3_blocks; ++rmsnorm_bwd_bf16_k3_block) {  // rmsnorm_bwd.pto:6:5
+            try {
+                start_launch(poison);  // rmsnorm_bwd.pto:6:5
+                rmsnorm_bwd_bf16_k3(acc_parts, acc, H, R, rmsnorm_bwd_bf16_k3_block, rmsnorm_bwd_bf16_k3_blocks);  // rmsnorm_bwd.pto:6:5
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                rmsnorm_bwd_bf16_k3_block_no_memory = true;
+            }
+        }
+        if (rmsnorm_bwd_bf16_k3_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
+    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // rmsnorm_bwd.pto:13:22
+        std::vector<unsigned char> t20_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:13:22
+        float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // rmsnorm_bwd.pto:13:22
+        float* t19 = t20;  // rmsnorm_bwd.pto:13:22
         {  // rmsnorm_bwd.pto:13:22
-            const int64_t rmsnorm_bwd_bf16_k1p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
-            bool rmsnorm_bwd_bf16_k1p1_block_no_memory = false;
+            const int64_t rmsnorm_bwd_bf16_k4_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
+            bool rmsnorm_bwd_bf16_k4_block_no_memory = false;
             #pragma omp parallel for schedule(static)
-            for (int64_t rmsnorm_bwd_bf16_k1p1_block = 0; rmsnorm_bwd_bf16_k1p1_block < rmsnorm_bwd_bf16_k1p1_blocks; ++rmsnorm_bwd_bf16_k1p1_block) {  // rmsnorm_bwd.pto:13:22
+            for (int64_t rmsnorm_bwd_bf16_k4_block = 0; rmsnorm_bwd_bf16_k4_block < rmsnorm_bwd_bf16_k4_blocks; ++rmsnorm_bwd_bf16_k4_block) {  // rmsnorm_bwd.pto:13:22
                 try {
                     start_launch(poison);  // rmsnorm_bwd.pto:13:22
-                    rmsnorm_bwd_bf16_k1p1(acc, t20, t19, dgamma, H, rmsnorm_bwd_bf16_k1p1_block, rmsnorm_bwd_bf16_k1p1_blocks);  // rmsnorm_bwd.pto:13:22
+                    rmsnorm_bwd_bf16_k4(acc, t20, t19, dgamma, H, rmsnorm_bwd_bf16_k4_block, rmsnorm_bwd_bf16_k4_blocks);  // rmsnorm_bwd.pto:13:22
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif
                 } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                    rmsnorm_bwd_bf16_k1p1_block_no_memory = true;
+                    rmsnorm_bwd_bf16_k4_block_no_memory = true;
                 }
             }
-            if (rmsnorm_bwd_bf16_k1p1_block_no_memory) {
+            if (rmsnorm_bwd_bf16_k4_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // rmsnorm_bwd.pto:13:22
+            const int64_t rmsnorm_bwd_bf16_k4p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
+            bool rmsnorm_bwd_bf16_k4p1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t rmsnorm_bwd_bf16_k4p1_block = 0; rmsnorm_bwd_bf16_k4p1_block < rmsnorm_bwd_bf16_k4p1_blocks; ++rmsnorm_bwd_bf16_k4p1_block) {  // rmsnorm_bwd.pto:13:22
+                try {
+                    start_launch(poison);  // rmsnorm_bwd.pto:13:22
+                    rmsnorm_bwd_bf16_k4p1(acc, t20, t19, dgamma, H, rmsnorm_bwd_bf16_k4p1_block, rmsnorm_bwd_bf16_k4p1_blocks);  // rmsnorm_bwd.pto:13:22
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    rmsnorm_bwd_bf16_k4p1_block_no_memory = true;
+                }
+            }
+            if (rmsnorm_bwd_bf16_k4p1_block_no_memory) {
                 throw std::bad_alloc();
             }
 #ifdef PTO_CPU_SUBSET

@@ -26,69 +26,226 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, int64_t H, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ bfloat16_t* gamma, __gm__ float* acc_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, int64_t H)
+extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ bfloat16_t* gamma, __gm__ float* acc_parts, __gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* dx, int64_t H, int64_t R, float eps)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT89B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT90B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT90B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT16 = Tile<TileType::Vec, bfloat16_t, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileHeld0 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, bfloat16_t, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT13 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT21 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT28 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT31 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT35 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT38 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT39 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT44 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT47 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49 = Tile<TileType::Vec, bfloat16_t, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT52 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT59 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 5120, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
+    using TileView2 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp3 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    TileT16 t16(H);  // rmsnorm_bwd.pto:10:18
+    TASSIGN(t16, 0);  // rmsnorm_bwd.pto:10:18
+    using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+    GmView0 gammaGm0(gamma, GmView0::Shape(t16.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+    TLOAD(t16, gammaGm0);  // rmsnorm_bwd.pto:10:18
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TileT17 t17(H);  // rmsnorm_bwd.pto:10:18
+    TASSIGN(t17, 10240);  // rmsnorm_bwd.pto:10:18
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TCVT(t17, t16, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
+    pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g88_db = 0; _g88_db < (max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) + 1) / 2; ++_g88_db) {  // rmsnorm_bwd.pto:13:22
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    for (int64_t r_part_fit = block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count); r_part_fit < block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count) + min_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count), ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - block_index * ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), block_count)); ++r_part_fit) {  // rmsnorm_bwd.pto:6:5
         pipe_barrier(PIPE_V);
-        TileT89B0 t89_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g88_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-        TASSIGN(t89_b0, 0);  // rmsnorm_bwd.pto:13:22
-        TileT90B0 t90_b0(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + _g88_db * 2) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-        TASSIGN(t90_b0, 4096);  // rmsnorm_bwd.pto:13:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-        GmView0 accGm0(acc + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g88_db * 2) * 1024, GmView0::Shape(t90_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:13:22
-        TLOAD(t90_b0, accGm0);  // rmsnorm_bwd.pto:13:22
+        TileT2 t2(H);  // rmsnorm_bwd.pto:6:5
+        TASSIGN(t2, 30720);  // rmsnorm_bwd.pto:6:5
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        TEXPANDS(t2, 0.0f);  // rmsnorm_bwd.pto:6:5
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5
+        GmView1 acc_partsGm1(acc_parts + r_part_fit * H, GmView1::Shape(t2.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:6:5
+        TSTORE(acc_partsGm1, t2);  // rmsnorm_bwd.pto:6:5
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileHeld0 held0(H);  // rmsnorm_bwd.pto:12:18
+        TASSIGN(held0, 30720);  // rmsnorm_bwd.pto:12:18
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _once0 = 0; _once0 < min_i64(min_i64(R, r_part_fit * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48) - r_part_fit * ((max_i64(R, 1) + 47) / 48), 1); ++_once0) {  // rmsnorm_bwd.pto:12:18
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+            GmView2 acc_partsGm2(acc_parts + r_part_fit * H, GmView2::Shape(held0.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:12:18
+            TLOAD(held0, acc_partsGm2);  // rmsnorm_bwd.pto:12:18
+        }
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLSUM(t89_b0, t90_b0);  // rmsnorm_bwd.pto:13:22
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-        GmView1 t20Gm1(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + _g88_db * 2) * 1024, GmView1::Shape(t89_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:13:22
-        TSTORE(t20Gm1, t89_b0);  // rmsnorm_bwd.pto:13:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g88_dr = 0; _g88_dr < min_i64(max_i64(min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)), 0) - (_g88_db * 2 + 1), 1); ++_g88_dr) {  // rmsnorm_bwd.pto:13:22
-            TileT89B1 t89_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g88_db * 2 + 1 + _g88_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-            TASSIGN(t89_b1, 8192);  // rmsnorm_bwd.pto:13:22
-            TileT90B1 t90_b1(min_i64(H - (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g88_db * 2 + 1 + _g88_dr)) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-            TASSIGN(t90_b1, 12288);  // rmsnorm_bwd.pto:13:22
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-            GmView2 accGm2(acc + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g88_db * 2 + 1 + _g88_dr)) * 1024, GmView2::Shape(t90_b1.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:13:22
-            TLOAD(t90_b1, accGm2);  // rmsnorm_bwd.pto:13:22
+        for (int64_t r = r_part_fit * ((max_i64(R, 1) + 47) / 48); r < min_i64(R, r_part_fit * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48); ++r) {  // rmsnorm_bwd.pto:6:5
+            pipe_barrier(PIPE_V);
+            __gm__ float* acc_part_fit = acc_parts + r_part_fit * H;  // rmsnorm_bwd.pto:12:18
+            __gm__ bfloat16_t* v0_fit = x + r * H;  // rmsnorm_bwd.pto:7:19
+            TileT3 t3(H);  // rmsnorm_bwd.pto:7:14
+            TASSIGN(t3, 0);  // rmsnorm_bwd.pto:7:14
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+            GmView3 v0_fitGm3(v0_fit, GmView3::Shape(t3.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:7:14
+            TLOAD(t3, v0_fitGm3);  // rmsnorm_bwd.pto:7:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT4 t4(H);  // rmsnorm_bwd.pto:7:14
+            TASSIGN(t4, 51200);  // rmsnorm_bwd.pto:7:14
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t89_b1, t90_b1);  // rmsnorm_bwd.pto:13:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-            GmView3 t20Gm3(t20 + (block_index * ceil_div((H + 1023) / 1024, block_count) + (_g88_db * 2 + 1 + _g88_dr)) * 1024, GmView3::Shape(t89_b1.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:13:22
-            TSTORE(t20Gm3, t89_b1);  // rmsnorm_bwd.pto:13:22
+            TCVT(t4, t3, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            __gm__ bfloat16_t* v1_fit = dy + r * H;  // rmsnorm_bwd.pto:8:18
+            TileT5 t5(H);  // rmsnorm_bwd.pto:8:13
+            TASSIGN(t5, 0);  // rmsnorm_bwd.pto:8:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+            GmView4 v1_fitGm4(v1_fit, GmView4::Shape(t5.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:8:13
+            TLOAD(t5, v1_fitGm4);  // rmsnorm_bwd.pto:8:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT6 t6(H);  // rmsnorm_bwd.pto:8:13
+            TASSIGN(t6, 71680);  // rmsnorm_bwd.pto:8:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t6, t5, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+            TileT9 t9(H);  // rmsnorm_bwd.pto:9:26
+            TASSIGN(t9, 92160);  // rmsnorm_bwd.pto:9:26
+            pipe_barrier(PIPE_V);
+            TMUL(t9, t4, t4);  // rmsnorm_bwd.pto:9:26
+            TileT10 t10;  // rmsnorm_bwd.pto:9:21
+            TASSIGN(t10, 0);  // rmsnorm_bwd.pto:9:21
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
+            TASSIGN(tmp0, 174080);  // rmsnorm_bwd.pto:9:21
+            TROWSUM(t10, t9, tmp0);  // rmsnorm_bwd.pto:9:21
+            pipe_barrier(PIPE_V);
+            TMULS(t10, t10, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
+            TileT13 t13;  // rmsnorm_bwd.pto:9:21
+            TASSIGN(t13, 32);  // rmsnorm_bwd.pto:9:21
+            pipe_barrier(PIPE_V);
+            TADDS(t13, t10, eps);  // rmsnorm_bwd.pto:9:21
+            TileT15 t15;  // rmsnorm_bwd.pto:9:15
+            TASSIGN(t15, 0);  // rmsnorm_bwd.pto:9:15
+            pipe_barrier(PIPE_V);
+            TRSQRT(t15, t13);  // rmsnorm_bwd.pto:9:15
+            TileT21 t21(H);  // rmsnorm_bwd.pto:10:14
+            TASSIGN(t21, 92160);  // rmsnorm_bwd.pto:10:14
+            pipe_barrier(PIPE_V);
+            TCOLEXPANDMUL(t21, t6, t17);  // rmsnorm_bwd.pto:10:14
+            TileT25 t25(H);  // rmsnorm_bwd.pto:11:25
+            TASSIGN(t25, 112640);  // rmsnorm_bwd.pto:11:25
+            pipe_barrier(PIPE_V);
+            TileTmp1 tmp1;  // rmsnorm_bwd.pto:11:25
+            TASSIGN(tmp1, 174080);  // rmsnorm_bwd.pto:11:25
+            TROWEXPAND(tmp1, t15);  // rmsnorm_bwd.pto:11:25
+            pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
+            TROWEXPANDMUL(t25, tmp1, t21);  // rmsnorm_bwd.pto:11:25
+            TileT28 t28;  // rmsnorm_bwd.pto:11:42
+            TASSIGN(t28, 32);  // rmsnorm_bwd.pto:11:42
+            pipe_barrier(PIPE_V);
+            TMUL(t28, t15, t15);  // rmsnorm_bwd.pto:11:42
+            TileT31 t31;  // rmsnorm_bwd.pto:11:42
+            TASSIGN(t31, 64);  // rmsnorm_bwd.pto:11:42
+            pipe_barrier(PIPE_V);
+            TMUL(t31, t28, t15);  // rmsnorm_bwd.pto:11:42
+            TileT35 t35(H);  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t35, 133120);  // rmsnorm_bwd.pto:11:36
+            pipe_barrier(PIPE_V);
+            TileView2 view2;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(view2, 64);  // rmsnorm_bwd.pto:11:36
+            TileTmp3 tmp3;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(tmp3, 174080);  // rmsnorm_bwd.pto:11:36
+            TROWEXPANDMUL(t35, t4, view2, tmp3);  // rmsnorm_bwd.pto:11:36
+            TileT38 t38(H);  // rmsnorm_bwd.pto:11:66
+            TASSIGN(t38, 153600);  // rmsnorm_bwd.pto:11:66
+            pipe_barrier(PIPE_V);
+            TMUL(t38, t21, t4);  // rmsnorm_bwd.pto:11:66
+            TileT39 t39;  // rmsnorm_bwd.pto:11:61
+            TASSIGN(t39, 32);  // rmsnorm_bwd.pto:11:61
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp4;  // rmsnorm_bwd.pto:11:61
+            TASSIGN(tmp4, 174080);  // rmsnorm_bwd.pto:11:61
+            TROWSUM(t39, t38, tmp4);  // rmsnorm_bwd.pto:11:61
+            pipe_barrier(PIPE_V);
+            TMULS(t39, t39, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
+            TileT44 t44(H);  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t44, 92160);  // rmsnorm_bwd.pto:11:36
+            pipe_barrier(PIPE_V);
+            TileView2 view5;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(view5, 32);  // rmsnorm_bwd.pto:11:36
+            TileTmp3 tmp6;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(tmp6, 174080);  // rmsnorm_bwd.pto:11:36
+            TROWEXPANDMUL(t44, t35, view5, tmp6);  // rmsnorm_bwd.pto:11:36
+            TileT47 t47(H);  // rmsnorm_bwd.pto:11:25
+            TASSIGN(t47, 133120);  // rmsnorm_bwd.pto:11:25
+            pipe_barrier(PIPE_V);
+            TSUB(t47, t25, t44);  // rmsnorm_bwd.pto:11:25
+            TileT49 t49(H);  // rmsnorm_bwd.pto:11:20
+            TASSIGN(t49, 92160);  // rmsnorm_bwd.pto:11:20
+            pipe_barrier(PIPE_V);
+            TCVT(t49, t47, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
+            GmView5 dxGm5(dx + r * H, GmView5::Shape(t49.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:11:20
+            TSTORE(dxGm5, t49);  // rmsnorm_bwd.pto:11:20
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TileT52 t52(H);  // rmsnorm_bwd.pto:12:24
+            TASSIGN(t52, 92160);  // rmsnorm_bwd.pto:12:24
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TMUL(t52, t6, t4);  // rmsnorm_bwd.pto:12:24
+            TileT56 t56(H);  // rmsnorm_bwd.pto:12:24
+            TASSIGN(t56, 51200);  // rmsnorm_bwd.pto:12:24
+            pipe_barrier(PIPE_V);
+            TileView2 view7;  // rmsnorm_bwd.pto:12:24
+            TASSIGN(view7, 0);  // rmsnorm_bwd.pto:12:24
+            TileTmp3 tmp8;  // rmsnorm_bwd.pto:12:24
+            TASSIGN(tmp8, 174080);  // rmsnorm_bwd.pto:12:24
+            TROWEXPANDMUL(t56, t52, view7, tmp8);  // rmsnorm_bwd.pto:12:24
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TileT59 t59(H);  // rmsnorm_bwd.pto:12:18
+            TASSIGN(t59, 71680);  // rmsnorm_bwd.pto:12:18
+            pipe_barrier(PIPE_V);
+            TADD(t59, held0, t56);  // rmsnorm_bwd.pto:12:18
+            pipe_barrier(PIPE_V);
+            TMULS(held0, t59, 1.0f);  // rmsnorm_bwd.pto:12:18
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        for (int64_t _once1 = 0; _once1 < min_i64(min_i64(R, r_part_fit * ((max_i64(R, 1) + 47) / 48) + (max_i64(R, 1) + 47) / 48) - r_part_fit * ((max_i64(R, 1) + 47) / 48), 1); ++_once1) {  // rmsnorm_bwd.pto:12:18
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+            GmView6 acc_partsGm6(acc_parts + r_part_fit * H, GmView6::Shape(held0.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:12:18
+            TSTORE(acc_partsGm6, held0);  // rmsnorm_bwd.pto:12:18
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -21,9 +21,9 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ float* acc_parts, __gm__ half* x, __gm__ half* dy, __gm__ half* gamma, __gm__ float* t8, __gm__ half* dx, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, int64_t H, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ float* acc_parts, __gm__ half* x, __gm__ half* dy, __gm__ half* gamma, __gm__ float* t8, __gm__ half* dx, int64_t H, int64_t R, float eps)
+extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, int64_t H)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))

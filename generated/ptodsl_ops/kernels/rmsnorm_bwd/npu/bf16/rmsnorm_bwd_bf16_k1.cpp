@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/rmsnorm_bwd_bf16_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches rmsnorm_bwd_bf16_k1 on an NPU stream (vector core).
-extern "C" void rmsnorm_bwd_bf16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, bfloat16_t* dgamma, int64_t H)
+extern "C" void rmsnorm_bwd_bf16_k1_launch(uint32_t block_dim, void* stream, bfloat16_t* gamma, float* acc_parts, bfloat16_t* x, bfloat16_t* dy, bfloat16_t* dx, int64_t H, int64_t R, float eps)
 {
-    rmsnorm_bwd_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc, (__gm__ float*)t20, (__gm__ float*)t19, (__gm__ bfloat16_t*)dgamma, H);
+    rmsnorm_bwd_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)gamma, (__gm__ float*)acc_parts, (__gm__ bfloat16_t*)x, (__gm__ bfloat16_t*)dy, (__gm__ bfloat16_t*)dx, H, R, eps);
 }

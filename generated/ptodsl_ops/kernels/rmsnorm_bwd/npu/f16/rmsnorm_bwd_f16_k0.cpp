@@ -2,7 +2,7 @@
 #include "../../cpu/f16/rmsnorm_bwd_f16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches rmsnorm_bwd_f16_k0 on an NPU stream (vector core).
-extern "C" void rmsnorm_bwd_f16_k0_launch(uint32_t block_dim, void* stream, float* acc, float* acc_parts, half* x, half* dy, half* gamma, float* t8, half* dx, int64_t H, int64_t R, float eps)
+extern "C" void rmsnorm_bwd_f16_k0_launch(uint32_t block_dim, void* stream, float* acc, int64_t H)
 {
-    rmsnorm_bwd_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)acc, (__gm__ float*)acc_parts, (__gm__ half*)x, (__gm__ half*)dy, (__gm__ half*)gamma, (__gm__ float*)t8, (__gm__ half*)dx, H, R, eps);
+    rmsnorm_bwd_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)acc, H);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/rmsnorm_bwd_f16_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches rmsnorm_bwd_f16_k1 on an NPU stream (vector core).
-extern "C" void rmsnorm_bwd_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, half* dgamma, int64_t H)
+extern "C" void rmsnorm_bwd_f16_k1_launch(uint32_t block_dim, void* stream, half* gamma, float* acc_parts, half* x, half* dy, half* dx, int64_t H, int64_t R, float eps)
 {
-    rmsnorm_bwd_f16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc, (__gm__ float*)t20, (__gm__ float*)t19, (__gm__ half*)dgamma, H);
+    rmsnorm_bwd_f16_k1<<<block_dim, nullptr, stream>>>((__gm__ half*)gamma, (__gm__ float*)acc_parts, (__gm__ half*)x, (__gm__ half*)dy, (__gm__ half*)dx, H, R, eps);
 }

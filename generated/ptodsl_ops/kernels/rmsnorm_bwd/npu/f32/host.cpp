@@ -14,11 +14,12 @@
 #include <utility>
 #include <vector>
 
-extern "C" void rmsnorm_bwd_f32_k0_launch(uint32_t block_dim, void* stream, float* acc, float* acc_parts, float* x, float* dy, float* gamma, float* dx, int64_t H, int64_t R, float eps);
-extern "C" void rmsnorm_bwd_f32_k0p1_launch(uint32_t block_dim, void* stream, float* acc, float* acc_parts, float* x, float* dy, float* gamma, float* dx, int64_t H, int64_t R, float eps);
-extern "C" void rmsnorm_bwd_f32_k0p2_launch(uint32_t block_dim, void* stream, float* acc, float* acc_parts, float* x, float* dy, float* gamma, float* dx, int64_t H, int64_t R, float eps);
-extern "C" void rmsnorm_bwd_f32_k1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, float* dgamma, int64_t H);
-extern "C" void rmsnorm_bwd_f32_k1p1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, float* dgamma, int64_t H);
+extern "C" void rmsnorm_bwd_f32_k0_launch(uint32_t block_dim, void* stream, float* acc, int64_t H);
+extern "C" void rmsnorm_bwd_f32_k1_launch(uint32_t block_dim, void* stream, float* gamma, float* acc_parts, float* x, float* dy, float* dx, int64_t H, int64_t R, float eps);
+extern "C" void rmsnorm_bwd_f32_k2_launch(uint32_t block_dim, void* stream, float* acc_parts, float* x, float* dy, float* gamma, float* dx, int64_t R, int64_t H, float eps);
+extern "C" void rmsnorm_bwd_f32_k3_launch(uint32_t block_dim, void* stream, float* acc_parts, float* acc, int64_t H, int64_t R);
+extern "C" void rmsnorm_bwd_f32_k4_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, float* dgamma, int64_t H);
+extern "C" void rmsnorm_bwd_f32_k4p1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, float* dgamma, int64_t H);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -242,23 +243,33 @@ extern "C" int rmsnorm_bwd_f32(int32_t device, void* stream, float* x, float* ga
     float* acc_parts = reinterpret_cast<float*>(acc_parts_bytes.data());  // rmsnorm_bwd.pto:6:5
     {  // rmsnorm_bwd.pto:5:11
         const int64_t rmsnorm_bwd_f32_k0_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:5:11
-        rmsnorm_bwd_f32_k0_launch(rmsnorm_bwd_f32_k0_blocks, ptodsl_stream, acc, acc_parts, x, dy, gamma, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
+        rmsnorm_bwd_f32_k0_launch(rmsnorm_bwd_f32_k0_blocks, ptodsl_stream, acc, H);  // rmsnorm_bwd.pto:5:11
         if (!launched("the launch of rmsnorm_bwd_f32_k0")) {  // rmsnorm_bwd.pto:5:11
             return -1;  // rmsnorm_bwd.pto:5:11
         }
     }
-    {  // rmsnorm_bwd.pto:5:11
-        const int64_t rmsnorm_bwd_f32_k0p1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // rmsnorm_bwd.pto:5:11
-        rmsnorm_bwd_f32_k0p1_launch(rmsnorm_bwd_f32_k0p1_blocks, ptodsl_stream, acc, acc_parts, x, dy, gamma, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
-        if (!launched("the launch of rmsnorm_bwd_f32_k0p1")) {  // rmsnorm_bwd.pto:5:11
-            return -1;  // rmsnorm_bwd.pto:5:11
+    if (H >= 1 && H <= 5376) {  // rmsnorm_bwd.pto:6:5
+        {  // rmsnorm_bwd.pto:10:18
+            const int64_t rmsnorm_bwd_f32_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // rmsnorm_bwd.pto:10:18
+            rmsnorm_bwd_f32_k1_launch(rmsnorm_bwd_f32_k1_blocks, ptodsl_stream, gamma, acc_parts, x, dy, dx, H, R, eps);  // rmsnorm_bwd.pto:10:18
+            if (!launched("the launch of rmsnorm_bwd_f32_k1")) {  // rmsnorm_bwd.pto:10:18
+                return -1;  // rmsnorm_bwd.pto:10:18
+            }
+        }
+    } else {
+        {  // rmsnorm_bwd.pto:6:5
+            const int64_t rmsnorm_bwd_f32_k2_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // rmsnorm_bwd.pto:6:5
+            rmsnorm_bwd_f32_k2_launch(rmsnorm_bwd_f32_k2_blocks, ptodsl_stream, acc_parts, x, dy, gamma, dx, R, H, eps);  // rmsnorm_bwd.pto:6:5
+            if (!launched("the launch of rmsnorm_bwd_f32_k2")) {  // rmsnorm_bwd.pto:6:5
+                return -1;  // rmsnorm_bwd.pto:6:5
+            }
         }
     }
-    {  // rmsnorm_bwd.pto:5:11
-        const int64_t rmsnorm_bwd_f32_k0p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:5:11
-        rmsnorm_bwd_f32_k0p2_launch(rmsnorm_bwd_f32_k0p2_blocks, ptodsl_stream, acc, acc_parts, x, dy, gamma, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
-        if (!launched("the launch of rmsnorm_bwd_f32_k0p2")) {  // rmsnorm_bwd.pto:5:11
-            return -1;  // rmsnorm_bwd.pto:5:11
+    {  // rmsnorm_bwd.pto:6:5
+        const int64_t rmsnorm_bwd_f32_k3_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:6:5
+        rmsnorm_bwd_f32_k3_launch(rmsnorm_bwd_f32_k3_blocks, ptodsl_stream, acc_parts, acc, H, R);  // rmsnorm_bwd.pto:6:5
+        if (!launched("the launch of rmsnorm_bwd_f32_k3")) {  // rmsnorm_bwd.pto:6:5
+            return -1;  // rmsnorm_bwd.pto:6:5
         }
     }
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // rmsnorm_bwd.pto:13:22
@@ -269,16 +280,16 @@ extern "C" int rmsnorm_bwd_f32(int32_t device, void* stream, float* x, float* ga
         float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // rmsnorm_bwd.pto:13:22
         float* t19 = t20;  // rmsnorm_bwd.pto:13:22
         {  // rmsnorm_bwd.pto:13:22
-            const int64_t rmsnorm_bwd_f32_k1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
-            rmsnorm_bwd_f32_k1_launch(rmsnorm_bwd_f32_k1_blocks, ptodsl_stream, acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
-            if (!launched("the launch of rmsnorm_bwd_f32_k1")) {  // rmsnorm_bwd.pto:13:22
+            const int64_t rmsnorm_bwd_f32_k4_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
+            rmsnorm_bwd_f32_k4_launch(rmsnorm_bwd_f32_k4_blocks, ptodsl_stream, acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
+            if (!launched("the launch of rmsnorm_bwd_f32_k4")) {  // rmsnorm_bwd.pto:13:22
                 return -1;  // rmsnorm_bwd.pto:13:22
             }
         }
         {  // rmsnorm_bwd.pto:13:22
-            const int64_t rmsnorm_bwd_f32_k1p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
-            rmsnorm_bwd_f32_k1p1_launch(rmsnorm_bwd_f32_k1p1_blocks, ptodsl_stream, acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
-            if (!launched("the launch of rmsnorm_bwd_f32_k1p1")) {  // rmsnorm_bwd.pto:13:22
+            const int64_t rmsnorm_bwd_f32_k4p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
+            rmsnorm_bwd_f32_k4p1_launch(rmsnorm_bwd_f32_k4p1_blocks, ptodsl_stream, acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
+            if (!launched("the launch of rmsnorm_bwd_f32_k4p1")) {  // rmsnorm_bwd.pto:13:22
                 return -1;  // rmsnorm_bwd.pto:13:22
             }
         }

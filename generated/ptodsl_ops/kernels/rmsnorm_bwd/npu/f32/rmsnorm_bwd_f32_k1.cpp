@@ -2,7 +2,7 @@
 #include "../../cpu/f32/rmsnorm_bwd_f32_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches rmsnorm_bwd_f32_k1 on an NPU stream (vector core).
-extern "C" void rmsnorm_bwd_f32_k1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, float* dgamma, int64_t H)
+extern "C" void rmsnorm_bwd_f32_k1_launch(uint32_t block_dim, void* stream, float* gamma, float* acc_parts, float* x, float* dy, float* dx, int64_t H, int64_t R, float eps)
 {
-    rmsnorm_bwd_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc, (__gm__ float*)t20, (__gm__ float*)t19, (__gm__ float*)dgamma, H);
+    rmsnorm_bwd_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)gamma, (__gm__ float*)acc_parts, (__gm__ float*)x, (__gm__ float*)dy, (__gm__ float*)dx, H, R, eps);
 }
