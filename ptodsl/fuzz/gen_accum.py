@@ -3,7 +3,7 @@ the loops the split-reduction pass (``passes/splitred.py``) turns into partial a
 combine: f32 sums in either operand order, maximum and minimum (also of T, exact in any order),
 one or two accumulators, from a fill or set by the first iteration (the same expression written in
 both arms), read after the loop or by a trailing ``is_loop_end`` branch, beside per-row outputs of
-the same loop. Some variants are ones the pass must leave alone (a difference, a read of the running
+the same loop (sometimes scaled by a statistic of their row, as a norm's backward is). Some variants are ones the pass must leave alone (a difference, a read of the running
 value), so the fuzzer also checks that nothing else is split.
 """
 
@@ -52,7 +52,11 @@ def split_accum_block(g: Gen, k: int) -> Block:
     if head == "M" and r.random() < 0.5:
         z = g.param(f"z{k}", "out T[M, N]", "out", "T", ("M", "N"))
         params.append(z)
-        lines.append((1, [f"{z}[r, :] = ", g.expr(ctx), ""]))
+        # sometimes scaled by a statistic of its row (a norm's backward: the loop then also gets a
+        # one-pass version, the split share's nest as a whole, passes/tile_fit.py); rsqrt(m + 1) <= 1
+        norm = (" * cast(rsqrt(mean(cast(x0[r, :], f32) * cast(x0[r, :], f32), dim=-1, keepdim=True) + 1.0), T)"
+                if r.random() < 0.5 else "")
+        lines.append((1, [f"{z}[r, :] = ", g.expr(ctx), norm]))
     running = r.random() < 0.15 and head == "M"
     for name, dtype, form in accs:
         if first_form:
