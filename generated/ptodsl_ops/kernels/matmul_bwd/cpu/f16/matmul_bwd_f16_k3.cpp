@@ -35,23 +35,39 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k3(__gm__ float* dc, __gm__ flo
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT29 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT30 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT29 = Tile<TileType::Mat, float, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT30 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
     using TileT26 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
-    using TileT27 = Tile<TileType::Mat, float, 256, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT28 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT32 = Tile<TileType::Mat, float, 256, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT33 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT34 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT35 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT27 = Tile<TileType::Mat, float, 256, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT28 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT32B0 = Tile<TileType::Mat, float, 256, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT33B0 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT34B0 = Tile<TileType::Mat, float, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT35B0 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT32B1 = Tile<TileType::Mat, float, 256, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT33B1 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT34B1 = Tile<TileType::Mat, float, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT35B1 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT32B2 = Tile<TileType::Mat, float, 256, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT33B2 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT34B2 = Tile<TileType::Mat, float, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT35B2 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT32B3 = Tile<TileType::Mat, float, 256, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT33B3 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT34B3 = Tile<TileType::Mat, float, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT35B3 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT32B4 = Tile<TileType::Mat, float, 256, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT33B4 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT34B4 = Tile<TileType::Mat, float, 32, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT35B4 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g25 = floor_div(block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count), max_i64((K + 255) / 256, 1)); _g25 < ceil_div(block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count), (N + 127) / 128 * ((K + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count)), max_i64((K + 255) / 256, 1)); ++_g25) {  // matmul_bwd.pto:6:18
-        TileT29 t29(min_i64(M, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+        TileT29 t29(min_i64(M, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
         TASSIGN(t29, 0);  // matmul_bwd.pto:6:18
-        TileT30 t30(min_i64(M, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+        TileT30 t30(min_i64(M, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
         TASSIGN(t30, 0);  // matmul_bwd.pto:6:18
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
@@ -72,14 +88,14 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k3(__gm__ float* dc, __gm__ flo
         for (int64_t _g24 = max_i64(block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count) - _g25 * max_i64((K + 255) / 256, 1), 0); _g24 < min_i64(block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count), (N + 127) / 128 * ((K + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count)) - _g25 * max_i64((K + 255) / 256, 1), (K + 255) / 256); ++_g24) {  // matmul_bwd.pto:6:18
             TileT26 t26(min_i64(K - _g24 * 256, 256), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
             TASSIGN(t26, 0);  // matmul_bwd.pto:6:18
-            TileT27 t27(min_i64(K - _g24 * 256, 256), min_i64(M, 64));  // matmul_bwd.pto:6:18
+            TileT27 t27(min_i64(K - _g24 * 256, 256), min_i64(M, 32));  // matmul_bwd.pto:6:18
             TASSIGN(t27, 0);  // matmul_bwd.pto:6:18
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
             GmView1 t5Gm1(t5 + _g24 * 256, GmView1::Shape(t27.GetValidRow(), t27.GetValidCol()), GmView1::Stride(K));  // matmul_bwd.pto:6:18
             TLOAD(t27, t5Gm1);  // matmul_bwd.pto:6:18
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT28 t28(min_i64(K - _g24 * 256, 256), min_i64(M, 64));  // matmul_bwd.pto:6:18
+            TileT28 t28(min_i64(K - _g24 * 256, 256), min_i64(M, 32));  // matmul_bwd.pto:6:18
             TASSIGN(t28, 0);  // matmul_bwd.pto:6:18
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
@@ -92,48 +108,172 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k3(__gm__ float* dc, __gm__ flo
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k31 = 1; _k31 < (M + 63) / 64; ++_k31) {  // matmul_bwd.pto:6:18
-                TileT32 t32(min_i64(K - _g24 * 256, 256), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
-                TASSIGN(t32, 0);  // matmul_bwd.pto:6:18
+            for (int64_t _k31_db = 0; _k31_db < (max_i64((M + 31) / 32 - 1, 0) + 4) / 5; ++_k31_db) {  // matmul_bwd.pto:6:18
+                TileT32B0 t32_b0(min_i64(K - _g24 * 256, 256), min_i64(M - (1 + _k31_db * 5) * 32, 32));  // matmul_bwd.pto:6:18
+                TASSIGN(t32_b0, 0);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
-                GmView2 t5Gm2(t5 + _k31 * 64 * K + _g24 * 256, GmView2::Shape(t32.GetValidRow(), t32.GetValidCol()), GmView2::Stride(K));  // matmul_bwd.pto:6:18
-                TLOAD(t32, t5Gm2);  // matmul_bwd.pto:6:18
+                GmView2 t5Gm2(t5 + (1 + _k31_db * 5) * 32 * K + _g24 * 256, GmView2::Shape(t32_b0.GetValidRow(), t32_b0.GetValidCol()), GmView2::Stride(K));  // matmul_bwd.pto:6:18
+                TLOAD(t32_b0, t5Gm2);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT33 t33(min_i64(K - _g24 * 256, 256), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
-                TASSIGN(t33, 0);  // matmul_bwd.pto:6:18
+                TileT33B0 t33_b0(min_i64(K - _g24 * 256, 256), min_i64(M - (1 + _k31_db * 5) * 32, 32));  // matmul_bwd.pto:6:18
+                TASSIGN(t33_b0, 0);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t33, t32);  // matmul_bwd.pto:6:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT34 t34(min_i64(M - _k31 * 64, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
-                TASSIGN(t34, 0);  // matmul_bwd.pto:6:18
+                TMOV(t33_b0, t32_b0);  // matmul_bwd.pto:6:18
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT34B0 t34_b0(min_i64(M - (1 + _k31_db * 5) * 32, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+                TASSIGN(t34_b0, 32768);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
-                GmView3 dcGm3(dc + _k31 * 64 * N + _g25 * 128, GmView3::Shape(t34.GetValidRow(), t34.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:6:18
-                TLOAD(t34, dcGm3);  // matmul_bwd.pto:6:18
+                GmView3 dcGm3(dc + (1 + _k31_db * 5) * 32 * N + _g25 * 128, GmView3::Shape(t34_b0.GetValidRow(), t34_b0.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:6:18
+                TLOAD(t34_b0, dcGm3);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT35 t35(min_i64(M - _k31 * 64, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
-                TASSIGN(t35, 32768);  // matmul_bwd.pto:6:18
+                TileT35B0 t35_b0(min_i64(M - (1 + _k31_db * 5) * 32, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+                TASSIGN(t35_b0, 16384);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t35, t34);  // matmul_bwd.pto:6:18
+                TMOV(t35_b0, t34_b0);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t26, t26, t33, t35);  // matmul_bwd.pto:6:18
+                TMATMUL_ACC(t26, t26, t33_b0, t35_b0);  // matmul_bwd.pto:6:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k31_dr = 0; _k31_dr < min_i64(max_i64((M + 31) / 32 - 1, 0) - (_k31_db * 5 + 1), 1); ++_k31_dr) {  // matmul_bwd.pto:6:18
+                    TileT32B1 t32_b1(min_i64(K - _g24 * 256, 256), min_i64(M - (_k31_db * 5 + _k31_dr + 2) * 32, 32));  // matmul_bwd.pto:6:18
+                    TASSIGN(t32_b1, 49152);  // matmul_bwd.pto:6:18
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
+                    GmView4 t5Gm4(t5 + (_k31_db * 5 + _k31_dr + 2) * 32 * K + _g24 * 256, GmView4::Shape(t32_b1.GetValidRow(), t32_b1.GetValidCol()), GmView4::Stride(K));  // matmul_bwd.pto:6:18
+                    TLOAD(t32_b1, t5Gm4);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT33B1 t33_b1(min_i64(K - _g24 * 256, 256), min_i64(M - (_k31_db * 5 + _k31_dr + 2) * 32, 32));  // matmul_bwd.pto:6:18
+                    TASSIGN(t33_b1, 32768);  // matmul_bwd.pto:6:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t33_b1, t32_b1);  // matmul_bwd.pto:6:18
+                    TileT34B1 t34_b1(min_i64(M - (_k31_db * 5 + _k31_dr + 2) * 32, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+                    TASSIGN(t34_b1, 81920);  // matmul_bwd.pto:6:18
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
+                    GmView5 dcGm5(dc + (_k31_db * 5 + _k31_dr + 2) * 32 * N + _g25 * 128, GmView5::Shape(t34_b1.GetValidRow(), t34_b1.GetValidCol()), GmView5::Stride(N));  // matmul_bwd.pto:6:18
+                    TLOAD(t34_b1, dcGm5);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT35B1 t35_b1(min_i64(M - (_k31_db * 5 + _k31_dr + 2) * 32, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+                    TASSIGN(t35_b1, 32768);  // matmul_bwd.pto:6:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t35_b1, t34_b1);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t26, t26, t33_b1, t35_b1);  // matmul_bwd.pto:6:18
+                }
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k31_dr2 = 0; _k31_dr2 < min_i64(max_i64((M + 31) / 32 - 1, 0) - (_k31_db * 5 + 2), 1); ++_k31_dr2) {  // matmul_bwd.pto:6:18
+                    TileT32B2 t32_b2(min_i64(K - _g24 * 256, 256), min_i64(M - (_k31_db * 5 + _k31_dr2 + 3) * 32, 32));  // matmul_bwd.pto:6:18
+                    TASSIGN(t32_b2, 98304);  // matmul_bwd.pto:6:18
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
+                    GmView6 t5Gm6(t5 + (_k31_db * 5 + _k31_dr2 + 3) * 32 * K + _g24 * 256, GmView6::Shape(t32_b2.GetValidRow(), t32_b2.GetValidCol()), GmView6::Stride(K));  // matmul_bwd.pto:6:18
+                    TLOAD(t32_b2, t5Gm6);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT33B2 t33_b2(min_i64(K - _g24 * 256, 256), min_i64(M - (_k31_db * 5 + _k31_dr2 + 3) * 32, 32));  // matmul_bwd.pto:6:18
+                    TASSIGN(t33_b2, 0);  // matmul_bwd.pto:6:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t33_b2, t32_b2);  // matmul_bwd.pto:6:18
+                    TileT34B2 t34_b2(min_i64(M - (_k31_db * 5 + _k31_dr2 + 3) * 32, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+                    TASSIGN(t34_b2, 131072);  // matmul_bwd.pto:6:18
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
+                    GmView7 dcGm7(dc + (_k31_db * 5 + _k31_dr2 + 3) * 32 * N + _g25 * 128, GmView7::Shape(t34_b2.GetValidRow(), t34_b2.GetValidCol()), GmView7::Stride(N));  // matmul_bwd.pto:6:18
+                    TLOAD(t34_b2, dcGm7);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT35B2 t35_b2(min_i64(M - (_k31_db * 5 + _k31_dr2 + 3) * 32, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+                    TASSIGN(t35_b2, 16384);  // matmul_bwd.pto:6:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t35_b2, t34_b2);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t26, t26, t33_b2, t35_b2);  // matmul_bwd.pto:6:18
+                }
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                for (int64_t _k31_dr3 = 0; _k31_dr3 < min_i64(max_i64((M + 31) / 32 - 1, 0) - (_k31_db * 5 + 3), 1); ++_k31_dr3) {  // matmul_bwd.pto:6:18
+                    TileT32B3 t32_b3(min_i64(K - _g24 * 256, 256), min_i64(M - (_k31_db * 5 + _k31_dr3 + 4) * 32, 32));  // matmul_bwd.pto:6:18
+                    TASSIGN(t32_b3, 147456);  // matmul_bwd.pto:6:18
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
+                    GmView8 t5Gm8(t5 + (_k31_db * 5 + _k31_dr3 + 4) * 32 * K + _g24 * 256, GmView8::Shape(t32_b3.GetValidRow(), t32_b3.GetValidCol()), GmView8::Stride(K));  // matmul_bwd.pto:6:18
+                    TLOAD(t32_b3, t5Gm8);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT33B3 t33_b3(min_i64(K - _g24 * 256, 256), min_i64(M - (_k31_db * 5 + _k31_dr3 + 4) * 32, 32));  // matmul_bwd.pto:6:18
+                    TASSIGN(t33_b3, 32768);  // matmul_bwd.pto:6:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t33_b3, t32_b3);  // matmul_bwd.pto:6:18
+                    TileT34B3 t34_b3(min_i64(M - (_k31_db * 5 + _k31_dr3 + 4) * 32, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+                    TASSIGN(t34_b3, 180224);  // matmul_bwd.pto:6:18
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
+                    GmView9 dcGm9(dc + (_k31_db * 5 + _k31_dr3 + 4) * 32 * N + _g25 * 128, GmView9::Shape(t34_b3.GetValidRow(), t34_b3.GetValidCol()), GmView9::Stride(N));  // matmul_bwd.pto:6:18
+                    TLOAD(t34_b3, dcGm9);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT35B3 t35_b3(min_i64(M - (_k31_db * 5 + _k31_dr3 + 4) * 32, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+                    TASSIGN(t35_b3, 32768);  // matmul_bwd.pto:6:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t35_b3, t34_b3);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t26, t26, t33_b3, t35_b3);  // matmul_bwd.pto:6:18
+                }
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k31_dr4 = 0; _k31_dr4 < min_i64(max_i64((M + 31) / 32 - 1, 0) - (_k31_db * 5 + 4), 1); ++_k31_dr4) {  // matmul_bwd.pto:6:18
+                    TileT32B4 t32_b4(min_i64(K - _g24 * 256, 256), min_i64(M - (_k31_db * 5 + _k31_dr4 + 5) * 32, 32));  // matmul_bwd.pto:6:18
+                    TASSIGN(t32_b4, 196608);  // matmul_bwd.pto:6:18
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
+                    GmView10 t5Gm10(t5 + (_k31_db * 5 + _k31_dr4 + 5) * 32 * K + _g24 * 256, GmView10::Shape(t32_b4.GetValidRow(), t32_b4.GetValidCol()), GmView10::Stride(K));  // matmul_bwd.pto:6:18
+                    TLOAD(t32_b4, t5Gm10);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT33B4 t33_b4(min_i64(K - _g24 * 256, 256), min_i64(M - (_k31_db * 5 + _k31_dr4 + 5) * 32, 32));  // matmul_bwd.pto:6:18
+                    TASSIGN(t33_b4, 0);  // matmul_bwd.pto:6:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t33_b4, t32_b4);  // matmul_bwd.pto:6:18
+                    TileT34B4 t34_b4(min_i64(M - (_k31_db * 5 + _k31_dr4 + 5) * 32, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+                    TASSIGN(t34_b4, 229376);  // matmul_bwd.pto:6:18
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
+                    GmView11 dcGm11(dc + (_k31_db * 5 + _k31_dr4 + 5) * 32 * N + _g25 * 128, GmView11::Shape(t34_b4.GetValidRow(), t34_b4.GetValidCol()), GmView11::Stride(N));  // matmul_bwd.pto:6:18
+                    TLOAD(t34_b4, dcGm11);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT35B4 t35_b4(min_i64(M - (_k31_db * 5 + _k31_dr4 + 5) * 32, 32), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+                    TASSIGN(t35_b4, 16384);  // matmul_bwd.pto:6:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t35_b4, t34_b4);  // matmul_bwd.pto:6:18
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t26, t26, t33_b4, t35_b4);  // matmul_bwd.pto:6:18
+                }
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
-            GmView4 t4Gm4(t4 + _g24 * 256 * N + _g25 * 128, GmView4::Shape(t26.GetValidRow(), t26.GetValidCol()), GmView4::Stride(N));  // matmul_bwd.pto:6:18
-            TSTORE(t4Gm4, t26);  // matmul_bwd.pto:6:18
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
+            GmView12 t4Gm12(t4 + _g24 * 256 * N + _g25 * 128, GmView12::Shape(t26.GetValidRow(), t26.GetValidCol()), GmView12::Stride(N));  // matmul_bwd.pto:6:18
+            TSTORE(t4Gm12, t26);  // matmul_bwd.pto:6:18
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -35,23 +35,39 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k1(__gm__ float* t2, __gm__ flo
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT9 = Tile<TileType::Mat, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT10 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT9 = Tile<TileType::Mat, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT10 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
     using TileT6 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
-    using TileT7 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT8 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT12 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT13 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT14 = Tile<TileType::Mat, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT15 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Mat, float, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT8 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Mat, float, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B0 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT14B0 = Tile<TileType::Mat, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT15B0 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Mat, float, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B1 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT14B1 = Tile<TileType::Mat, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT15B1 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT12B2 = Tile<TileType::Mat, float, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B2 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT14B2 = Tile<TileType::Mat, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT15B2 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT12B3 = Tile<TileType::Mat, float, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B3 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT14B3 = Tile<TileType::Mat, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT15B3 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
+    using TileT12B4 = Tile<TileType::Mat, float, 256, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13B4 = TileLeft<float, 256, 32, DYNAMIC, DYNAMIC>;
+    using TileT14B4 = Tile<TileType::Mat, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT15B4 = TileRight<float, 32, 128, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g5 = floor_div(block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count), max_i64((M + 255) / 256, 1)); _g5 < ceil_div(block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count), (K + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256, 1)); ++_g5) {  // matmul_bwd.pto:5:18
-        TileT9 t9(min_i64(N, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+        TileT9 t9(min_i64(N, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
         TASSIGN(t9, 0);  // matmul_bwd.pto:5:18
-        TileT10 t10(min_i64(N, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+        TileT10 t10(min_i64(N, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
         TASSIGN(t10, 0);  // matmul_bwd.pto:5:18
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
@@ -72,14 +88,14 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k1(__gm__ float* t2, __gm__ flo
         for (int64_t _g4 = max_i64(block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count) - _g5 * max_i64((M + 255) / 256, 1), 0); _g4 < min_i64(block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count), (K + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count)) - _g5 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g4) {  // matmul_bwd.pto:5:18
             TileT6 t6(min_i64(M - _g4 * 256, 256), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
             TASSIGN(t6, 0);  // matmul_bwd.pto:5:18
-            TileT7 t7(min_i64(M - _g4 * 256, 256), min_i64(N, 64));  // matmul_bwd.pto:5:18
+            TileT7 t7(min_i64(M - _g4 * 256, 256), min_i64(N, 32));  // matmul_bwd.pto:5:18
             TASSIGN(t7, 0);  // matmul_bwd.pto:5:18
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
             GmView1 dcGm1(dc + _g4 * 256 * N, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(N));  // matmul_bwd.pto:5:18
             TLOAD(t7, dcGm1);  // matmul_bwd.pto:5:18
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT8 t8(min_i64(M - _g4 * 256, 256), min_i64(N, 64));  // matmul_bwd.pto:5:18
+            TileT8 t8(min_i64(M - _g4 * 256, 256), min_i64(N, 32));  // matmul_bwd.pto:5:18
             TASSIGN(t8, 0);  // matmul_bwd.pto:5:18
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
@@ -92,48 +108,172 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k1(__gm__ float* t2, __gm__ flo
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k11 = 1; _k11 < (N + 63) / 64; ++_k11) {  // matmul_bwd.pto:5:18
-                TileT12 t12(min_i64(M - _g4 * 256, 256), min_i64(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
-                TASSIGN(t12, 0);  // matmul_bwd.pto:5:18
+            for (int64_t _k11_db = 0; _k11_db < (max_i64((N + 31) / 32 - 1, 0) + 4) / 5; ++_k11_db) {  // matmul_bwd.pto:5:18
+                TileT12B0 t12_b0(min_i64(M - _g4 * 256, 256), min_i64(N - (1 + _k11_db * 5) * 32, 32));  // matmul_bwd.pto:5:18
+                TASSIGN(t12_b0, 0);  // matmul_bwd.pto:5:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
-                GmView2 dcGm2(dc + _g4 * 256 * N + _k11 * 64, GmView2::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView2::Stride(N));  // matmul_bwd.pto:5:18
-                TLOAD(t12, dcGm2);  // matmul_bwd.pto:5:18
+                GmView2 dcGm2(dc + _g4 * 256 * N + (1 + _k11_db * 5) * 32, GmView2::Shape(t12_b0.GetValidRow(), t12_b0.GetValidCol()), GmView2::Stride(N));  // matmul_bwd.pto:5:18
+                TLOAD(t12_b0, dcGm2);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT13 t13(min_i64(M - _g4 * 256, 256), min_i64(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
-                TASSIGN(t13, 0);  // matmul_bwd.pto:5:18
+                TileT13B0 t13_b0(min_i64(M - _g4 * 256, 256), min_i64(N - (1 + _k11_db * 5) * 32, 32));  // matmul_bwd.pto:5:18
+                TASSIGN(t13_b0, 0);  // matmul_bwd.pto:5:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t13, t12);  // matmul_bwd.pto:5:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT14 t14(min_i64(N - _k11 * 64, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
-                TASSIGN(t14, 0);  // matmul_bwd.pto:5:18
+                TMOV(t13_b0, t12_b0);  // matmul_bwd.pto:5:18
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT14B0 t14_b0(min_i64(N - (1 + _k11_db * 5) * 32, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+                TASSIGN(t14_b0, 32768);  // matmul_bwd.pto:5:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
-                GmView3 t2Gm3(t2 + _g5 * 128 * N + _k11 * 64, GmView3::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:5:18
-                TLOAD(t14, t2Gm3);  // matmul_bwd.pto:5:18
+                GmView3 t2Gm3(t2 + _g5 * 128 * N + (1 + _k11_db * 5) * 32, GmView3::Shape(t14_b0.GetValidRow(), t14_b0.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:5:18
+                TLOAD(t14_b0, t2Gm3);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT15 t15(min_i64(N - _k11 * 64, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
-                TASSIGN(t15, 32768);  // matmul_bwd.pto:5:18
+                TileT15B0 t15_b0(min_i64(N - (1 + _k11_db * 5) * 32, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+                TASSIGN(t15_b0, 16384);  // matmul_bwd.pto:5:18
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t15, t14);  // matmul_bwd.pto:5:18
+                TMOV(t15_b0, t14_b0);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t6, t6, t13, t15);  // matmul_bwd.pto:5:18
+                TMATMUL_ACC(t6, t6, t13_b0, t15_b0);  // matmul_bwd.pto:5:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k11_dr = 0; _k11_dr < min_i64(max_i64((N + 31) / 32 - 1, 0) - (_k11_db * 5 + 1), 1); ++_k11_dr) {  // matmul_bwd.pto:5:18
+                    TileT12B1 t12_b1(min_i64(M - _g4 * 256, 256), min_i64(N - (_k11_db * 5 + _k11_dr + 2) * 32, 32));  // matmul_bwd.pto:5:18
+                    TASSIGN(t12_b1, 49152);  // matmul_bwd.pto:5:18
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
+                    GmView4 dcGm4(dc + _g4 * 256 * N + (_k11_db * 5 + _k11_dr + 2) * 32, GmView4::Shape(t12_b1.GetValidRow(), t12_b1.GetValidCol()), GmView4::Stride(N));  // matmul_bwd.pto:5:18
+                    TLOAD(t12_b1, dcGm4);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT13B1 t13_b1(min_i64(M - _g4 * 256, 256), min_i64(N - (_k11_db * 5 + _k11_dr + 2) * 32, 32));  // matmul_bwd.pto:5:18
+                    TASSIGN(t13_b1, 32768);  // matmul_bwd.pto:5:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t13_b1, t12_b1);  // matmul_bwd.pto:5:18
+                    TileT14B1 t14_b1(min_i64(N - (_k11_db * 5 + _k11_dr + 2) * 32, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+                    TASSIGN(t14_b1, 81920);  // matmul_bwd.pto:5:18
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
+                    GmView5 t2Gm5(t2 + _g5 * 128 * N + (_k11_db * 5 + _k11_dr + 2) * 32, GmView5::Shape(t14_b1.GetValidRow(), t14_b1.GetValidCol()), GmView5::Stride(N));  // matmul_bwd.pto:5:18
+                    TLOAD(t14_b1, t2Gm5);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT15B1 t15_b1(min_i64(N - (_k11_db * 5 + _k11_dr + 2) * 32, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+                    TASSIGN(t15_b1, 32768);  // matmul_bwd.pto:5:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t15_b1, t14_b1);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t6, t6, t13_b1, t15_b1);  // matmul_bwd.pto:5:18
+                }
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k11_dr2 = 0; _k11_dr2 < min_i64(max_i64((N + 31) / 32 - 1, 0) - (_k11_db * 5 + 2), 1); ++_k11_dr2) {  // matmul_bwd.pto:5:18
+                    TileT12B2 t12_b2(min_i64(M - _g4 * 256, 256), min_i64(N - (_k11_db * 5 + _k11_dr2 + 3) * 32, 32));  // matmul_bwd.pto:5:18
+                    TASSIGN(t12_b2, 98304);  // matmul_bwd.pto:5:18
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
+                    GmView6 dcGm6(dc + _g4 * 256 * N + (_k11_db * 5 + _k11_dr2 + 3) * 32, GmView6::Shape(t12_b2.GetValidRow(), t12_b2.GetValidCol()), GmView6::Stride(N));  // matmul_bwd.pto:5:18
+                    TLOAD(t12_b2, dcGm6);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT13B2 t13_b2(min_i64(M - _g4 * 256, 256), min_i64(N - (_k11_db * 5 + _k11_dr2 + 3) * 32, 32));  // matmul_bwd.pto:5:18
+                    TASSIGN(t13_b2, 0);  // matmul_bwd.pto:5:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t13_b2, t12_b2);  // matmul_bwd.pto:5:18
+                    TileT14B2 t14_b2(min_i64(N - (_k11_db * 5 + _k11_dr2 + 3) * 32, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+                    TASSIGN(t14_b2, 131072);  // matmul_bwd.pto:5:18
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
+                    GmView7 t2Gm7(t2 + _g5 * 128 * N + (_k11_db * 5 + _k11_dr2 + 3) * 32, GmView7::Shape(t14_b2.GetValidRow(), t14_b2.GetValidCol()), GmView7::Stride(N));  // matmul_bwd.pto:5:18
+                    TLOAD(t14_b2, t2Gm7);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT15B2 t15_b2(min_i64(N - (_k11_db * 5 + _k11_dr2 + 3) * 32, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+                    TASSIGN(t15_b2, 16384);  // matmul_bwd.pto:5:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t15_b2, t14_b2);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t6, t6, t13_b2, t15_b2);  // matmul_bwd.pto:5:18
+                }
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                for (int64_t _k11_dr3 = 0; _k11_dr3 < min_i64(max_i64((N + 31) / 32 - 1, 0) - (_k11_db * 5 + 3), 1); ++_k11_dr3) {  // matmul_bwd.pto:5:18
+                    TileT12B3 t12_b3(min_i64(M - _g4 * 256, 256), min_i64(N - (_k11_db * 5 + _k11_dr3 + 4) * 32, 32));  // matmul_bwd.pto:5:18
+                    TASSIGN(t12_b3, 147456);  // matmul_bwd.pto:5:18
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
+                    GmView8 dcGm8(dc + _g4 * 256 * N + (_k11_db * 5 + _k11_dr3 + 4) * 32, GmView8::Shape(t12_b3.GetValidRow(), t12_b3.GetValidCol()), GmView8::Stride(N));  // matmul_bwd.pto:5:18
+                    TLOAD(t12_b3, dcGm8);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT13B3 t13_b3(min_i64(M - _g4 * 256, 256), min_i64(N - (_k11_db * 5 + _k11_dr3 + 4) * 32, 32));  // matmul_bwd.pto:5:18
+                    TASSIGN(t13_b3, 32768);  // matmul_bwd.pto:5:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t13_b3, t12_b3);  // matmul_bwd.pto:5:18
+                    TileT14B3 t14_b3(min_i64(N - (_k11_db * 5 + _k11_dr3 + 4) * 32, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+                    TASSIGN(t14_b3, 180224);  // matmul_bwd.pto:5:18
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
+                    GmView9 t2Gm9(t2 + _g5 * 128 * N + (_k11_db * 5 + _k11_dr3 + 4) * 32, GmView9::Shape(t14_b3.GetValidRow(), t14_b3.GetValidCol()), GmView9::Stride(N));  // matmul_bwd.pto:5:18
+                    TLOAD(t14_b3, t2Gm9);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT15B3 t15_b3(min_i64(N - (_k11_db * 5 + _k11_dr3 + 4) * 32, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+                    TASSIGN(t15_b3, 32768);  // matmul_bwd.pto:5:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t15_b3, t14_b3);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t6, t6, t13_b3, t15_b3);  // matmul_bwd.pto:5:18
+                }
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k11_dr4 = 0; _k11_dr4 < min_i64(max_i64((N + 31) / 32 - 1, 0) - (_k11_db * 5 + 4), 1); ++_k11_dr4) {  // matmul_bwd.pto:5:18
+                    TileT12B4 t12_b4(min_i64(M - _g4 * 256, 256), min_i64(N - (_k11_db * 5 + _k11_dr4 + 5) * 32, 32));  // matmul_bwd.pto:5:18
+                    TASSIGN(t12_b4, 196608);  // matmul_bwd.pto:5:18
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
+                    GmView10 dcGm10(dc + _g4 * 256 * N + (_k11_db * 5 + _k11_dr4 + 5) * 32, GmView10::Shape(t12_b4.GetValidRow(), t12_b4.GetValidCol()), GmView10::Stride(N));  // matmul_bwd.pto:5:18
+                    TLOAD(t12_b4, dcGm10);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT13B4 t13_b4(min_i64(M - _g4 * 256, 256), min_i64(N - (_k11_db * 5 + _k11_dr4 + 5) * 32, 32));  // matmul_bwd.pto:5:18
+                    TASSIGN(t13_b4, 0);  // matmul_bwd.pto:5:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t13_b4, t12_b4);  // matmul_bwd.pto:5:18
+                    TileT14B4 t14_b4(min_i64(N - (_k11_db * 5 + _k11_dr4 + 5) * 32, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+                    TASSIGN(t14_b4, 229376);  // matmul_bwd.pto:5:18
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
+                    GmView11 t2Gm11(t2 + _g5 * 128 * N + (_k11_db * 5 + _k11_dr4 + 5) * 32, GmView11::Shape(t14_b4.GetValidRow(), t14_b4.GetValidCol()), GmView11::Stride(N));  // matmul_bwd.pto:5:18
+                    TLOAD(t14_b4, t2Gm11);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT15B4 t15_b4(min_i64(N - (_k11_db * 5 + _k11_dr4 + 5) * 32, 32), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+                    TASSIGN(t15_b4, 16384);  // matmul_bwd.pto:5:18
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t15_b4, t14_b4);  // matmul_bwd.pto:5:18
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t6, t6, t13_b4, t15_b4);  // matmul_bwd.pto:5:18
+                }
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
-            GmView4 t1Gm4(t1 + _g4 * 256 * K + _g5 * 128, GmView4::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView4::Stride(K));  // matmul_bwd.pto:5:18
-            TSTORE(t1Gm4, t6);  // matmul_bwd.pto:5:18
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
+            GmView12 t1Gm12(t1 + _g4 * 256 * K + _g5 * 128, GmView12::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView12::Stride(K));  // matmul_bwd.pto:5:18
+            TSTORE(t1Gm12, t6);  // matmul_bwd.pto:5:18
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
