@@ -662,7 +662,7 @@ def run(module: Module, ctx: PassContext) -> Module:
             # such loops by their alike iterations, which blocks whose count varies break)
             cores = ctx.target.chip.cores(kernel.kind)
             inner = _inner_grid(kernel, loops[0]) if len(loops) == 1 and loops[0].attrs.get("kind") in SHARED else None
-            if inner is not None and tileable(kernel):
+            if inner is not None and tileable(kernel, _nest(kernel, loops[0])):
                 index, count = _block_params(kernel)
                 total = share_out_tiles(kernel, _nest(kernel, loops[0]), index, count)
                 tiles = sym.substitute(total, _launch_env(kernel, op, index, count))

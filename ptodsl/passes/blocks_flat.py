@@ -15,8 +15,9 @@ body's work (the first B tile of the column) still runs once per column, every b
 in the block index and in the column (the dry run samples alike blocks and rows, cost/alike.py),
 and a block walking down a column re-reads the B panel its last tile read.
 
-Vector kernels keep the grid of blocks: their nests (a broadcast row outside, row tiles inside)
-mostly have fewer columns than cores, where the grid already fills the cores.
+Vector kernels keep the grid of blocks where their nest is two loops deep (a broadcast row
+outside, row tiles inside): such nests mostly have fewer columns than cores, where the grid already
+fills the cores. A deeper one (batch dims around the row blocks) is shared out by tiles.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ from .. import sym
 from ..ir import Func, Op
 
 
-def tileable(kernel: Func) -> bool:
-    """Whether the grid nest of ``kernel`` (``blocks._inner_grid`` holds) is shared out by tiles."""
-    return kernel.kind == "cube"
+def tileable(kernel: Func, nest: list[Op]) -> bool:
+    """Whether the grid nest of ``kernel`` (``blocks._inner_grid`` holds) is shared out by tiles:
+    a cube kernel's, or a vector kernel's nest of three loops or more (batch dims around row
+    blocks: a grid of blocks splits only the outer two, so the 2 x 12 heads of mha_sdpa's
+    softmax would take 24 of 48 vector cores)."""
+    return kernel.kind == "cube" or (kernel.kind == "vector" and len(nest) >= 3)
 
 
 def share_out_tiles(kernel: Func, nest: list[Op], index: str, count: str) -> sym.Expr:

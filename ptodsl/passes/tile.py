@@ -527,6 +527,14 @@ def _bounded_by_outer_loops(ops: list[Op], outer: list[Op]) -> dict[str, Op]:
     return out
 
 
+def _escapes(loop: Op, f: Func) -> bool:
+    """Whether a value ``loop``'s body defines is used outside it (an implicit top-level loop
+    holding the first statements, a local's ``alloc`` among them, whose later statements follow)."""
+    inside = {id(o) for o in loop.walk()}
+    defined = {r.name for o in loop.walk() for r in o.results}
+    return any(v.name in defined for o in f.walk() if id(o) not in inside for v in o.operands)
+
+
 def _least(loop: Op, dim: str) -> int:
     """The least ``dim`` the loop's fit version takes: 1, or for a rewrite from a copy, the least
     at which every part of its concat has a column (``tile_fit.least_dim``; a fit version for less
@@ -553,6 +561,8 @@ def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Fu
         dim = tile_fit.row_dim(row_loop, dims) or tile_fit.inplace_dim(row_loop, dims)
         if dim is None or dim in sched.max_dims:
             continue  # (a bounded dim is tiled whole already: the loop is one pass as it is)
+        if _escapes(loop, f):
+            continue  # the fit copy renames what its body defines: nothing after may use it
         tiler.loop_names = [row_loop.attrs["name"]]
         width = tiler.vec_tile(1, row_loop, pad=True)
         tiler.loop_names = []
@@ -560,6 +570,10 @@ def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Fu
             continue
 
         lo = _least(row_loop, dim)
+        if loop.attrs.get("kind") == "implicit" and tile_fit.rewrite_of(row_loop.regions[0]) is None:
+            # rows one scheduled tile wide are one pass already, and there the scheduled grid of
+            # row tiles is double buffered, which the fit version's cap-wide tiles leave no room for
+            lo = max(lo, width[-1] + 1)
         inner = frozenset({row_loop.attrs["index"]} if loop is not row_loop else ())
 
         def measure(cap: int, loop=loop, dim=dim, lo=lo, inner=inner) -> int | None:

@@ -1,8 +1,9 @@
 """One-pass versions of row loops whose rows fit on chip (used by ``passes/tile.py``).
 
 A loop that reduces each row over a runtime dim ``D`` and then applies the row's statistic back
-to the row (rmsnorm, layernorm, softmax, log-softmax) reads the row twice or more when it spans
-several vector tiles: the statistic is complete only after the last tile. When the whole row
+to the row (rmsnorm, layernorm, softmax, log-softmax; or the implicit loop of a kernel's top-level
+statements, matrix products among them: mha_sdpa's softmax between its products) reads the row
+twice or more when it spans several vector tiles: the statistic is complete only after the last tile. When the whole row
 fits the UB, one pass is enough: the row is loaded once, reduced and used from UB.
 
 So tiling compiles such a loop twice, behind ``if (D >= 1 && D <= cap)``: the fit version, a
@@ -57,8 +58,9 @@ _STRUCTURE = frozenset({"view", "alloc", "assemble", "fill", "broadcast"})
 def row_dim(loop: Op, dims: set[str]) -> str | None:
     """The runtime dim ``D`` a user loop's body reduces its rows over and then applies the result
     back over (a binary op of a ``[.., D]`` and a ``[.., 1]`` operand), when its body is only
-    elementwise work, reductions and views; else None."""
-    if loop.name != "loop" or "kind" in loop.attrs:
+    elementwise work, reductions and views (and matrix products, in the implicit top-level loop,
+    whose tiles are the cube's, not the fit width's); else None."""
+    if loop.name != "loop" or loop.attrs.get("kind") not in (None, "implicit"):
         return None
     reduced: set[str] = set()
     spread: set[str] = set()
@@ -71,7 +73,7 @@ def row_dim(loop: Op, dims: set[str]) -> str | None:
                 if o.name not in _STRUCTURE:
                     return None
                 continue
-            if od.kind not in _ROW_FAMILIES:
+            if od.kind not in _ROW_FAMILIES and not (od.kind == "matmul" and loop.attrs.get("kind") == "implicit"):
                 return None
             if od.kind == "reduce":
                 st: TensorType = o.operands[0].type

@@ -156,3 +156,36 @@ def test_a_bench_case_outside_the_bound_is_refused(compile_text):
     bench = "max_dims: {H: 100}\nschedule:\n  vec_tile: [1, 64]\nbench:\n  - {shapes: {R: 8, H: %d}}\n"
     assert compile_text(RMS, bench % 100) == []
     assert compile_text(RMS, bench % 101) == ["E0867"]
+
+
+def test_top_level_statements_with_products_get_a_one_pass_version():
+    """mha_sdpa's statements, the products and the softmax between them over a runtime key count,
+    run as one implicit top-level loop: it is versioned as a row loop is, the softmax's rows read
+    once each in the fit version (its golden cases run both versions)."""
+    op = ptodsl.load("specs/mha_sdpa.yaml")
+    for index in range(len(op.compiled.checked)):
+        fit, rest = _choice(op, index).regions
+        (loop,) = [o for o in fit if o.name == "loop"]
+        assert loop.attrs["fit"] == "L" and loop.attrs["kind"] == "implicit"
+        assert any(o.name == "tile.matmul" for o in loop.walk())
+        # the vector work loads the scores once per row block; the multi-pass version more often
+        ub_loads = [o for o in loop.walk() if o.name == "tile.load" and o.operands[0].type.space == "ub"]
+        assert len(ub_loads) == 1, ub_loads
+        assert len([o for x in rest for o in x.walk() if o.name == "tile.load" and o.operands[0].type.space == "ub"]) > 1
+
+
+def test_an_implicit_loop_whose_values_are_used_after_it_is_not_versioned(write_spec):
+    """A local allocated among the first statements and updated by a loop after them (fuzz seed
+    7971173): a fit copy of the first statements would rename it under the loop's feet."""
+    pto = ("kernel k(x0: f32[M, N], x1: f32[M, N], xf: f32[M, N], y2: out f32[M, 1], y3: out f32[1, N]):\n"
+           "    y2[:] = mean(x1 / (abs(amin(x0, dim=-1, keepdim=True)) + 1.0), dim=-1, keepdim=True)\n"
+           "    acc3 = ones([1, N], f32)\n"
+           "    for r in loop(M, name=\"L3\"):\n"
+           "        acc3[:] = acc3 - xf[r, :]\n"
+           "    y3[:] = acc3\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule:\n  vec_tile: [1, 16]\n"))
+    rng = np.random.default_rng(3)
+    x0, x1, xf = (rng.standard_normal((3, 40)).astype(np.float32) for _ in range(3))
+    y2, y3 = op(x0, x1, xf)
+    np.testing.assert_allclose(y2, (x1 / (np.abs(x0.min(1, keepdims=True)) + 1)).mean(1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(y3, 1 - xf.sum(0, keepdims=True), rtol=1e-5, atol=1e-5)

@@ -154,6 +154,7 @@ CASES = [
     pytest.param("mha_sdpa", 0, id="mha_sdpa[f16-B2-H2-S32-L64-D32]"),
     pytest.param("mha_sdpa", 1, id="mha_sdpa[f16-tails]"),
     pytest.param("mha_sdpa", 2, id="mha_sdpa[f32-long-keys]"),
+    pytest.param("mha_sdpa", 3, id="mha_sdpa[f16-over_cap]"),
     pytest.param("moe_topk", 0, id="moe_topk[f32-N20]"),
     pytest.param("moe_topk", 1, id="moe_topk[f16-f16_tails]"),
     pytest.param("moe_topk", 2, id="moe_topk[f32-ties]"),

@@ -48,9 +48,9 @@ extern "C" __global__ AICORE void bias_expand_bf16_k0(__gm__ bfloat16_t* t2, __g
     using TileT9B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // bias_expand.pto:4:16
-        for (int64_t _g0 = block_index / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)); _g0 < block_index / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)), B - block_index / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1))); ++_g0) {  // bias_expand.pto:4:12
+        for (int64_t _g0 = floor_div(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count), max_i64((S + 7) / 8 * ((H + 63) / 64), 1)); _g0 < ceil_div(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) + min_i64(ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count), B * ((H + 63) / 64) * ((S + 7) / 8) - block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count)), max_i64((S + 7) / 8 * ((H + 63) / 64), 1)); ++_g0) {  // bias_expand.pto:4:12
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g2 = block_index % max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)); _g2 < block_index % max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)) + min_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)), (H + 63) / 64 - block_index % max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1))); ++_g2) {  // bias_expand.pto:4:12
+            for (int64_t _g2 = max_i64(floor_div(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - _g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1), max_i64((S + 7) / 8, 1)), 0); _g2 < min_i64(ceil_div(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) + min_i64(ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count), B * ((H + 63) / 64) * ((S + 7) / 8) - block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count)) - _g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1), max_i64((S + 7) / 8, 1)), (H + 63) / 64); ++_g2) {  // bias_expand.pto:4:12
                 TileT4 t4(min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                 TASSIGN(t4, 0);  // bias_expand.pto:4:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -63,26 +63,26 @@ extern "C" __global__ AICORE void bias_expand_bf16_k0(__gm__ bfloat16_t* t2, __g
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g1_db = 0; _g1_db < ((S + 7) / 8 + 1) / 2; ++_g1_db) {  // bias_expand.pto:4:12
+                for (int64_t _g1_db = 0; _g1_db < (max_i64(min_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) + min_i64(ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count), B * ((H + 63) / 64) * ((S + 7) / 8) - block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count)) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), (S + 7) / 8) - max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0), 0) + 1) / 2; ++_g1_db) {  // bias_expand.pto:4:12
                     pipe_barrier(PIPE_V);
-                    TileT3B0 t3_b0(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                    TileT3B0 t3_b0(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                     TASSIGN(t3_b0, 128);  // bias_expand.pto:4:12
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                    GmView1 xGm1(x + _g0 * (H * S) + _g1_db * 2 * 8 * H + _g2 * 64, GmView1::Shape(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64)), GmView1::Stride(H * S, H));  // bias_expand.pto:4:12
+                    GmView1 xGm1(x + _g0 * (H * S) + (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8 * H + _g2 * 64, GmView1::Shape(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView1::Stride(H * S, H));  // bias_expand.pto:4:12
                     TLOAD(t3_b0, xGm1);  // bias_expand.pto:4:12
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TileC0B0 c0_b0(min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                     TASSIGN(c0_b0, 1152);  // bias_expand.pto:4:12
-                    TileT6B0 t6_b0(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                    TileT6B0 t6_b0(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                     TASSIGN(t6_b0, 1408);  // bias_expand.pto:4:12
-                    TileT7B0 t7_b0(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                    TileT7B0 t7_b0(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                     TASSIGN(t7_b0, 2432);  // bias_expand.pto:4:12
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t7_b0, t3_b0, RoundMode::CAST_RINT);  // bias_expand.pto:4:12
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     TCVT(c0_b0, t4, RoundMode::CAST_RINT);  // bias_expand.pto:4:12
-                    TileT9B0 t9_b0(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                    TileT9B0 t9_b0(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                     TASSIGN(t9_b0, 4480);  // bias_expand.pto:4:12
                     pipe_barrier(PIPE_V);
                     TCOLEXPANDADD(t9_b0, t7_b0, c0_b0);  // bias_expand.pto:4:12
@@ -92,28 +92,28 @@ extern "C" __global__ AICORE void bias_expand_bf16_k0(__gm__ bfloat16_t* t2, __g
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                    GmView2 yGm2(y + _g0 * (H * S) + _g1_db * 2 * 8 * H + _g2 * 64, GmView2::Shape(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64)), GmView2::Stride(H * S, H));  // bias_expand.pto:4:12
+                    GmView2 yGm2(y + _g0 * (H * S) + (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8 * H + _g2 * 64, GmView2::Shape(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView2::Stride(H * S, H));  // bias_expand.pto:4:12
                     TSTORE(yGm2, t6_b0);  // bias_expand.pto:4:12
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                    for (int64_t _g1_dr = 0; _g1_dr < min_i64((S + 7) / 8 - (_g1_db * 2 + 1), 1); ++_g1_dr) {  // bias_expand.pto:4:12
-                        TileT3B1 t3_b1(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                    for (int64_t _g1_dr = 0; _g1_dr < min_i64(max_i64(min_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) + min_i64(ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count), B * ((H + 63) / 64) * ((S + 7) / 8) - block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count)) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), (S + 7) / 8) - max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0), 0) - (_g1_db * 2 + 1), 1); ++_g1_dr) {  // bias_expand.pto:4:12
+                        TileT3B1 t3_b1(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                         TASSIGN(t3_b1, 6528);  // bias_expand.pto:4:12
                         using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                        GmView3 xGm3(x + _g0 * (H * S) + (_g1_db * 2 + 1 + _g1_dr) * 8 * H + _g2 * 64, GmView3::Shape(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView3::Stride(H * S, H));  // bias_expand.pto:4:12
+                        GmView3 xGm3(x + _g0 * (H * S) + (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8 * H + _g2 * 64, GmView3::Shape(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView3::Stride(H * S, H));  // bias_expand.pto:4:12
                         TLOAD(t3_b1, xGm3);  // bias_expand.pto:4:12
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TileC0B1 c0_b1(min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                         TASSIGN(c0_b1, 7552);  // bias_expand.pto:4:12
-                        TileT6B1 t6_b1(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                        TileT6B1 t6_b1(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                         TASSIGN(t6_b1, 7808);  // bias_expand.pto:4:12
-                        TileT7B1 t7_b1(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                        TileT7B1 t7_b1(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                         TASSIGN(t7_b1, 8832);  // bias_expand.pto:4:12
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t7_b1, t3_b1, RoundMode::CAST_RINT);  // bias_expand.pto:4:12
                         TCVT(c0_b1, t4, RoundMode::CAST_RINT);  // bias_expand.pto:4:12
-                        TileT9B1 t9_b1(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                        TileT9B1 t9_b1(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                         TASSIGN(t9_b1, 10880);  // bias_expand.pto:4:12
                         pipe_barrier(PIPE_V);
                         TCOLEXPANDADD(t9_b1, t7_b1, c0_b1);  // bias_expand.pto:4:12
@@ -122,7 +122,7 @@ extern "C" __global__ AICORE void bias_expand_bf16_k0(__gm__ bfloat16_t* t2, __g
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                        GmView4 yGm4(y + _g0 * (H * S) + (_g1_db * 2 + 1 + _g1_dr) * 8 * H + _g2 * 64, GmView4::Shape(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView4::Stride(H * S, H));  // bias_expand.pto:4:12
+                        GmView4 yGm4(y + _g0 * (H * S) + (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8 * H + _g2 * 64, GmView4::Shape(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView4::Stride(H * S, H));  // bias_expand.pto:4:12
                         TSTORE(yGm4, t6_b1);  // bias_expand.pto:4:12
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);

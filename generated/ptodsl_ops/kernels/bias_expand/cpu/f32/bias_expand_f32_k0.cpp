@@ -42,9 +42,9 @@ extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ fl
     using TileT6B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // bias_expand.pto:4:16
-        for (int64_t _g0 = block_index / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)); _g0 < block_index / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)), B - block_index / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1))); ++_g0) {  // bias_expand.pto:4:12
+        for (int64_t _g0 = floor_div(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count), max_i64((S + 7) / 8 * ((H + 63) / 64), 1)); _g0 < ceil_div(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) + min_i64(ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count), B * ((H + 63) / 64) * ((S + 7) / 8) - block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count)), max_i64((S + 7) / 8 * ((H + 63) / 64), 1)); ++_g0) {  // bias_expand.pto:4:12
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g2 = block_index % max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)); _g2 < block_index % max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)) + min_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1)), (H + 63) / 64 - block_index % max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1) * ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1))); ++_g2) {  // bias_expand.pto:4:12
+            for (int64_t _g2 = max_i64(floor_div(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - _g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1), max_i64((S + 7) / 8, 1)), 0); _g2 < min_i64(ceil_div(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) + min_i64(ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count), B * ((H + 63) / 64) * ((S + 7) / 8) - block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count)) - _g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1), max_i64((S + 7) / 8, 1)), (H + 63) / 64); ++_g2) {  // bias_expand.pto:4:12
                 TileT4 t4(min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                 TASSIGN(t4, 0);  // bias_expand.pto:4:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -57,16 +57,16 @@ extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ fl
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g1_db = 0; _g1_db < ((S + 7) / 8 + 1) / 2; ++_g1_db) {  // bias_expand.pto:4:12
+                for (int64_t _g1_db = 0; _g1_db < (max_i64(min_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) + min_i64(ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count), B * ((H + 63) / 64) * ((S + 7) / 8) - block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count)) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), (S + 7) / 8) - max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0), 0) + 1) / 2; ++_g1_db) {  // bias_expand.pto:4:12
                     pipe_barrier(PIPE_V);
-                    TileT3B0 t3_b0(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                    TileT3B0 t3_b0(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                     TASSIGN(t3_b0, 256);  // bias_expand.pto:4:12
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                    GmView1 xGm1(x + _g0 * (H * S) + _g1_db * 2 * 8 * H + _g2 * 64, GmView1::Shape(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64)), GmView1::Stride(H * S, H));  // bias_expand.pto:4:12
+                    GmView1 xGm1(x + _g0 * (H * S) + (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8 * H + _g2 * 64, GmView1::Shape(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView1::Stride(H * S, H));  // bias_expand.pto:4:12
                     TLOAD(t3_b0, xGm1);  // bias_expand.pto:4:12
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT6B0 t6_b0(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                    TileT6B0 t6_b0(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                     TASSIGN(t6_b0, 2304);  // bias_expand.pto:4:12
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -75,26 +75,26 @@ extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ fl
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                    GmView2 yGm2(y + _g0 * (H * S) + _g1_db * 2 * 8 * H + _g2 * 64, GmView2::Shape(min_i64(S - _g1_db * 2 * 8, 8), min_i64(H - _g2 * 64, 64)), GmView2::Stride(H * S, H));  // bias_expand.pto:4:12
+                    GmView2 yGm2(y + _g0 * (H * S) + (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8 * H + _g2 * 64, GmView2::Shape(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + _g1_db * 2) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView2::Stride(H * S, H));  // bias_expand.pto:4:12
                     TSTORE(yGm2, t6_b0);  // bias_expand.pto:4:12
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                    for (int64_t _g1_dr = 0; _g1_dr < min_i64((S + 7) / 8 - (_g1_db * 2 + 1), 1); ++_g1_dr) {  // bias_expand.pto:4:12
-                        TileT3B1 t3_b1(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                    for (int64_t _g1_dr = 0; _g1_dr < min_i64(max_i64(min_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) + min_i64(ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count), B * ((H + 63) / 64) * ((S + 7) / 8) - block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count)) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), (S + 7) / 8) - max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0), 0) - (_g1_db * 2 + 1), 1); ++_g1_dr) {  // bias_expand.pto:4:12
+                        TileT3B1 t3_b1(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                         TASSIGN(t3_b1, 4352);  // bias_expand.pto:4:12
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                        GmView3 xGm3(x + _g0 * (H * S) + (_g1_db * 2 + 1 + _g1_dr) * 8 * H + _g2 * 64, GmView3::Shape(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView3::Stride(H * S, H));  // bias_expand.pto:4:12
+                        GmView3 xGm3(x + _g0 * (H * S) + (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8 * H + _g2 * 64, GmView3::Shape(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView3::Stride(H * S, H));  // bias_expand.pto:4:12
                         TLOAD(t3_b1, xGm3);  // bias_expand.pto:4:12
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                        TileT6B1 t6_b1(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
+                        TileT6B1 t6_b1(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:12
                         TASSIGN(t6_b1, 6400);  // bias_expand.pto:4:12
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCOLEXPANDADD(t6_b1, t3_b1, t4);  // bias_expand.pto:4:12
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                        GmView4 yGm4(y + _g0 * (H * S) + (_g1_db * 2 + 1 + _g1_dr) * 8 * H + _g2 * 64, GmView4::Shape(min_i64(S - (_g1_db * 2 + 1 + _g1_dr) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView4::Stride(H * S, H));  // bias_expand.pto:4:12
+                        GmView4 yGm4(y + _g0 * (H * S) + (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8 * H + _g2 * 64, GmView4::Shape(min_i64(S - (max_i64(block_index * ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), block_count) - (_g0 * max_i64((S + 7) / 8 * ((H + 63) / 64), 1) + _g2 * max_i64((S + 7) / 8, 1)), 0) + (_g1_db * 2 + 1 + _g1_dr)) * 8, 8), min_i64(H - _g2 * 64, 64)), GmView4::Stride(H * S, H));  // bias_expand.pto:4:12
                         TSTORE(yGm4, t6_b1);  // bias_expand.pto:4:12
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);

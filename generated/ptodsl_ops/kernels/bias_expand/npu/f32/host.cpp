@@ -210,11 +210,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -233,7 +228,7 @@ extern "C" int bias_expand_f32(int32_t device, void* stream, float* x, float* bi
     }
     float* t2 = bias;  // bias_expand.pto:4:23
     {  // bias_expand.pto:4:16
-        const int64_t bias_expand_f32_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1)), 1)), 1);  // bias_expand.pto:4:16
+        const int64_t bias_expand_f32_k0_blocks = max_i64(ceil_div(B * ((H + 63) / 64) * ((S + 7) / 8), max_i64((B * ((H + 63) / 64) * ((S + 7) / 8) + 47) / 48, 1)), 1);  // bias_expand.pto:4:16
         bias_expand_f32_k0_launch(bias_expand_f32_k0_blocks, ptodsl_stream, t2, x, y, B, H, S);  // bias_expand.pto:4:16
         if (!launched("the launch of bias_expand_f32_k0")) {  // bias_expand.pto:4:16
             return -1;  // bias_expand.pto:4:16

@@ -26,53 +26,53 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q, __gm__ float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q, __gm__ float* t0_fit, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q, __gm__ float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S)
+extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q, __gm__ float* t0_fit, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT7 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT8 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT4 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT6 = TileLeft<half, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11B0 = TileLeft<half, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT12B0 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT13B0 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11B1 = TileLeft<half, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT12B1 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT13B1 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT10B2 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11B2 = TileLeft<half, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT12B2 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT13B2 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT10B3 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11B3 = TileLeft<half, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT12B3 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT13B3 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT10B4 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11B4 = TileLeft<half, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT12B4 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT13B4 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Mat, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT8 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT4 = TileAcc<float, 128, 128, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT6 = TileLeft<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B0 = TileLeft<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Mat, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT13B0 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B1 = TileLeft<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Mat, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT13B1 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B2 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B2 = TileLeft<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B2 = Tile<TileType::Mat, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT13B2 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B3 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B3 = TileLeft<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B3 = Tile<TileType::Mat, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT13B3 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B4 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B4 = TileLeft<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B4 = Tile<TileType::Mat, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT13B4 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _b0 = floor_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count), max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1)); _b0 < ceil_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((L + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count)), max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1)); ++_b0) {  // mha_sdpa.pto:5:9
-        for (int64_t _b1 = max_i64(floor_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) - _b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1), max_i64((S + 31) / 32 * ((L + 31) / 32), 1)), 0); _b1 < min_i64(ceil_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((L + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count)) - _b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1), max_i64((S + 31) / 32 * ((L + 31) / 32), 1)), H); ++_b1) {  // mha_sdpa.pto:5:9
+    for (int64_t _b0 = floor_div(block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count), max_i64((S + 127) / 128 * ((L + 127) / 128) * H, 1)); _b0 < ceil_div(block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count) + min_i64(ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count), B * H * ((L + 127) / 128) * ((S + 127) / 128) - block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count)), max_i64((S + 127) / 128 * ((L + 127) / 128) * H, 1)); ++_b0) {  // mha_sdpa.pto:5:9
+        for (int64_t _b1 = max_i64(floor_div(block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count) - _b0 * max_i64((S + 127) / 128 * ((L + 127) / 128) * H, 1), max_i64((S + 127) / 128 * ((L + 127) / 128), 1)), 0); _b1 < min_i64(ceil_div(block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count) + min_i64(ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count), B * H * ((L + 127) / 128) * ((S + 127) / 128) - block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count)) - _b0 * max_i64((S + 127) / 128 * ((L + 127) / 128) * H, 1), max_i64((S + 127) / 128 * ((L + 127) / 128), 1)), H); ++_b1) {  // mha_sdpa.pto:5:9
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g3 = max_i64(floor_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) - (_b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1) + _b1 * max_i64((S + 31) / 32 * ((L + 31) / 32), 1)), max_i64((S + 31) / 32, 1)), 0); _g3 < min_i64(ceil_div(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((L + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count)) - (_b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1) + _b1 * max_i64((S + 31) / 32 * ((L + 31) / 32), 1)), max_i64((S + 31) / 32, 1)), (L + 31) / 32); ++_g3) {  // mha_sdpa.pto:5:9
-                TileT7 t7(min_i64(D, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+            for (int64_t _g3 = max_i64(floor_div(block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count) - (_b0 * max_i64((S + 127) / 128 * ((L + 127) / 128) * H, 1) + _b1 * max_i64((S + 127) / 128 * ((L + 127) / 128), 1)), max_i64((S + 127) / 128, 1)), 0); _g3 < min_i64(ceil_div(block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count) + min_i64(ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count), B * H * ((L + 127) / 128) * ((S + 127) / 128) - block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count)) - (_b0 * max_i64((S + 127) / 128 * ((L + 127) / 128) * H, 1) + _b1 * max_i64((S + 127) / 128 * ((L + 127) / 128), 1)), max_i64((S + 127) / 128, 1)), (L + 127) / 128); ++_g3) {  // mha_sdpa.pto:5:9
+                TileT7 t7(min_i64(D, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
                 TASSIGN(t7, 0);  // mha_sdpa.pto:5:9
-                TileT8 t8(min_i64(D, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+                TileT8 t8(min_i64(D, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
                 TASSIGN(t8, 0);  // mha_sdpa.pto:5:9
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
-                GmView0 kGm0(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D, GmView0::Shape(min_i64(D, 32), min_i64(L - _g3 * 32, 32)), GmView0::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
+                GmView0 kGm0(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 128 * D, GmView0::Shape(min_i64(D, 64), min_i64(L - _g3 * 128, 128)), GmView0::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
                 TLOAD(t7, kGm0);  // mha_sdpa.pto:5:9
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -85,17 +85,17 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g2 = max_i64(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) - (_b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1) + _b1 * max_i64((S + 31) / 32 * ((L + 31) / 32), 1) + _g3 * max_i64((S + 31) / 32, 1)), 0); _g2 < min_i64(block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((L + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), block_count)) - (_b0 * max_i64((S + 31) / 32 * ((L + 31) / 32) * H, 1) + _b1 * max_i64((S + 31) / 32 * ((L + 31) / 32), 1) + _g3 * max_i64((S + 31) / 32, 1)), (S + 31) / 32); ++_g2) {  // mha_sdpa.pto:5:9
-                    TileT4 t4(min_i64(S - _g2 * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+                for (int64_t _g2 = max_i64(block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count) - (_b0 * max_i64((S + 127) / 128 * ((L + 127) / 128) * H, 1) + _b1 * max_i64((S + 127) / 128 * ((L + 127) / 128), 1) + _g3 * max_i64((S + 127) / 128, 1)), 0); _g2 < min_i64(block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count) + min_i64(ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count), B * H * ((L + 127) / 128) * ((S + 127) / 128) - block_index * ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), block_count)) - (_b0 * max_i64((S + 127) / 128 * ((L + 127) / 128) * H, 1) + _b1 * max_i64((S + 127) / 128 * ((L + 127) / 128), 1) + _g3 * max_i64((S + 127) / 128, 1)), (S + 127) / 128); ++_g2) {  // mha_sdpa.pto:5:9
+                    TileT4 t4(min_i64(S - _g2 * 128, 128), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
                     TASSIGN(t4, 0);  // mha_sdpa.pto:5:9
-                    TileT5 t5(min_i64(S - _g2 * 32, 32), min_i64(D, 32));  // mha_sdpa.pto:5:9
+                    TileT5 t5(min_i64(S - _g2 * 128, 128), min_i64(D, 64));  // mha_sdpa.pto:5:9
                     TASSIGN(t5, 0);  // mha_sdpa.pto:5:9
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                    GmView1 qGm1(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D, GmView1::Shape(min_i64(S - _g2 * 32, 32), min_i64(D, 32)), GmView1::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
+                    GmView1 qGm1(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 128 * D, GmView1::Shape(min_i64(S - _g2 * 128, 128), min_i64(D, 64)), GmView1::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
                     TLOAD(t5, qGm1);  // mha_sdpa.pto:5:9
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT6 t6(min_i64(S - _g2 * 32, 32), min_i64(D, 32));  // mha_sdpa.pto:5:9
+                    TileT6 t6(min_i64(S - _g2 * 128, 128), min_i64(D, 64));  // mha_sdpa.pto:5:9
                     TASSIGN(t6, 0);  // mha_sdpa.pto:5:9
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -115,29 +115,29 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k9_db = 0; _k9_db < (max_i64((D + 31) / 32 - 1, 0) + 4) / 5; ++_k9_db) {  // mha_sdpa.pto:5:9
-                        TileT10B0 t10_b0(min_i64(S - _g2 * 32, 32), min_i64(D - (1 + _k9_db * 5) * 32, 32));  // mha_sdpa.pto:5:9
+                    for (int64_t _k9_db = 0; _k9_db < (max_i64((D + 63) / 64 - 1, 0) + 4) / 5; ++_k9_db) {  // mha_sdpa.pto:5:9
+                        TileT10B0 t10_b0(min_i64(S - _g2 * 128, 128), min_i64(D - (1 + _k9_db * 5) * 64, 64));  // mha_sdpa.pto:5:9
                         TASSIGN(t10_b0, 0);  // mha_sdpa.pto:5:9
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                        GmView2 qGm2(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D + (1 + _k9_db * 5) * 32, GmView2::Shape(min_i64(S - _g2 * 32, 32), min_i64(D - (1 + _k9_db * 5) * 32, 32)), GmView2::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
+                        GmView2 qGm2(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 128 * D + (1 + _k9_db * 5) * 64, GmView2::Shape(min_i64(S - _g2 * 128, 128), min_i64(D - (1 + _k9_db * 5) * 64, 64)), GmView2::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
                         TLOAD(t10_b0, qGm2);  // mha_sdpa.pto:5:9
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT11B0 t11_b0(min_i64(S - _g2 * 32, 32), min_i64(D - (1 + _k9_db * 5) * 32, 32));  // mha_sdpa.pto:5:9
+                        TileT11B0 t11_b0(min_i64(S - _g2 * 128, 128), min_i64(D - (1 + _k9_db * 5) * 64, 64));  // mha_sdpa.pto:5:9
                         TASSIGN(t11_b0, 0);  // mha_sdpa.pto:5:9
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t11_b0, t10_b0);  // mha_sdpa.pto:5:9
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT12B0 t12_b0(min_i64(D - (1 + _k9_db * 5) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                        TASSIGN(t12_b0, 2048);  // mha_sdpa.pto:5:9
+                        TileT12B0 t12_b0(min_i64(D - (1 + _k9_db * 5) * 64, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
+                        TASSIGN(t12_b0, 16384);  // mha_sdpa.pto:5:9
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
-                        GmView3 kGm3(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D + (1 + _k9_db * 5) * 32, GmView3::Shape(min_i64(D - (1 + _k9_db * 5) * 32, 32), min_i64(L - _g3 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
+                        GmView3 kGm3(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 128 * D + (1 + _k9_db * 5) * 64, GmView3::Shape(min_i64(D - (1 + _k9_db * 5) * 64, 64), min_i64(L - _g3 * 128, 128)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
                         TLOAD(t12_b0, kGm3);  // mha_sdpa.pto:5:9
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT13B0 t13_b0(min_i64(D - (1 + _k9_db * 5) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                        TASSIGN(t13_b0, 2048);  // mha_sdpa.pto:5:9
+                        TileT13B0 t13_b0(min_i64(D - (1 + _k9_db * 5) * 64, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
+                        TASSIGN(t13_b0, 16384);  // mha_sdpa.pto:5:9
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t13_b0, t12_b0);  // mha_sdpa.pto:5:9
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -146,25 +146,25 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
                         TMATMUL_ACC(t4, t4, t11_b0, t13_b0);  // mha_sdpa.pto:5:9
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((D + 31) / 32 - 1, 0) - (_k9_db * 5 + 1), 1); ++_k9_dr) {  // mha_sdpa.pto:5:9
-                            TileT10B1 t10_b1(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t10_b1, 4096);  // mha_sdpa.pto:5:9
+                        for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k9_db * 5 + 1), 1); ++_k9_dr) {  // mha_sdpa.pto:5:9
+                            TileT10B1 t10_b1(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 64, 64));  // mha_sdpa.pto:5:9
+                            TASSIGN(t10_b1, 32768);  // mha_sdpa.pto:5:9
                             using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                            GmView4 qGm4(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D + (_k9_db * 5 + _k9_dr + 2) * 32, GmView4::Shape(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 32, 32)), GmView4::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
+                            GmView4 qGm4(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 128 * D + (_k9_db * 5 + _k9_dr + 2) * 64, GmView4::Shape(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 64, 64)), GmView4::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
                             TLOAD(t10_b1, qGm4);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT11B1 t11_b1(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t11_b1, 2048);  // mha_sdpa.pto:5:9
+                            TileT11B1 t11_b1(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 64, 64));  // mha_sdpa.pto:5:9
+                            TASSIGN(t11_b1, 16384);  // mha_sdpa.pto:5:9
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t11_b1, t10_b1);  // mha_sdpa.pto:5:9
-                            TileT12B1 t12_b1(min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t12_b1, 6144);  // mha_sdpa.pto:5:9
+                            TileT12B1 t12_b1(min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 64, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
+                            TASSIGN(t12_b1, 49152);  // mha_sdpa.pto:5:9
                             using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
-                            GmView5 kGm5(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D + (_k9_db * 5 + _k9_dr + 2) * 32, GmView5::Shape(min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 32, 32), min_i64(L - _g3 * 32, 32)), GmView5::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
+                            GmView5 kGm5(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 128 * D + (_k9_db * 5 + _k9_dr + 2) * 64, GmView5::Shape(min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 64, 64), min_i64(L - _g3 * 128, 128)), GmView5::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
                             TLOAD(t12_b1, kGm5);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT13B1 t13_b1(min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t13_b1, 4096);  // mha_sdpa.pto:5:9
+                            TileT13B1 t13_b1(min_i64(D - (_k9_db * 5 + _k9_dr + 2) * 64, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
+                            TASSIGN(t13_b1, 32768);  // mha_sdpa.pto:5:9
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t13_b1, t12_b1);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -175,25 +175,25 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        for (int64_t _k9_dr2 = 0; _k9_dr2 < min_i64(max_i64((D + 31) / 32 - 1, 0) - (_k9_db * 5 + 2), 1); ++_k9_dr2) {  // mha_sdpa.pto:5:9
-                            TileT10B2 t10_b2(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t10_b2, 8192);  // mha_sdpa.pto:5:9
+                        for (int64_t _k9_dr2 = 0; _k9_dr2 < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k9_db * 5 + 2), 1); ++_k9_dr2) {  // mha_sdpa.pto:5:9
+                            TileT10B2 t10_b2(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 64, 64));  // mha_sdpa.pto:5:9
+                            TASSIGN(t10_b2, 65536);  // mha_sdpa.pto:5:9
                             using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                            GmView6 qGm6(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D + (_k9_db * 5 + _k9_dr2 + 3) * 32, GmView6::Shape(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32)), GmView6::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
+                            GmView6 qGm6(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 128 * D + (_k9_db * 5 + _k9_dr2 + 3) * 64, GmView6::Shape(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 64, 64)), GmView6::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
                             TLOAD(t10_b2, qGm6);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT11B2 t11_b2(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32));  // mha_sdpa.pto:5:9
+                            TileT11B2 t11_b2(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 64, 64));  // mha_sdpa.pto:5:9
                             TASSIGN(t11_b2, 0);  // mha_sdpa.pto:5:9
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t11_b2, t10_b2);  // mha_sdpa.pto:5:9
-                            TileT12B2 t12_b2(min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t12_b2, 10240);  // mha_sdpa.pto:5:9
+                            TileT12B2 t12_b2(min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 64, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
+                            TASSIGN(t12_b2, 81920);  // mha_sdpa.pto:5:9
                             using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
-                            GmView7 kGm7(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D + (_k9_db * 5 + _k9_dr2 + 3) * 32, GmView7::Shape(min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32), min_i64(L - _g3 * 32, 32)), GmView7::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
+                            GmView7 kGm7(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 128 * D + (_k9_db * 5 + _k9_dr2 + 3) * 64, GmView7::Shape(min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 64, 64), min_i64(L - _g3 * 128, 128)), GmView7::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
                             TLOAD(t12_b2, kGm7);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT13B2 t13_b2(min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t13_b2, 2048);  // mha_sdpa.pto:5:9
+                            TileT13B2 t13_b2(min_i64(D - (_k9_db * 5 + _k9_dr2 + 3) * 64, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
+                            TASSIGN(t13_b2, 16384);  // mha_sdpa.pto:5:9
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t13_b2, t12_b2);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -204,25 +204,25 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        for (int64_t _k9_dr3 = 0; _k9_dr3 < min_i64(max_i64((D + 31) / 32 - 1, 0) - (_k9_db * 5 + 3), 1); ++_k9_dr3) {  // mha_sdpa.pto:5:9
-                            TileT10B3 t10_b3(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t10_b3, 12288);  // mha_sdpa.pto:5:9
+                        for (int64_t _k9_dr3 = 0; _k9_dr3 < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k9_db * 5 + 3), 1); ++_k9_dr3) {  // mha_sdpa.pto:5:9
+                            TileT10B3 t10_b3(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 64, 64));  // mha_sdpa.pto:5:9
+                            TASSIGN(t10_b3, 98304);  // mha_sdpa.pto:5:9
                             using GmView8 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                            GmView8 qGm8(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D + (_k9_db * 5 + _k9_dr3 + 4) * 32, GmView8::Shape(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32)), GmView8::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
+                            GmView8 qGm8(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 128 * D + (_k9_db * 5 + _k9_dr3 + 4) * 64, GmView8::Shape(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 64, 64)), GmView8::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
                             TLOAD(t10_b3, qGm8);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT11B3 t11_b3(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t11_b3, 2048);  // mha_sdpa.pto:5:9
+                            TileT11B3 t11_b3(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 64, 64));  // mha_sdpa.pto:5:9
+                            TASSIGN(t11_b3, 16384);  // mha_sdpa.pto:5:9
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t11_b3, t10_b3);  // mha_sdpa.pto:5:9
-                            TileT12B3 t12_b3(min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t12_b3, 14336);  // mha_sdpa.pto:5:9
+                            TileT12B3 t12_b3(min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 64, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
+                            TASSIGN(t12_b3, 114688);  // mha_sdpa.pto:5:9
                             using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
-                            GmView9 kGm9(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D + (_k9_db * 5 + _k9_dr3 + 4) * 32, GmView9::Shape(min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32), min_i64(L - _g3 * 32, 32)), GmView9::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
+                            GmView9 kGm9(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 128 * D + (_k9_db * 5 + _k9_dr3 + 4) * 64, GmView9::Shape(min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 64, 64), min_i64(L - _g3 * 128, 128)), GmView9::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
                             TLOAD(t12_b3, kGm9);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT13B3 t13_b3(min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t13_b3, 4096);  // mha_sdpa.pto:5:9
+                            TileT13B3 t13_b3(min_i64(D - (_k9_db * 5 + _k9_dr3 + 4) * 64, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
+                            TASSIGN(t13_b3, 32768);  // mha_sdpa.pto:5:9
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t13_b3, t12_b3);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -232,25 +232,25 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        for (int64_t _k9_dr4 = 0; _k9_dr4 < min_i64(max_i64((D + 31) / 32 - 1, 0) - (_k9_db * 5 + 4), 1); ++_k9_dr4) {  // mha_sdpa.pto:5:9
-                            TileT10B4 t10_b4(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t10_b4, 16384);  // mha_sdpa.pto:5:9
+                        for (int64_t _k9_dr4 = 0; _k9_dr4 < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k9_db * 5 + 4), 1); ++_k9_dr4) {  // mha_sdpa.pto:5:9
+                            TileT10B4 t10_b4(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 64, 64));  // mha_sdpa.pto:5:9
+                            TASSIGN(t10_b4, 131072);  // mha_sdpa.pto:5:9
                             using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                            GmView10 qGm10(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D + (_k9_db * 5 + _k9_dr4 + 5) * 32, GmView10::Shape(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32)), GmView10::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
+                            GmView10 qGm10(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 128 * D + (_k9_db * 5 + _k9_dr4 + 5) * 64, GmView10::Shape(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 64, 64)), GmView10::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
                             TLOAD(t10_b4, qGm10);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT11B4 t11_b4(min_i64(S - _g2 * 32, 32), min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32));  // mha_sdpa.pto:5:9
+                            TileT11B4 t11_b4(min_i64(S - _g2 * 128, 128), min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 64, 64));  // mha_sdpa.pto:5:9
                             TASSIGN(t11_b4, 0);  // mha_sdpa.pto:5:9
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t11_b4, t10_b4);  // mha_sdpa.pto:5:9
-                            TileT12B4 t12_b4(min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t12_b4, 18432);  // mha_sdpa.pto:5:9
+                            TileT12B4 t12_b4(min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 64, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
+                            TASSIGN(t12_b4, 147456);  // mha_sdpa.pto:5:9
                             using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
-                            GmView11 kGm11(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D + (_k9_db * 5 + _k9_dr4 + 5) * 32, GmView11::Shape(min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32), min_i64(L - _g3 * 32, 32)), GmView11::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
+                            GmView11 kGm11(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 128 * D + (_k9_db * 5 + _k9_dr4 + 5) * 64, GmView11::Shape(min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 64, 64), min_i64(L - _g3 * 128, 128)), GmView11::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
                             TLOAD(t12_b4, kGm11);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT13B4 t13_b4(min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
-                            TASSIGN(t13_b4, 2048);  // mha_sdpa.pto:5:9
+                            TileT13B4 t13_b4(min_i64(D - (_k9_db * 5 + _k9_dr4 + 5) * 64, 64), min_i64(L - _g3 * 128, 128));  // mha_sdpa.pto:5:9
+                            TASSIGN(t13_b4, 16384);  // mha_sdpa.pto:5:9
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t13_b4, t12_b4);  // mha_sdpa.pto:5:9
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -272,8 +272,8 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                    GmView12 t0Gm12(t0 + _b0 * (L * S * H) + _b1 * (L * S) + _g2 * 32 * L + _g3 * 32, GmView12::Shape(min_i64(S - _g2 * 32, 32), min_i64(L - _g3 * 32, 32)), GmView12::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
-                    TSTORE(t0Gm12, t4);  // mha_sdpa.pto:5:9
+                    GmView12 t0_fitGm12(t0_fit + _b0 * (L * S * H) + _b1 * (L * S) + _g2 * 128 * L + _g3 * 128, GmView12::Shape(min_i64(S - _g2 * 128, 128), min_i64(L - _g3 * 128, 128)), GmView12::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
+                    TSTORE(t0_fitGm12, t4);  // mha_sdpa.pto:5:9
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -26,69 +26,85 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void mha_sdpa_f16_k1(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void mha_sdpa_f16_k1(__gm__ float* t0_fit, __gm__ half* t5_fit, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void mha_sdpa_f16_k1(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale)
+extern "C" __global__ AICORE void mha_sdpa_f16_k1(__gm__ float* t0_fit, __gm__ half* t5_fit, int64_t B, int64_t H, int64_t S, int64_t L, float scale)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT18B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT19B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT18B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT19B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 16, 768, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18 = Tile<TileType::Vec, float, 16, 768, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT35 = Tile<TileType::Vec, float, 16, 768, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT39 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT47 = Tile<TileType::Vec, float, 16, 768, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT52 = Tile<TileType::Vec, half, 16, 768, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 768, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g17_f_db = 0; _g17_f_db < (max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), B - block_index / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0) * max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), H - block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0) * ((S + 15) / 16) * ((L + 127) / 128) + 1) / 2; ++_g17_f_db) {  // mha_sdpa.pto:5:9
-        pipe_barrier(PIPE_V);
-        TileT18B0 t18_b0(min_i64(S - _g17_f_db * 2 / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16, 16), min_i64(L - _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:5:9
-        TASSIGN(t18_b0, 0);  // mha_sdpa.pto:5:9
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-        GmView0 t0Gm0(t0 + (block_index / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)) + _g17_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), H - block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)) + _g17_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)) % max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), H - block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0), 1)) * (L * S) + _g17_f_db * 2 / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16 * L + _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, GmView0::Shape(min_i64(S - _g17_f_db * 2 / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16, 16), min_i64(L - _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
-        TLOAD(t18_b0, t0Gm0);  // mha_sdpa.pto:5:9
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT19B0 t19_b0(min_i64(S - _g17_f_db * 2 / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16, 16), min_i64(L - _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:5:9
-        TASSIGN(t19_b0, 8192);  // mha_sdpa.pto:5:9
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMULS(t19_b0, t18_b0, scale);  // mha_sdpa.pto:5:9
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-        GmView1 sGm1(s + (block_index / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)) + _g17_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), H - block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)) + _g17_f_db * 2 / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)) % max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), H - block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0), 1)) * (L * S) + _g17_f_db * 2 / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16 * L + _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, GmView1::Shape(min_i64(S - _g17_f_db * 2 / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16, 16), min_i64(L - _g17_f_db * 2 % max_i64((L + 127) / 128, 1) * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
-        TSTORE(sGm1, t19_b0);  // mha_sdpa.pto:5:9
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g17_f_dr = 0; _g17_f_dr < min_i64(max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), B - block_index / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0) * max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), H - block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0) * ((S + 15) / 16) * ((L + 127) / 128) - (_g17_f_db * 2 + 1), 1); ++_g17_f_dr) {  // mha_sdpa.pto:5:9
-            TileT18B1 t18_b1(min_i64(S - (_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16, 16), min_i64(L - (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:5:9
-            TASSIGN(t18_b1, 16384);  // mha_sdpa.pto:5:9
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-            GmView2 t0Gm2(t0 + (block_index / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)) + (_g17_f_db * 2 + 1 + _g17_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), H - block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)) + (_g17_f_db * 2 + 1 + _g17_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)) % max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), H - block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0), 1)) * (L * S) + (_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16 * L + (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, GmView2::Shape(min_i64(S - (_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16, 16), min_i64(L - (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
-            TLOAD(t18_b1, t0Gm2);  // mha_sdpa.pto:5:9
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT19B1 t19_b1(min_i64(S - (_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16, 16), min_i64(L - (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128));  // mha_sdpa.pto:5:9
-            TASSIGN(t19_b1, 24576);  // mha_sdpa.pto:5:9
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMULS(t19_b1, t18_b1, scale);  // mha_sdpa.pto:5:9
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-            GmView3 sGm3(s + (block_index / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)) + (_g17_f_db * 2 + 1 + _g17_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1) * max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), H - block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0), 1))) * (L * S * H) + (block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)) + (_g17_f_db * 2 + 1 + _g17_f_dr) / (max_i64((L + 127) / 128, 1) * max_i64((S + 15) / 16, 1)) % max_i64(max_i64(min_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1)), H - block_index % max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1) * ceil_div(H, max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1))), 0), 1)) * (L * S) + (_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16 * L + (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, GmView3::Shape(min_i64(S - (_g17_f_db * 2 + 1 + _g17_f_dr) / max_i64((L + 127) / 128, 1) % max_i64((S + 15) / 16, 1) * 16, 16), min_i64(L - (_g17_f_db * 2 + 1 + _g17_f_dr) % max_i64((L + 127) / 128, 1) * 128, 128)), GmView3::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
-            TSTORE(sGm3, t19_b1);  // mha_sdpa.pto:5:9
+    for (int64_t _g14 = floor_div(block_index * ceil_div(B * H * ((S + 15) / 16), block_count), max_i64((S + 15) / 16 * H, 1)); _g14 < ceil_div(block_index * ceil_div(B * H * ((S + 15) / 16), block_count) + min_i64(ceil_div(B * H * ((S + 15) / 16), block_count), B * H * ((S + 15) / 16) - block_index * ceil_div(B * H * ((S + 15) / 16), block_count)), max_i64((S + 15) / 16 * H, 1)); ++_g14) {  // mha_sdpa.pto:5:9
+        for (int64_t _g15 = max_i64(floor_div(block_index * ceil_div(B * H * ((S + 15) / 16), block_count) - _g14 * max_i64((S + 15) / 16 * H, 1), max_i64((S + 15) / 16, 1)), 0); _g15 < min_i64(ceil_div(block_index * ceil_div(B * H * ((S + 15) / 16), block_count) + min_i64(ceil_div(B * H * ((S + 15) / 16), block_count), B * H * ((S + 15) / 16) - block_index * ceil_div(B * H * ((S + 15) / 16), block_count)) - _g14 * max_i64((S + 15) / 16 * H, 1), max_i64((S + 15) / 16, 1)), H); ++_g15) {  // mha_sdpa.pto:5:9
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g16 = max_i64(block_index * ceil_div(B * H * ((S + 15) / 16), block_count) - (_g14 * max_i64((S + 15) / 16 * H, 1) + _g15 * max_i64((S + 15) / 16, 1)), 0); _g16 < min_i64(block_index * ceil_div(B * H * ((S + 15) / 16), block_count) + min_i64(ceil_div(B * H * ((S + 15) / 16), block_count), B * H * ((S + 15) / 16) - block_index * ceil_div(B * H * ((S + 15) / 16), block_count)) - (_g14 * max_i64((S + 15) / 16 * H, 1) + _g15 * max_i64((S + 15) / 16, 1)), (S + 15) / 16); ++_g16) {  // mha_sdpa.pto:5:9
+                pipe_barrier(PIPE_V);
+                TileT17 t17(min_i64(S - _g16 * 16, 16), L);  // mha_sdpa.pto:5:9
+                TASSIGN(t17, 0);  // mha_sdpa.pto:5:9
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
+                GmView0 t0_fitGm0(t0_fit + _g14 * (L * S * H) + _g15 * (L * S) + _g16 * 16 * L, GmView0::Shape(min_i64(S - _g16 * 16, 16), L), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
+                TLOAD(t17, t0_fitGm0);  // mha_sdpa.pto:5:9
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT18 t18(min_i64(S - _g16 * 16, 16), L);  // mha_sdpa.pto:5:9
+                TASSIGN(t18, 49152);  // mha_sdpa.pto:5:9
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TMULS(t18, t17, scale);  // mha_sdpa.pto:5:9
+                TileT22 t22(min_i64(S - _g16 * 16, 16));  // mha_sdpa.pto:6:17
+                TASSIGN(t22, 0);  // mha_sdpa.pto:6:17
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp0;  // mha_sdpa.pto:6:17
+                TASSIGN(tmp0, 147456);  // mha_sdpa.pto:6:17
+                TROWMAX(t22, t18, tmp0);  // mha_sdpa.pto:6:17
+                TileT35 t35(min_i64(S - _g16 * 16, 16), L);  // mha_sdpa.pto:6:9
+                TASSIGN(t35, 98304);  // mha_sdpa.pto:6:9
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp1(min_i64(S - _g16 * 16, 16));  // mha_sdpa.pto:6:9
+                TASSIGN(tmp1, 147456);  // mha_sdpa.pto:6:9
+                TROWEXPAND(tmp1, t22);  // mha_sdpa.pto:6:9
+                pipe_barrier(PIPE_V);  // mha_sdpa.pto:6:9
+                TROWEXPANDEXPDIF(t35, t18, tmp1);  // mha_sdpa.pto:6:9
+                TileT39 t39(min_i64(S - _g16 * 16, 16));  // mha_sdpa.pto:7:13
+                TASSIGN(t39, 0);  // mha_sdpa.pto:7:13
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp2;  // mha_sdpa.pto:7:13
+                TASSIGN(tmp2, 147456);  // mha_sdpa.pto:7:13
+                TROWSUM(t39, t35, tmp2);  // mha_sdpa.pto:7:13
+                TileT47 t47(min_i64(S - _g16 * 16, 16), L);  // mha_sdpa.pto:7:9
+                TASSIGN(t47, 512);  // mha_sdpa.pto:7:9
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp3(min_i64(S - _g16 * 16, 16));  // mha_sdpa.pto:7:9
+                TASSIGN(tmp3, 147456);  // mha_sdpa.pto:7:9
+                TROWEXPAND(tmp3, t39);  // mha_sdpa.pto:7:9
+                pipe_barrier(PIPE_V);  // mha_sdpa.pto:7:9
+                TROWEXPANDDIV(t47, t35, tmp3);  // mha_sdpa.pto:7:9
+                TileT52 t52(min_i64(S - _g16 * 16, 16), L);  // mha_sdpa.pto:8:19
+                TASSIGN(t52, 49664);  // mha_sdpa.pto:8:19
+                pipe_barrier(PIPE_V);
+                TCVT(t52, t47, RoundMode::CAST_RINT);  // mha_sdpa.pto:8:19
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:19
+                GmView1 t5_fitGm1(t5_fit + _g14 * (L * S * H) + _g15 * (L * S) + _g16 * 16 * L, GmView1::Shape(min_i64(S - _g16 * 16, 16), L), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:19
+                TSTORE(t5_fitGm1, t52);  // mha_sdpa.pto:8:19
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -12,13 +12,16 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void mha_sdpa_f32_k0(__gm__ float* k, __gm__ float* q, __gm__ float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void mha_sdpa_f32_k1p1(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void mha_sdpa_f32_k1p2(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void mha_sdpa_f32_k1p3(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void mha_sdpa_f32_k1p4(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float* t5, __gm__ float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void mha_sdpa_f32_k0(__gm__ float* k, __gm__ float* q, __gm__ float* t0_fit, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0_fit, __gm__ float* t5_fit, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float* t5_fit, __gm__ float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void mha_sdpa_f32_k3(__gm__ float* k, __gm__ float* q, __gm__ float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void mha_sdpa_f32_k4(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void mha_sdpa_f32_k4p1(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void mha_sdpa_f32_k4p2(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void mha_sdpa_f32_k4p3(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void mha_sdpa_f32_k4p4(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void mha_sdpa_f32_k5(__gm__ float* v, __gm__ float* t5, __gm__ float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -50,11 +53,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -75,193 +73,277 @@ extern "C" int mha_sdpa_f32(float* q, float* k, float* v, float* o, float scale,
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // mha_sdpa.pto:5:9
-        std::vector<unsigned char> t0_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:5:9
-        float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // mha_sdpa.pto:5:9
-        std::vector<unsigned char> s_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:5:9
-        float* s = reinterpret_cast<float*>(s_bytes.data());  // mha_sdpa.pto:5:9
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f32_k0_blocks = max_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), max_i64((B * H * ((L + 31) / 32) * ((S + 31) / 32) + 23) / 24, 1)), 1);  // mha_sdpa.pto:5:9
-            bool mha_sdpa_f32_k0_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t mha_sdpa_f32_k0_block = 0; mha_sdpa_f32_k0_block < mha_sdpa_f32_k0_blocks; ++mha_sdpa_f32_k0_block) {  // mha_sdpa.pto:5:9
-                try {
-                    start_launch(poison);  // mha_sdpa.pto:5:9
-                    mha_sdpa_f32_k0(k, q, t0, B, H, L, D, S, mha_sdpa_f32_k0_block, mha_sdpa_f32_k0_blocks);  // mha_sdpa.pto:5:9
+    if (L >= 129 && L <= 768) {  // mha_sdpa.pto:5:9
+        for (int64_t _top1_fit = 0; _top1_fit < 1; ++_top1_fit) {  // mha_sdpa.pto:5:9
+            std::vector<unsigned char> t0_fit_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:5:9
+            float* t0_fit = reinterpret_cast<float*>(t0_fit_bytes.data());  // mha_sdpa.pto:5:9
+            std::vector<unsigned char> t5_fit_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:8:19
+            float* t5_fit = reinterpret_cast<float*>(t5_fit_bytes.data());  // mha_sdpa.pto:8:19
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f32_k0_blocks = max_i64(ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), max_i64((B * H * ((L + 127) / 128) * ((S + 127) / 128) + 23) / 24, 1)), 1);  // mha_sdpa.pto:5:9
+                bool mha_sdpa_f32_k0_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t mha_sdpa_f32_k0_block = 0; mha_sdpa_f32_k0_block < mha_sdpa_f32_k0_blocks; ++mha_sdpa_f32_k0_block) {  // mha_sdpa.pto:5:9
+                    try {
+                        start_launch(poison);  // mha_sdpa.pto:5:9
+                        mha_sdpa_f32_k0(k, q, t0_fit, B, H, L, D, S, mha_sdpa_f32_k0_block, mha_sdpa_f32_k0_blocks);  // mha_sdpa.pto:5:9
 #ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
+                    } catch (const pto::cpu::Failure&) {
 #endif
-                } catch (const std::bad_alloc&) {
+                    } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                    mha_sdpa_f32_k0_block_no_memory = true;
+                        mha_sdpa_f32_k0_block_no_memory = true;
+                    }
                 }
-            }
-            if (mha_sdpa_f32_k0_block_no_memory) {
-                throw std::bad_alloc();
-            }
+                if (mha_sdpa_f32_k0_block_no_memory) {
+                    throw std::bad_alloc();
+                }
 #ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
-            }
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
 #endif
+            }
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f32_k1_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16), max_i64((B * H * ((S + 15) / 16) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                bool mha_sdpa_f32_k1_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t mha_sdpa_f32_k1_block = 0; mha_sdpa_f32_k1_block < mha_sdpa_f32_k1_blocks; ++mha_sdpa_f32_k1_block) {  // mha_sdpa.pto:5:9
+                    try {
+                        start_launch(poison);  // mha_sdpa.pto:5:9
+                        mha_sdpa_f32_k1(t0_fit, t5_fit, B, H, S, L, scale, mha_sdpa_f32_k1_block, mha_sdpa_f32_k1_blocks);  // mha_sdpa.pto:5:9
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        mha_sdpa_f32_k1_block_no_memory = true;
+                    }
+                }
+                if (mha_sdpa_f32_k1_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
+            {  // mha_sdpa.pto:8:12
+                const int64_t mha_sdpa_f32_k2_blocks = max_i64(ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), max_i64((B * H * ((D + 127) / 128) * ((S + 127) / 128) + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
+                bool mha_sdpa_f32_k2_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t mha_sdpa_f32_k2_block = 0; mha_sdpa_f32_k2_block < mha_sdpa_f32_k2_blocks; ++mha_sdpa_f32_k2_block) {  // mha_sdpa.pto:8:12
+                    try {
+                        start_launch(poison);  // mha_sdpa.pto:8:12
+                        mha_sdpa_f32_k2(v, t5_fit, o, B, H, D, L, S, mha_sdpa_f32_k2_block, mha_sdpa_f32_k2_blocks);  // mha_sdpa.pto:8:12
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        mha_sdpa_f32_k2_block_no_memory = true;
+                    }
+                }
+                if (mha_sdpa_f32_k2_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
         }
-        std::vector<unsigned char> t1_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:6:13
-        float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // mha_sdpa.pto:6:13
-        std::vector<unsigned char> e_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:6:9
-        float* e = reinterpret_cast<float*>(e_bytes.data());  // mha_sdpa.pto:6:9
-        std::vector<unsigned char> p_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:7:9
-        float* p = reinterpret_cast<float*>(p_bytes.data());  // mha_sdpa.pto:7:9
-        std::vector<unsigned char> t5_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:8:19
-        float* t5 = reinterpret_cast<float*>(t5_bytes.data());  // mha_sdpa.pto:8:19
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f32_k1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
-            bool mha_sdpa_f32_k1_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t mha_sdpa_f32_k1_block = 0; mha_sdpa_f32_k1_block < mha_sdpa_f32_k1_blocks; ++mha_sdpa_f32_k1_block) {  // mha_sdpa.pto:5:9
-                try {
-                    start_launch(poison);  // mha_sdpa.pto:5:9
-                    mha_sdpa_f32_k1(t0, s, t1, e, p, t5, B, H, S, L, scale, mha_sdpa_f32_k1_block, mha_sdpa_f32_k1_blocks);  // mha_sdpa.pto:5:9
+    } else {
+        for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // mha_sdpa.pto:5:9
+            std::vector<unsigned char> t0_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:5:9
+            float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // mha_sdpa.pto:5:9
+            std::vector<unsigned char> s_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:5:9
+            float* s = reinterpret_cast<float*>(s_bytes.data());  // mha_sdpa.pto:5:9
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f32_k3_blocks = max_i64(ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), max_i64((B * H * ((L + 127) / 128) * ((S + 127) / 128) + 23) / 24, 1)), 1);  // mha_sdpa.pto:5:9
+                bool mha_sdpa_f32_k3_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t mha_sdpa_f32_k3_block = 0; mha_sdpa_f32_k3_block < mha_sdpa_f32_k3_blocks; ++mha_sdpa_f32_k3_block) {  // mha_sdpa.pto:5:9
+                    try {
+                        start_launch(poison);  // mha_sdpa.pto:5:9
+                        mha_sdpa_f32_k3(k, q, t0, B, H, L, D, S, mha_sdpa_f32_k3_block, mha_sdpa_f32_k3_blocks);  // mha_sdpa.pto:5:9
 #ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
+                    } catch (const pto::cpu::Failure&) {
 #endif
-                } catch (const std::bad_alloc&) {
+                    } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                    mha_sdpa_f32_k1_block_no_memory = true;
+                        mha_sdpa_f32_k3_block_no_memory = true;
+                    }
                 }
-            }
-            if (mha_sdpa_f32_k1_block_no_memory) {
-                throw std::bad_alloc();
-            }
+                if (mha_sdpa_f32_k3_block_no_memory) {
+                    throw std::bad_alloc();
+                }
 #ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
             }
-#endif
-        }
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f32_k1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
-            bool mha_sdpa_f32_k1p1_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t mha_sdpa_f32_k1p1_block = 0; mha_sdpa_f32_k1p1_block < mha_sdpa_f32_k1p1_blocks; ++mha_sdpa_f32_k1p1_block) {  // mha_sdpa.pto:5:9
-                try {
-                    start_launch(poison);  // mha_sdpa.pto:5:9
-                    mha_sdpa_f32_k1p1(t0, s, t1, e, p, t5, B, H, S, L, scale, mha_sdpa_f32_k1p1_block, mha_sdpa_f32_k1p1_blocks);  // mha_sdpa.pto:5:9
+            std::vector<unsigned char> t1_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:6:13
+            float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // mha_sdpa.pto:6:13
+            std::vector<unsigned char> e_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:6:9
+            float* e = reinterpret_cast<float*>(e_bytes.data());  // mha_sdpa.pto:6:9
+            std::vector<unsigned char> p_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:7:9
+            float* p = reinterpret_cast<float*>(p_bytes.data());  // mha_sdpa.pto:7:9
+            std::vector<unsigned char> t5_bytes = workspace((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:8:19
+            float* t5 = reinterpret_cast<float*>(t5_bytes.data());  // mha_sdpa.pto:8:19
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f32_k4_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16) * ((L + 127) / 128), max_i64((B * H * ((S + 15) / 16) * ((L + 127) / 128) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                bool mha_sdpa_f32_k4_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t mha_sdpa_f32_k4_block = 0; mha_sdpa_f32_k4_block < mha_sdpa_f32_k4_blocks; ++mha_sdpa_f32_k4_block) {  // mha_sdpa.pto:5:9
+                    try {
+                        start_launch(poison);  // mha_sdpa.pto:5:9
+                        mha_sdpa_f32_k4(t0, s, t1, e, p, t5, B, H, S, L, scale, mha_sdpa_f32_k4_block, mha_sdpa_f32_k4_blocks);  // mha_sdpa.pto:5:9
 #ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
+                    } catch (const pto::cpu::Failure&) {
 #endif
-                } catch (const std::bad_alloc&) {
+                    } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                    mha_sdpa_f32_k1p1_block_no_memory = true;
+                        mha_sdpa_f32_k4_block_no_memory = true;
+                    }
                 }
-            }
-            if (mha_sdpa_f32_k1p1_block_no_memory) {
-                throw std::bad_alloc();
-            }
+                if (mha_sdpa_f32_k4_block_no_memory) {
+                    throw std::bad_alloc();
+                }
 #ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
             }
-#endif
-        }
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f32_k1p2_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
-            bool mha_sdpa_f32_k1p2_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t mha_sdpa_f32_k1p2_block = 0; mha_sdpa_f32_k1p2_block < mha_sdpa_f32_k1p2_blocks; ++mha_sdpa_f32_k1p2_block) {  // mha_sdpa.pto:5:9
-                try {
-                    start_launch(poison);  // mha_sdpa.pto:5:9
-                    mha_sdpa_f32_k1p2(t0, s, t1, e, p, t5, B, H, S, L, scale, mha_sdpa_f32_k1p2_block, mha_sdpa_f32_k1p2_blocks);  // mha_sdpa.pto:5:9
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f32_k4p1_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16), max_i64((B * H * ((S + 15) / 16) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                bool mha_sdpa_f32_k4p1_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t mha_sdpa_f32_k4p1_block = 0; mha_sdpa_f32_k4p1_block < mha_sdpa_f32_k4p1_blocks; ++mha_sdpa_f32_k4p1_block) {  // mha_sdpa.pto:5:9
+                    try {
+                        start_launch(poison);  // mha_sdpa.pto:5:9
+                        mha_sdpa_f32_k4p1(t0, s, t1, e, p, t5, B, H, S, L, scale, mha_sdpa_f32_k4p1_block, mha_sdpa_f32_k4p1_blocks);  // mha_sdpa.pto:5:9
 #ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
+                    } catch (const pto::cpu::Failure&) {
 #endif
-                } catch (const std::bad_alloc&) {
+                    } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                    mha_sdpa_f32_k1p2_block_no_memory = true;
+                        mha_sdpa_f32_k4p1_block_no_memory = true;
+                    }
                 }
-            }
-            if (mha_sdpa_f32_k1p2_block_no_memory) {
-                throw std::bad_alloc();
-            }
+                if (mha_sdpa_f32_k4p1_block_no_memory) {
+                    throw std::bad_alloc();
+                }
 #ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
             }
-#endif
-        }
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f32_k1p3_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
-            bool mha_sdpa_f32_k1p3_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t mha_sdpa_f32_k1p3_block = 0; mha_sdpa_f32_k1p3_block < mha_sdpa_f32_k1p3_blocks; ++mha_sdpa_f32_k1p3_block) {  // mha_sdpa.pto:5:9
-                try {
-                    start_launch(poison);  // mha_sdpa.pto:5:9
-                    mha_sdpa_f32_k1p3(t0, s, t1, e, p, t5, B, H, S, L, scale, mha_sdpa_f32_k1p3_block, mha_sdpa_f32_k1p3_blocks);  // mha_sdpa.pto:5:9
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f32_k4p2_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16) * ((L + 127) / 128), max_i64((B * H * ((S + 15) / 16) * ((L + 127) / 128) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                bool mha_sdpa_f32_k4p2_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t mha_sdpa_f32_k4p2_block = 0; mha_sdpa_f32_k4p2_block < mha_sdpa_f32_k4p2_blocks; ++mha_sdpa_f32_k4p2_block) {  // mha_sdpa.pto:5:9
+                    try {
+                        start_launch(poison);  // mha_sdpa.pto:5:9
+                        mha_sdpa_f32_k4p2(t0, s, t1, e, p, t5, B, H, S, L, scale, mha_sdpa_f32_k4p2_block, mha_sdpa_f32_k4p2_blocks);  // mha_sdpa.pto:5:9
 #ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
+                    } catch (const pto::cpu::Failure&) {
 #endif
-                } catch (const std::bad_alloc&) {
+                    } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                    mha_sdpa_f32_k1p3_block_no_memory = true;
+                        mha_sdpa_f32_k4p2_block_no_memory = true;
+                    }
                 }
-            }
-            if (mha_sdpa_f32_k1p3_block_no_memory) {
-                throw std::bad_alloc();
-            }
+                if (mha_sdpa_f32_k4p2_block_no_memory) {
+                    throw std::bad_alloc();
+                }
 #ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
             }
-#endif
-        }
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f32_k1p4_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
-            bool mha_sdpa_f32_k1p4_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t mha_sdpa_f32_k1p4_block = 0; mha_sdpa_f32_k1p4_block < mha_sdpa_f32_k1p4_blocks; ++mha_sdpa_f32_k1p4_block) {  // mha_sdpa.pto:5:9
-                try {
-                    start_launch(poison);  // mha_sdpa.pto:5:9
-                    mha_sdpa_f32_k1p4(t0, s, t1, e, p, t5, B, H, S, L, scale, mha_sdpa_f32_k1p4_block, mha_sdpa_f32_k1p4_blocks);  // mha_sdpa.pto:5:9
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f32_k4p3_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16), max_i64((B * H * ((S + 15) / 16) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                bool mha_sdpa_f32_k4p3_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t mha_sdpa_f32_k4p3_block = 0; mha_sdpa_f32_k4p3_block < mha_sdpa_f32_k4p3_blocks; ++mha_sdpa_f32_k4p3_block) {  // mha_sdpa.pto:5:9
+                    try {
+                        start_launch(poison);  // mha_sdpa.pto:5:9
+                        mha_sdpa_f32_k4p3(t0, s, t1, e, p, t5, B, H, S, L, scale, mha_sdpa_f32_k4p3_block, mha_sdpa_f32_k4p3_blocks);  // mha_sdpa.pto:5:9
 #ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
+                    } catch (const pto::cpu::Failure&) {
 #endif
-                } catch (const std::bad_alloc&) {
+                    } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                    mha_sdpa_f32_k1p4_block_no_memory = true;
+                        mha_sdpa_f32_k4p3_block_no_memory = true;
+                    }
                 }
-            }
-            if (mha_sdpa_f32_k1p4_block_no_memory) {
-                throw std::bad_alloc();
-            }
+                if (mha_sdpa_f32_k4p3_block_no_memory) {
+                    throw std::bad_alloc();
+                }
 #ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
             }
-#endif
-        }
-        {  // mha_sdpa.pto:8:12
-            const int64_t mha_sdpa_f32_k2_blocks = max_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), max_i64((B * H * ((D + 31) / 32) * ((S + 31) / 32) + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
-            bool mha_sdpa_f32_k2_block_no_memory = false;
-            #pragma omp parallel for schedule(static)
-            for (int64_t mha_sdpa_f32_k2_block = 0; mha_sdpa_f32_k2_block < mha_sdpa_f32_k2_blocks; ++mha_sdpa_f32_k2_block) {  // mha_sdpa.pto:8:12
-                try {
-                    start_launch(poison);  // mha_sdpa.pto:8:12
-                    mha_sdpa_f32_k2(v, t5, o, B, H, D, L, S, mha_sdpa_f32_k2_block, mha_sdpa_f32_k2_blocks);  // mha_sdpa.pto:8:12
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f32_k4p4_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16) * ((L + 127) / 128), max_i64((B * H * ((S + 15) / 16) * ((L + 127) / 128) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                bool mha_sdpa_f32_k4p4_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t mha_sdpa_f32_k4p4_block = 0; mha_sdpa_f32_k4p4_block < mha_sdpa_f32_k4p4_blocks; ++mha_sdpa_f32_k4p4_block) {  // mha_sdpa.pto:5:9
+                    try {
+                        start_launch(poison);  // mha_sdpa.pto:5:9
+                        mha_sdpa_f32_k4p4(t0, s, t1, e, p, t5, B, H, S, L, scale, mha_sdpa_f32_k4p4_block, mha_sdpa_f32_k4p4_blocks);  // mha_sdpa.pto:5:9
 #ifdef PTO_CPU_SUBSET
-                } catch (const pto::cpu::Failure&) {
+                    } catch (const pto::cpu::Failure&) {
 #endif
-                } catch (const std::bad_alloc&) {
+                    } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                    mha_sdpa_f32_k2_block_no_memory = true;
+                        mha_sdpa_f32_k4p4_block_no_memory = true;
+                    }
                 }
-            }
-            if (mha_sdpa_f32_k2_block_no_memory) {
-                throw std::bad_alloc();
-            }
+                if (mha_sdpa_f32_k4p4_block_no_memory) {
+                    throw std::bad_alloc();
+                }
 #ifdef PTO_CPU_SUBSET
-            if (pto::cpu::failed()) {
-                throw pto::cpu::Failure{};
-            }
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
 #endif
+            }
+            {  // mha_sdpa.pto:8:12
+                const int64_t mha_sdpa_f32_k5_blocks = max_i64(ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), max_i64((B * H * ((D + 127) / 128) * ((S + 127) / 128) + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
+                bool mha_sdpa_f32_k5_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t mha_sdpa_f32_k5_block = 0; mha_sdpa_f32_k5_block < mha_sdpa_f32_k5_blocks; ++mha_sdpa_f32_k5_block) {  // mha_sdpa.pto:8:12
+                    try {
+                        start_launch(poison);  // mha_sdpa.pto:8:12
+                        mha_sdpa_f32_k5(v, t5, o, B, H, D, L, S, mha_sdpa_f32_k5_block, mha_sdpa_f32_k5_blocks);  // mha_sdpa.pto:8:12
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        mha_sdpa_f32_k5_block_no_memory = true;
+                    }
+                }
+                if (mha_sdpa_f32_k5_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
         }
     }
 #ifdef PTO_CPU_SUBSET

@@ -26,58 +26,42 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float* t5, __gm__ float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float* t5_fit, __gm__ float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float* t5, __gm__ float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S)
+extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float* t5_fit, __gm__ float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT69 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT70 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT66 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT67 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT68 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT72B0 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT73B0 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT74B0 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT75B0 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT72B1 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT73B1 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT74B1 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT75B1 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT72B2 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT73B2 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT74B2 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT75B2 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT72B3 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT73B3 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT74B3 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT75B3 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT72B4 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT73B4 = TileLeft<float, 32, 32, DYNAMIC, DYNAMIC>;
-    using TileT74B4 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT75B4 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
+    using TileT60 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT61 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT57 = TileAcc<float, 128, 128, DYNAMIC, DYNAMIC>;
+    using TileT58 = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT59 = TileLeft<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT63 = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT64 = TileLeft<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT65 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT66 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _b62 = floor_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1)); _b62 < ceil_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((D + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count)), max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1)); ++_b62) {  // mha_sdpa.pto:8:12
-        for (int64_t _b63 = max_i64(floor_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) - _b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1), max_i64((S + 31) / 32 * ((D + 31) / 32), 1)), 0); _b63 < min_i64(ceil_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((D + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count)) - _b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1), max_i64((S + 31) / 32 * ((D + 31) / 32), 1)), H); ++_b63) {  // mha_sdpa.pto:8:12
+    for (int64_t _b53 = floor_div(block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count), max_i64((S + 127) / 128 * ((D + 127) / 128) * H, 1)); _b53 < ceil_div(block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count) + min_i64(ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count), B * H * ((D + 127) / 128) * ((S + 127) / 128) - block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count)), max_i64((S + 127) / 128 * ((D + 127) / 128) * H, 1)); ++_b53) {  // mha_sdpa.pto:8:12
+        for (int64_t _b54 = max_i64(floor_div(block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count) - _b53 * max_i64((S + 127) / 128 * ((D + 127) / 128) * H, 1), max_i64((S + 127) / 128 * ((D + 127) / 128), 1)), 0); _b54 < min_i64(ceil_div(block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count) + min_i64(ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count), B * H * ((D + 127) / 128) * ((S + 127) / 128) - block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count)) - _b53 * max_i64((S + 127) / 128 * ((D + 127) / 128) * H, 1), max_i64((S + 127) / 128 * ((D + 127) / 128), 1)), H); ++_b54) {  // mha_sdpa.pto:8:12
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g65 = max_i64(floor_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) - (_b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1) + _b63 * max_i64((S + 31) / 32 * ((D + 31) / 32), 1)), max_i64((S + 31) / 32, 1)), 0); _g65 < min_i64(ceil_div(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((D + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count)) - (_b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1) + _b63 * max_i64((S + 31) / 32 * ((D + 31) / 32), 1)), max_i64((S + 31) / 32, 1)), (D + 31) / 32); ++_g65) {  // mha_sdpa.pto:8:12
-                TileT69 t69(min_i64(L, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                TASSIGN(t69, 0);  // mha_sdpa.pto:8:12
-                TileT70 t70(min_i64(L, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                TASSIGN(t70, 0);  // mha_sdpa.pto:8:12
+            for (int64_t _g56 = max_i64(floor_div(block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count) - (_b53 * max_i64((S + 127) / 128 * ((D + 127) / 128) * H, 1) + _b54 * max_i64((S + 127) / 128 * ((D + 127) / 128), 1)), max_i64((S + 127) / 128, 1)), 0); _g56 < min_i64(ceil_div(block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count) + min_i64(ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count), B * H * ((D + 127) / 128) * ((S + 127) / 128) - block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count)) - (_b53 * max_i64((S + 127) / 128 * ((D + 127) / 128) * H, 1) + _b54 * max_i64((S + 127) / 128 * ((D + 127) / 128), 1)), max_i64((S + 127) / 128, 1)), (D + 127) / 128); ++_g56) {  // mha_sdpa.pto:8:12
+                TileT60 t60(min_i64(L, 64), min_i64(D - _g56 * 128, 128));  // mha_sdpa.pto:8:12
+                TASSIGN(t60, 0);  // mha_sdpa.pto:8:12
+                TileT61 t61(min_i64(L, 64), min_i64(D - _g56 * 128, 128));  // mha_sdpa.pto:8:12
+                TASSIGN(t61, 0);  // mha_sdpa.pto:8:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                GmView0 vGm0(v + _b62 * (D * L * H) + _b63 * (D * L) + _g65 * 32, GmView0::Shape(min_i64(L, 32), min_i64(D - _g65 * 32, 32)), GmView0::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
-                TLOAD(t69, vGm0);  // mha_sdpa.pto:8:12
+                GmView0 vGm0(v + _b53 * (D * L * H) + _b54 * (D * L) + _g56 * 128, GmView0::Shape(min_i64(L, 64), min_i64(D - _g56 * 128, 128)), GmView0::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
+                TLOAD(t60, vGm0);  // mha_sdpa.pto:8:12
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t70, t69);  // mha_sdpa.pto:8:12
+                TMOV(t61, t60);  // mha_sdpa.pto:8:12
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -85,195 +69,71 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g64 = max_i64(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) - (_b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1) + _b63 * max_i64((S + 31) / 32 * ((D + 31) / 32), 1) + _g65 * max_i64((S + 31) / 32, 1)), 0); _g64 < min_i64(block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count) + min_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count), B * H * ((D + 31) / 32) * ((S + 31) / 32) - block_index * ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), block_count)) - (_b62 * max_i64((S + 31) / 32 * ((D + 31) / 32) * H, 1) + _b63 * max_i64((S + 31) / 32 * ((D + 31) / 32), 1) + _g65 * max_i64((S + 31) / 32, 1)), (S + 31) / 32); ++_g64) {  // mha_sdpa.pto:8:12
-                    TileT66 t66(min_i64(S - _g64 * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                    TASSIGN(t66, 0);  // mha_sdpa.pto:8:12
-                    TileT67 t67(min_i64(S - _g64 * 32, 32), min_i64(L, 32));  // mha_sdpa.pto:8:12
-                    TASSIGN(t67, 0);  // mha_sdpa.pto:8:12
+                for (int64_t _g55 = max_i64(block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count) - (_b53 * max_i64((S + 127) / 128 * ((D + 127) / 128) * H, 1) + _b54 * max_i64((S + 127) / 128 * ((D + 127) / 128), 1) + _g56 * max_i64((S + 127) / 128, 1)), 0); _g55 < min_i64(block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count) + min_i64(ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count), B * H * ((D + 127) / 128) * ((S + 127) / 128) - block_index * ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), block_count)) - (_b53 * max_i64((S + 127) / 128 * ((D + 127) / 128) * H, 1) + _b54 * max_i64((S + 127) / 128 * ((D + 127) / 128), 1) + _g56 * max_i64((S + 127) / 128, 1)), (S + 127) / 128); ++_g55) {  // mha_sdpa.pto:8:12
+                    TileT57 t57(min_i64(S - _g55 * 128, 128), min_i64(D - _g56 * 128, 128));  // mha_sdpa.pto:8:12
+                    TASSIGN(t57, 0);  // mha_sdpa.pto:8:12
+                    TileT58 t58(min_i64(S - _g55 * 128, 128), min_i64(L, 64));  // mha_sdpa.pto:8:12
+                    TASSIGN(t58, 0);  // mha_sdpa.pto:8:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                    GmView1 t5Gm1(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L, GmView1::Shape(min_i64(S - _g64 * 32, 32), min_i64(L, 32)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
-                    TLOAD(t67, t5Gm1);  // mha_sdpa.pto:8:12
+                    GmView1 t5_fitGm1(t5_fit + _b53 * (L * S * H) + _b54 * (L * S) + _g55 * 128 * L, GmView1::Shape(min_i64(S - _g55 * 128, 128), min_i64(L, 64)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
+                    TLOAD(t58, t5_fitGm1);  // mha_sdpa.pto:8:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT68 t68(min_i64(S - _g64 * 32, 32), min_i64(L, 32));  // mha_sdpa.pto:8:12
-                    TASSIGN(t68, 0);  // mha_sdpa.pto:8:12
+                    TileT59 t59(min_i64(S - _g55 * 128, 128), min_i64(L, 64));  // mha_sdpa.pto:8:12
+                    TASSIGN(t59, 0);  // mha_sdpa.pto:8:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t68, t67);  // mha_sdpa.pto:8:12
+                    TMOV(t59, t58);  // mha_sdpa.pto:8:12
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL(t66, t68, t70);  // mha_sdpa.pto:8:12
+                    TMATMUL(t57, t59, t61);  // mha_sdpa.pto:8:12
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k71_db = 0; _k71_db < (max_i64((L + 31) / 32 - 1, 0) + 4) / 5; ++_k71_db) {  // mha_sdpa.pto:8:12
-                        TileT72B0 t72_b0(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 5) * 32, 32));  // mha_sdpa.pto:8:12
-                        TASSIGN(t72_b0, 0);  // mha_sdpa.pto:8:12
+                    for (int64_t _k62 = 1; _k62 < (L + 63) / 64; ++_k62) {  // mha_sdpa.pto:8:12
+                        TileT63 t63(min_i64(S - _g55 * 128, 128), min_i64(L - _k62 * 64, 64));  // mha_sdpa.pto:8:12
+                        TASSIGN(t63, 0);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                        GmView2 t5Gm2(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (1 + _k71_db * 5) * 32, GmView2::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 5) * 32, 32)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
-                        TLOAD(t72_b0, t5Gm2);  // mha_sdpa.pto:8:12
+                        GmView2 t5_fitGm2(t5_fit + _b53 * (L * S * H) + _b54 * (L * S) + _g55 * 128 * L + _k62 * 64, GmView2::Shape(min_i64(S - _g55 * 128, 128), min_i64(L - _k62 * 64, 64)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
+                        TLOAD(t63, t5_fitGm2);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73B0 t73_b0(min_i64(S - _g64 * 32, 32), min_i64(L - (1 + _k71_db * 5) * 32, 32));  // mha_sdpa.pto:8:12
-                        TASSIGN(t73_b0, 0);  // mha_sdpa.pto:8:12
+                        TileT64 t64(min_i64(S - _g55 * 128, 128), min_i64(L - _k62 * 64, 64));  // mha_sdpa.pto:8:12
+                        TASSIGN(t64, 0);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t73_b0, t72_b0);  // mha_sdpa.pto:8:12
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT74B0 t74_b0(min_i64(L - (1 + _k71_db * 5) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                        TASSIGN(t74_b0, 4096);  // mha_sdpa.pto:8:12
+                        TMOV(t64, t63);  // mha_sdpa.pto:8:12
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT65 t65(min_i64(L - _k62 * 64, 64), min_i64(D - _g56 * 128, 128));  // mha_sdpa.pto:8:12
+                        TASSIGN(t65, 0);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                        GmView3 vGm3(v + _b62 * (D * L * H) + _b63 * (D * L) + (1 + _k71_db * 5) * 32 * D + _g65 * 32, GmView3::Shape(min_i64(L - (1 + _k71_db * 5) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
-                        TLOAD(t74_b0, vGm3);  // mha_sdpa.pto:8:12
+                        GmView3 vGm3(v + _b53 * (D * L * H) + _b54 * (D * L) + _k62 * 64 * D + _g56 * 128, GmView3::Shape(min_i64(L - _k62 * 64, 64), min_i64(D - _g56 * 128, 128)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
+                        TLOAD(t65, vGm3);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT75B0 t75_b0(min_i64(L - (1 + _k71_db * 5) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                        TASSIGN(t75_b0, 4096);  // mha_sdpa.pto:8:12
+                        TileT66 t66(min_i64(L - _k62 * 64, 64), min_i64(D - _g56 * 128, 128));  // mha_sdpa.pto:8:12
+                        TASSIGN(t66, 32768);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t75_b0, t74_b0);  // mha_sdpa.pto:8:12
+                        TMOV(t66, t65);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t66, t66, t73_b0, t75_b0);  // mha_sdpa.pto:8:12
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        for (int64_t _k71_dr = 0; _k71_dr < min_i64(max_i64((L + 31) / 32 - 1, 0) - (_k71_db * 5 + 1), 1); ++_k71_dr) {  // mha_sdpa.pto:8:12
-                            TileT72B1 t72_b1(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t72_b1, 8192);  // mha_sdpa.pto:8:12
-                            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                            GmView4 t5Gm4(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (_k71_db * 5 + _k71_dr + 2) * 32, GmView4::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32)), GmView4::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
-                            TLOAD(t72_b1, t5Gm4);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT73B1 t73_b1(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t73_b1, 4096);  // mha_sdpa.pto:8:12
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t73_b1, t72_b1);  // mha_sdpa.pto:8:12
-                            TileT74B1 t74_b1(min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t74_b1, 12288);  // mha_sdpa.pto:8:12
-                            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                            GmView5 vGm5(v + _b62 * (D * L * H) + _b63 * (D * L) + (_k71_db * 5 + _k71_dr + 2) * 32 * D + _g65 * 32, GmView5::Shape(min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView5::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
-                            TLOAD(t74_b1, vGm5);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT75B1 t75_b1(min_i64(L - (_k71_db * 5 + _k71_dr + 2) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t75_b1, 8192);  // mha_sdpa.pto:8:12
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t75_b1, t74_b1);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t66, t66, t73_b1, t75_b1);  // mha_sdpa.pto:8:12
-                        }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        for (int64_t _k71_dr2 = 0; _k71_dr2 < min_i64(max_i64((L + 31) / 32 - 1, 0) - (_k71_db * 5 + 2), 1); ++_k71_dr2) {  // mha_sdpa.pto:8:12
-                            TileT72B2 t72_b2(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t72_b2, 16384);  // mha_sdpa.pto:8:12
-                            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                            GmView6 t5Gm6(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (_k71_db * 5 + _k71_dr2 + 3) * 32, GmView6::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32)), GmView6::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
-                            TLOAD(t72_b2, t5Gm6);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT73B2 t73_b2(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t73_b2, 0);  // mha_sdpa.pto:8:12
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t73_b2, t72_b2);  // mha_sdpa.pto:8:12
-                            TileT74B2 t74_b2(min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t74_b2, 20480);  // mha_sdpa.pto:8:12
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                            GmView7 vGm7(v + _b62 * (D * L * H) + _b63 * (D * L) + (_k71_db * 5 + _k71_dr2 + 3) * 32 * D + _g65 * 32, GmView7::Shape(min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView7::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
-                            TLOAD(t74_b2, vGm7);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT75B2 t75_b2(min_i64(L - (_k71_db * 5 + _k71_dr2 + 3) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t75_b2, 4096);  // mha_sdpa.pto:8:12
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t75_b2, t74_b2);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t66, t66, t73_b2, t75_b2);  // mha_sdpa.pto:8:12
-                        }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                        for (int64_t _k71_dr3 = 0; _k71_dr3 < min_i64(max_i64((L + 31) / 32 - 1, 0) - (_k71_db * 5 + 3), 1); ++_k71_dr3) {  // mha_sdpa.pto:8:12
-                            TileT72B3 t72_b3(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t72_b3, 24576);  // mha_sdpa.pto:8:12
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                            GmView8 t5Gm8(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (_k71_db * 5 + _k71_dr3 + 4) * 32, GmView8::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32)), GmView8::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
-                            TLOAD(t72_b3, t5Gm8);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT73B3 t73_b3(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t73_b3, 4096);  // mha_sdpa.pto:8:12
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t73_b3, t72_b3);  // mha_sdpa.pto:8:12
-                            TileT74B3 t74_b3(min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t74_b3, 28672);  // mha_sdpa.pto:8:12
-                            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                            GmView9 vGm9(v + _b62 * (D * L * H) + _b63 * (D * L) + (_k71_db * 5 + _k71_dr3 + 4) * 32 * D + _g65 * 32, GmView9::Shape(min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView9::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
-                            TLOAD(t74_b3, vGm9);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT75B3 t75_b3(min_i64(L - (_k71_db * 5 + _k71_dr3 + 4) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t75_b3, 8192);  // mha_sdpa.pto:8:12
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t75_b3, t74_b3);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t66, t66, t73_b3, t75_b3);  // mha_sdpa.pto:8:12
-                        }
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                        for (int64_t _k71_dr4 = 0; _k71_dr4 < min_i64(max_i64((L + 31) / 32 - 1, 0) - (_k71_db * 5 + 4), 1); ++_k71_dr4) {  // mha_sdpa.pto:8:12
-                            TileT72B4 t72_b4(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t72_b4, 32768);  // mha_sdpa.pto:8:12
-                            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                            GmView10 t5Gm10(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + (_k71_db * 5 + _k71_dr4 + 5) * 32, GmView10::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32)), GmView10::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
-                            TLOAD(t72_b4, t5Gm10);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT73B4 t73_b4(min_i64(S - _g64 * 32, 32), min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t73_b4, 0);  // mha_sdpa.pto:8:12
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t73_b4, t72_b4);  // mha_sdpa.pto:8:12
-                            TileT74B4 t74_b4(min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t74_b4, 36864);  // mha_sdpa.pto:8:12
-                            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                            GmView11 vGm11(v + _b62 * (D * L * H) + _b63 * (D * L) + (_k71_db * 5 + _k71_dr4 + 5) * 32 * D + _g65 * 32, GmView11::Shape(min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32), min_i64(D - _g65 * 32, 32)), GmView11::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
-                            TLOAD(t74_b4, vGm11);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT75B4 t75_b4(min_i64(L - (_k71_db * 5 + _k71_dr4 + 5) * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
-                            TASSIGN(t75_b4, 4096);  // mha_sdpa.pto:8:12
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TMOV(t75_b4, t74_b4);  // mha_sdpa.pto:8:12
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL_ACC(t66, t66, t73_b4, t75_b4);  // mha_sdpa.pto:8:12
-                        }
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
+                        TMATMUL_ACC(t57, t57, t64, t66);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     }
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID7);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID6);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                    GmView12 oGm12(o + _b62 * (D * S * H) + _b63 * (D * S) + _g64 * 32 * D + _g65 * 32, GmView12::Shape(min_i64(S - _g64 * 32, 32), min_i64(D - _g65 * 32, 32)), GmView12::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:8:12
-                    TSTORE(oGm12, t66);  // mha_sdpa.pto:8:12
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
+                    GmView4 oGm4(o + _b53 * (D * S * H) + _b54 * (D * S) + _g55 * 128 * D + _g56 * 128, GmView4::Shape(min_i64(S - _g55 * 128, 128), min_i64(D - _g56 * 128, 128)), GmView4::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:8:12
+                    TSTORE(oGm4, t57);  // mha_sdpa.pto:8:12
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);

@@ -14,13 +14,16 @@
 #include <utility>
 #include <vector>
 
-extern "C" void mha_sdpa_f16_k0_launch(uint32_t block_dim, void* stream, half* k, half* q, float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S);
-extern "C" void mha_sdpa_f16_k1_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
-extern "C" void mha_sdpa_f16_k1p1_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
-extern "C" void mha_sdpa_f16_k1p2_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
-extern "C" void mha_sdpa_f16_k1p3_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
-extern "C" void mha_sdpa_f16_k1p4_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
-extern "C" void mha_sdpa_f16_k2_launch(uint32_t block_dim, void* stream, half* v, half* t5, half* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S);
+extern "C" void mha_sdpa_f16_k0_launch(uint32_t block_dim, void* stream, half* k, half* q, float* t0_fit, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S);
+extern "C" void mha_sdpa_f16_k1_launch(uint32_t block_dim, void* stream, float* t0_fit, half* t5_fit, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
+extern "C" void mha_sdpa_f16_k2_launch(uint32_t block_dim, void* stream, half* v, half* t5_fit, half* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S);
+extern "C" void mha_sdpa_f16_k3_launch(uint32_t block_dim, void* stream, half* k, half* q, float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S);
+extern "C" void mha_sdpa_f16_k4_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
+extern "C" void mha_sdpa_f16_k4p1_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
+extern "C" void mha_sdpa_f16_k4p2_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
+extern "C" void mha_sdpa_f16_k4p3_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
+extern "C" void mha_sdpa_f16_k4p4_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
+extern "C" void mha_sdpa_f16_k5_launch(uint32_t block_dim, void* stream, half* v, half* t5, half* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -216,11 +219,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -237,84 +235,120 @@ extern "C" int mha_sdpa_f16(int32_t device, void* stream, half* q, half* k, half
     if (ptodsl_failed) {
         return -1;
     }
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // mha_sdpa.pto:5:9
-        DeviceWorkspace t0_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:5:9
-        if (ptodsl_failed) {  // mha_sdpa.pto:5:9
-            return -1;  // mha_sdpa.pto:5:9
-        }
-        float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // mha_sdpa.pto:5:9
-        DeviceWorkspace s_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:5:9
-        if (ptodsl_failed) {  // mha_sdpa.pto:5:9
-            return -1;  // mha_sdpa.pto:5:9
-        }
-        float* s = reinterpret_cast<float*>(s_bytes.data());  // mha_sdpa.pto:5:9
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k0_blocks = max_i64(ceil_div(B * H * ((L + 31) / 32) * ((S + 31) / 32), max_i64((B * H * ((L + 31) / 32) * ((S + 31) / 32) + 23) / 24, 1)), 1);  // mha_sdpa.pto:5:9
-            mha_sdpa_f16_k0_launch(mha_sdpa_f16_k0_blocks, ptodsl_stream, k, q, t0, B, H, L, D, S);  // mha_sdpa.pto:5:9
-            if (!launched("the launch of mha_sdpa_f16_k0")) {  // mha_sdpa.pto:5:9
+    if (L >= 129 && L <= 768) {  // mha_sdpa.pto:5:9
+        for (int64_t _top0_fit = 0; _top0_fit < 1; ++_top0_fit) {  // mha_sdpa.pto:5:9
+            DeviceWorkspace t0_fit_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:5:9
+            if (ptodsl_failed) {  // mha_sdpa.pto:5:9
                 return -1;  // mha_sdpa.pto:5:9
             }
-        }
-        DeviceWorkspace t1_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:6:13
-        if (ptodsl_failed) {  // mha_sdpa.pto:6:13
-            return -1;  // mha_sdpa.pto:6:13
-        }
-        float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // mha_sdpa.pto:6:13
-        DeviceWorkspace e_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:6:9
-        if (ptodsl_failed) {  // mha_sdpa.pto:6:9
-            return -1;  // mha_sdpa.pto:6:9
-        }
-        float* e = reinterpret_cast<float*>(e_bytes.data());  // mha_sdpa.pto:6:9
-        DeviceWorkspace p_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:7:9
-        if (ptodsl_failed) {  // mha_sdpa.pto:7:9
-            return -1;  // mha_sdpa.pto:7:9
-        }
-        float* p = reinterpret_cast<float*>(p_bytes.data());  // mha_sdpa.pto:7:9
-        DeviceWorkspace t5_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(half)), poison);  // mha_sdpa.pto:8:19
-        if (ptodsl_failed) {  // mha_sdpa.pto:8:19
-            return -1;  // mha_sdpa.pto:8:19
-        }
-        half* t5 = reinterpret_cast<half*>(t5_bytes.data());  // mha_sdpa.pto:8:19
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
-            mha_sdpa_f16_k1_launch(mha_sdpa_f16_k1_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
-            if (!launched("the launch of mha_sdpa_f16_k1")) {  // mha_sdpa.pto:5:9
-                return -1;  // mha_sdpa.pto:5:9
+            float* t0_fit = reinterpret_cast<float*>(t0_fit_bytes.data());  // mha_sdpa.pto:5:9
+            DeviceWorkspace t5_fit_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(half)), poison);  // mha_sdpa.pto:8:19
+            if (ptodsl_failed) {  // mha_sdpa.pto:8:19
+                return -1;  // mha_sdpa.pto:8:19
+            }
+            half* t5_fit = reinterpret_cast<half*>(t5_fit_bytes.data());  // mha_sdpa.pto:8:19
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f16_k0_blocks = max_i64(ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), max_i64((B * H * ((L + 127) / 128) * ((S + 127) / 128) + 23) / 24, 1)), 1);  // mha_sdpa.pto:5:9
+                mha_sdpa_f16_k0_launch(mha_sdpa_f16_k0_blocks, ptodsl_stream, k, q, t0_fit, B, H, L, D, S);  // mha_sdpa.pto:5:9
+                if (!launched("the launch of mha_sdpa_f16_k0")) {  // mha_sdpa.pto:5:9
+                    return -1;  // mha_sdpa.pto:5:9
+                }
+            }
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f16_k1_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16), max_i64((B * H * ((S + 15) / 16) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                mha_sdpa_f16_k1_launch(mha_sdpa_f16_k1_blocks, ptodsl_stream, t0_fit, t5_fit, B, H, S, L, scale);  // mha_sdpa.pto:5:9
+                if (!launched("the launch of mha_sdpa_f16_k1")) {  // mha_sdpa.pto:5:9
+                    return -1;  // mha_sdpa.pto:5:9
+                }
+            }
+            {  // mha_sdpa.pto:8:12
+                const int64_t mha_sdpa_f16_k2_blocks = max_i64(ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), max_i64((B * H * ((D + 127) / 128) * ((S + 127) / 128) + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
+                mha_sdpa_f16_k2_launch(mha_sdpa_f16_k2_blocks, ptodsl_stream, v, t5_fit, o, B, H, D, L, S);  // mha_sdpa.pto:8:12
+                if (!launched("the launch of mha_sdpa_f16_k2")) {  // mha_sdpa.pto:8:12
+                    return -1;  // mha_sdpa.pto:8:12
+                }
             }
         }
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
-            mha_sdpa_f16_k1p1_launch(mha_sdpa_f16_k1p1_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
-            if (!launched("the launch of mha_sdpa_f16_k1p1")) {  // mha_sdpa.pto:5:9
+    } else {
+        for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // mha_sdpa.pto:5:9
+            DeviceWorkspace t0_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:5:9
+            if (ptodsl_failed) {  // mha_sdpa.pto:5:9
                 return -1;  // mha_sdpa.pto:5:9
             }
-        }
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k1p2_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
-            mha_sdpa_f16_k1p2_launch(mha_sdpa_f16_k1p2_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
-            if (!launched("the launch of mha_sdpa_f16_k1p2")) {  // mha_sdpa.pto:5:9
+            float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // mha_sdpa.pto:5:9
+            DeviceWorkspace s_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:5:9
+            if (ptodsl_failed) {  // mha_sdpa.pto:5:9
                 return -1;  // mha_sdpa.pto:5:9
             }
-        }
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k1p3_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
-            mha_sdpa_f16_k1p3_launch(mha_sdpa_f16_k1p3_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
-            if (!launched("the launch of mha_sdpa_f16_k1p3")) {  // mha_sdpa.pto:5:9
-                return -1;  // mha_sdpa.pto:5:9
+            float* s = reinterpret_cast<float*>(s_bytes.data());  // mha_sdpa.pto:5:9
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f16_k3_blocks = max_i64(ceil_div(B * H * ((L + 127) / 128) * ((S + 127) / 128), max_i64((B * H * ((L + 127) / 128) * ((S + 127) / 128) + 23) / 24, 1)), 1);  // mha_sdpa.pto:5:9
+                mha_sdpa_f16_k3_launch(mha_sdpa_f16_k3_blocks, ptodsl_stream, k, q, t0, B, H, L, D, S);  // mha_sdpa.pto:5:9
+                if (!launched("the launch of mha_sdpa_f16_k3")) {  // mha_sdpa.pto:5:9
+                    return -1;  // mha_sdpa.pto:5:9
+                }
             }
-        }
-        {  // mha_sdpa.pto:5:9
-            const int64_t mha_sdpa_f16_k1p4_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // mha_sdpa.pto:5:9
-            mha_sdpa_f16_k1p4_launch(mha_sdpa_f16_k1p4_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
-            if (!launched("the launch of mha_sdpa_f16_k1p4")) {  // mha_sdpa.pto:5:9
-                return -1;  // mha_sdpa.pto:5:9
+            DeviceWorkspace t1_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:6:13
+            if (ptodsl_failed) {  // mha_sdpa.pto:6:13
+                return -1;  // mha_sdpa.pto:6:13
             }
-        }
-        {  // mha_sdpa.pto:8:12
-            const int64_t mha_sdpa_f16_k2_blocks = max_i64(ceil_div(B * H * ((D + 31) / 32) * ((S + 31) / 32), max_i64((B * H * ((D + 31) / 32) * ((S + 31) / 32) + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
-            mha_sdpa_f16_k2_launch(mha_sdpa_f16_k2_blocks, ptodsl_stream, v, t5, o, B, H, D, L, S);  // mha_sdpa.pto:8:12
-            if (!launched("the launch of mha_sdpa_f16_k2")) {  // mha_sdpa.pto:8:12
-                return -1;  // mha_sdpa.pto:8:12
+            float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // mha_sdpa.pto:6:13
+            DeviceWorkspace e_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:6:9
+            if (ptodsl_failed) {  // mha_sdpa.pto:6:9
+                return -1;  // mha_sdpa.pto:6:9
+            }
+            float* e = reinterpret_cast<float*>(e_bytes.data());  // mha_sdpa.pto:6:9
+            DeviceWorkspace p_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:7:9
+            if (ptodsl_failed) {  // mha_sdpa.pto:7:9
+                return -1;  // mha_sdpa.pto:7:9
+            }
+            float* p = reinterpret_cast<float*>(p_bytes.data());  // mha_sdpa.pto:7:9
+            DeviceWorkspace t5_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(half)), poison);  // mha_sdpa.pto:8:19
+            if (ptodsl_failed) {  // mha_sdpa.pto:8:19
+                return -1;  // mha_sdpa.pto:8:19
+            }
+            half* t5 = reinterpret_cast<half*>(t5_bytes.data());  // mha_sdpa.pto:8:19
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f16_k4_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16) * ((L + 127) / 128), max_i64((B * H * ((S + 15) / 16) * ((L + 127) / 128) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                mha_sdpa_f16_k4_launch(mha_sdpa_f16_k4_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
+                if (!launched("the launch of mha_sdpa_f16_k4")) {  // mha_sdpa.pto:5:9
+                    return -1;  // mha_sdpa.pto:5:9
+                }
+            }
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f16_k4p1_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16), max_i64((B * H * ((S + 15) / 16) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                mha_sdpa_f16_k4p1_launch(mha_sdpa_f16_k4p1_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
+                if (!launched("the launch of mha_sdpa_f16_k4p1")) {  // mha_sdpa.pto:5:9
+                    return -1;  // mha_sdpa.pto:5:9
+                }
+            }
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f16_k4p2_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16) * ((L + 127) / 128), max_i64((B * H * ((S + 15) / 16) * ((L + 127) / 128) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                mha_sdpa_f16_k4p2_launch(mha_sdpa_f16_k4p2_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
+                if (!launched("the launch of mha_sdpa_f16_k4p2")) {  // mha_sdpa.pto:5:9
+                    return -1;  // mha_sdpa.pto:5:9
+                }
+            }
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f16_k4p3_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16), max_i64((B * H * ((S + 15) / 16) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                mha_sdpa_f16_k4p3_launch(mha_sdpa_f16_k4p3_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
+                if (!launched("the launch of mha_sdpa_f16_k4p3")) {  // mha_sdpa.pto:5:9
+                    return -1;  // mha_sdpa.pto:5:9
+                }
+            }
+            {  // mha_sdpa.pto:5:9
+                const int64_t mha_sdpa_f16_k4p4_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16) * ((L + 127) / 128), max_i64((B * H * ((S + 15) / 16) * ((L + 127) / 128) + 47) / 48, 1)), 1);  // mha_sdpa.pto:5:9
+                mha_sdpa_f16_k4p4_launch(mha_sdpa_f16_k4p4_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
+                if (!launched("the launch of mha_sdpa_f16_k4p4")) {  // mha_sdpa.pto:5:9
+                    return -1;  // mha_sdpa.pto:5:9
+                }
+            }
+            {  // mha_sdpa.pto:8:12
+                const int64_t mha_sdpa_f16_k5_blocks = max_i64(ceil_div(B * H * ((D + 127) / 128) * ((S + 127) / 128), max_i64((B * H * ((D + 127) / 128) * ((S + 127) / 128) + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
+                mha_sdpa_f16_k5_launch(mha_sdpa_f16_k5_blocks, ptodsl_stream, v, t5, o, B, H, D, L, S);  // mha_sdpa.pto:8:12
+                if (!launched("the launch of mha_sdpa_f16_k5")) {  // mha_sdpa.pto:8:12
+                    return -1;  // mha_sdpa.pto:8:12
+                }
             }
         }
     }

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/mha_sdpa_f16_k2.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches mha_sdpa_f16_k2 on an NPU stream (cube core).
-extern "C" void mha_sdpa_f16_k2_launch(uint32_t block_dim, void* stream, half* v, half* t5, half* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S)
+extern "C" void mha_sdpa_f16_k2_launch(uint32_t block_dim, void* stream, half* v, half* t5_fit, half* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S)
 {
-    mha_sdpa_f16_k2<<<block_dim, nullptr, stream>>>((__gm__ half*)v, (__gm__ half*)t5, (__gm__ half*)o, B, H, D, L, S);
+    mha_sdpa_f16_k2<<<block_dim, nullptr, stream>>>((__gm__ half*)v, (__gm__ half*)t5_fit, (__gm__ half*)o, B, H, D, L, S);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f32/mha_sdpa_f32_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches mha_sdpa_f32_k0 on an NPU stream (cube core).
-extern "C" void mha_sdpa_f32_k0_launch(uint32_t block_dim, void* stream, float* k, float* q, float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S)
+extern "C" void mha_sdpa_f32_k0_launch(uint32_t block_dim, void* stream, float* k, float* q, float* t0_fit, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S)
 {
-    mha_sdpa_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)k, (__gm__ float*)q, (__gm__ float*)t0, B, H, L, D, S);
+    mha_sdpa_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)k, (__gm__ float*)q, (__gm__ float*)t0_fit, B, H, L, D, S);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f32/mha_sdpa_f32_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches mha_sdpa_f32_k1 on an NPU stream (vector core).
-extern "C" void mha_sdpa_f32_k1_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale)
+extern "C" void mha_sdpa_f32_k1_launch(uint32_t block_dim, void* stream, float* t0_fit, float* t5_fit, int64_t B, int64_t H, int64_t S, int64_t L, float scale)
 {
-    mha_sdpa_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)t0, (__gm__ float*)s, (__gm__ float*)t1, (__gm__ float*)e, (__gm__ float*)p, (__gm__ float*)t5, B, H, S, L, scale);
+    mha_sdpa_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)t0_fit, (__gm__ float*)t5_fit, B, H, S, L, scale);
 }

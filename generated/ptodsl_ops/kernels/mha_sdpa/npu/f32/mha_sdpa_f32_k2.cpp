@@ -2,7 +2,7 @@
 #include "../../cpu/f32/mha_sdpa_f32_k2.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches mha_sdpa_f32_k2 on an NPU stream (cube core).
-extern "C" void mha_sdpa_f32_k2_launch(uint32_t block_dim, void* stream, float* v, float* t5, float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S)
+extern "C" void mha_sdpa_f32_k2_launch(uint32_t block_dim, void* stream, float* v, float* t5_fit, float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S)
 {
-    mha_sdpa_f32_k2<<<block_dim, nullptr, stream>>>((__gm__ float*)v, (__gm__ float*)t5, (__gm__ float*)o, B, H, D, L, S);
+    mha_sdpa_f32_k2<<<block_dim, nullptr, stream>>>((__gm__ float*)v, (__gm__ float*)t5_fit, (__gm__ float*)o, B, H, D, L, S);
 }

@@ -44,11 +44,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -71,7 +66,7 @@ extern "C" int permute_heads_f16(half* x, half* y, int64_t B, int64_t D, int64_t
     try {
     half* t0 = x;  // permute_heads.pto:4:12
     {  // permute_heads.pto:4:5
-        const int64_t permute_heads_f16_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(H, max_i64(ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1)), 1)), 1);  // permute_heads.pto:4:5
+        const int64_t permute_heads_f16_k0_blocks = max_i64(ceil_div(B * H * ((S + 15) / 16) * ((D + 63) / 64), max_i64((B * H * ((S + 15) / 16) * ((D + 63) / 64) + 47) / 48, 1)), 1);  // permute_heads.pto:4:5
         bool permute_heads_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t permute_heads_f16_k0_block = 0; permute_heads_f16_k0_block < permute_heads_f16_k0_blocks; ++permute_heads_f16_k0_block) {  // permute_heads.pto:4:5

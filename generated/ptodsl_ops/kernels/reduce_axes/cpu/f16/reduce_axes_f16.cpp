@@ -121,7 +121,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
         half* t21 = reinterpret_cast<half*>(t21_bytes.data());  // reduce_axes.pto:10:14
         half* t17 = t21;  // reduce_axes.pto:10:14
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0_blocks = max_i64(ceil_div(A * ((B + 7) / 8) * ((C + 255) / 256), max_i64((A * ((B + 7) / 8) * ((C + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0_block = 0; reduce_axes_f16_k0_block < reduce_axes_f16_k0_blocks; ++reduce_axes_f16_k0_block) {  // reduce_axes.pto:5:14
@@ -271,7 +271,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p6_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p6_blocks = max_i64(ceil_div(A * ((B + 7) / 8) * ((C + 255) / 256), max_i64((A * ((B + 7) / 8) * ((C + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p6_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p6_block = 0; reduce_axes_f16_k0p6_block < reduce_axes_f16_k0p6_blocks; ++reduce_axes_f16_k0p6_block) {  // reduce_axes.pto:5:14
@@ -371,7 +371,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p10_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p10_blocks = max_i64(ceil_div(Q * R * ((S + 255) / 256), max_i64((Q * R * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p10_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p10_block = 0; reduce_axes_f16_k0p10_block < reduce_axes_f16_k0p10_blocks; ++reduce_axes_f16_k0p10_block) {  // reduce_axes.pto:5:14
@@ -396,7 +396,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p11_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p11_blocks = max_i64(ceil_div(P * Q * ((R + 7) / 8) * ((S + 255) / 256), max_i64((P * Q * ((R + 7) / 8) * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p11_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p11_block = 0; reduce_axes_f16_k0p11_block < reduce_axes_f16_k0p11_blocks; ++reduce_axes_f16_k0p11_block) {  // reduce_axes.pto:5:14
@@ -421,7 +421,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p12_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p12_blocks = max_i64(ceil_div(P * Q * ((R + 7) / 8), max_i64((P * Q * ((R + 7) / 8) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p12_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p12_block = 0; reduce_axes_f16_k0p12_block < reduce_axes_f16_k0p12_blocks; ++reduce_axes_f16_k0p12_block) {  // reduce_axes.pto:5:14
@@ -496,7 +496,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p14p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p14p1_blocks = max_i64(ceil_div(P * Q * ((R + 7) / 8) * ((S + 255) / 256), max_i64((P * Q * ((R + 7) / 8) * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p14p1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p14p1_block = 0; reduce_axes_f16_k0p14p1_block < reduce_axes_f16_k0p14p1_blocks; ++reduce_axes_f16_k0p14p1_block) {  // reduce_axes.pto:5:14
@@ -521,7 +521,7 @@ extern "C" int reduce_axes_f16(half* x, half* w, half* s02, half* m0, half* a12,
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p15_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p15_blocks = max_i64(ceil_div(P * R * ((S + 255) / 256), max_i64((P * R * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f16_k0p15_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f16_k0p15_block = 0; reduce_axes_f16_k0p15_block < reduce_axes_f16_k0p15_blocks; ++reduce_axes_f16_k0p15_block) {  // reduce_axes.pto:5:14

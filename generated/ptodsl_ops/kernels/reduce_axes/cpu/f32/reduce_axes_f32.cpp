@@ -278,7 +278,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p6_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p6_blocks = max_i64(ceil_div(Q * R * ((S + 255) / 256), max_i64((Q * R * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p6_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p6_block = 0; reduce_axes_f32_k0p6_block < reduce_axes_f32_k0p6_blocks; ++reduce_axes_f32_k0p6_block) {  // reduce_axes.pto:5:14
@@ -303,7 +303,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p7_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p7_blocks = max_i64(ceil_div(P * Q * ((R + 7) / 8), max_i64((P * Q * ((R + 7) / 8) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p7_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p7_block = 0; reduce_axes_f32_k0p7_block < reduce_axes_f32_k0p7_blocks; ++reduce_axes_f32_k0p7_block) {  // reduce_axes.pto:5:14
@@ -378,7 +378,7 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
 #endif
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p9p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p9p1_blocks = max_i64(ceil_div(P * R * ((S + 255) / 256), max_i64((P * R * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             bool reduce_axes_f32_k0p9p1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t reduce_axes_f32_k0p9p1_block = 0; reduce_axes_f32_k0p9p1_block < reduce_axes_f32_k0p9p1_blocks; ++reduce_axes_f32_k0p9p1_block) {  // reduce_axes.pto:5:14

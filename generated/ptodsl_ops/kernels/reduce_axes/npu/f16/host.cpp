@@ -325,7 +325,7 @@ extern "C" int reduce_axes_f16(int32_t device, void* stream, half* x, half* w, h
         half* t21 = reinterpret_cast<half*>(t21_bytes.data());  // reduce_axes.pto:10:14
         half* t17 = t21;  // reduce_axes.pto:10:14
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0_blocks = max_i64(ceil_div(A * ((B + 7) / 8) * ((C + 255) / 256), max_i64((A * ((B + 7) / 8) * ((C + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f16_k0_launch(reduce_axes_f16_k0_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
@@ -367,7 +367,7 @@ extern "C" int reduce_axes_f16(int32_t device, void* stream, half* x, half* w, h
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p6_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p6_blocks = max_i64(ceil_div(A * ((B + 7) / 8) * ((C + 255) / 256), max_i64((A * ((B + 7) / 8) * ((C + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f16_k0p6_launch(reduce_axes_f16_k0p6_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p6")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
@@ -395,21 +395,21 @@ extern "C" int reduce_axes_f16(int32_t device, void* stream, half* x, half* w, h
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p10_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p10_blocks = max_i64(ceil_div(Q * R * ((S + 255) / 256), max_i64((Q * R * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f16_k0p10_launch(reduce_axes_f16_k0p10_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p10")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p11_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p11_blocks = max_i64(ceil_div(P * Q * ((R + 7) / 8) * ((S + 255) / 256), max_i64((P * Q * ((R + 7) / 8) * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f16_k0p11_launch(reduce_axes_f16_k0p11_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p11")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p12_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p12_blocks = max_i64(ceil_div(P * Q * ((R + 7) / 8), max_i64((P * Q * ((R + 7) / 8) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f16_k0p12_launch(reduce_axes_f16_k0p12_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p12")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
@@ -430,14 +430,14 @@ extern "C" int reduce_axes_f16(int32_t device, void* stream, half* x, half* w, h
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p14p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p14p1_blocks = max_i64(ceil_div(P * Q * ((R + 7) / 8) * ((S + 255) / 256), max_i64((P * Q * ((R + 7) / 8) * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f16_k0p14p1_launch(reduce_axes_f16_k0p14p1_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p14p1")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f16_k0p15_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f16_k0p15_blocks = max_i64(ceil_div(P * R * ((S + 255) / 256), max_i64((P * R * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f16_k0p15_launch(reduce_axes_f16_k0p15_blocks, ptodsl_stream, x, t1, t2, t3, s02, t5, t4, m0, t7, t8, t10, t6, a12, w, n0, t13, t14, t15, v123, t18, t19, t20, t21, t17, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f16_k0p15")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14

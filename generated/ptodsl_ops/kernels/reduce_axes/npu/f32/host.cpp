@@ -338,14 +338,14 @@ extern "C" int reduce_axes_f32(int32_t device, void* stream, float* x, float* w,
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p6_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p6_blocks = max_i64(ceil_div(Q * R * ((S + 255) / 256), max_i64((Q * R * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p6_launch(reduce_axes_f32_k0p6_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p6")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p7_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p7_blocks = max_i64(ceil_div(P * Q * ((R + 7) / 8), max_i64((P * Q * ((R + 7) / 8) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p7_launch(reduce_axes_f32_k0p7_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p7")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
@@ -366,7 +366,7 @@ extern "C" int reduce_axes_f32(int32_t device, void* stream, float* x, float* w,
             }
         }
         {  // reduce_axes.pto:5:14
-            const int64_t reduce_axes_f32_k0p9p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1)), 1)), 1);  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p9p1_blocks = max_i64(ceil_div(P * R * ((S + 255) / 256), max_i64((P * R * ((S + 255) / 256) + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p9p1_launch(reduce_axes_f32_k0p9p1_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p9p1")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14

@@ -45,72 +45,78 @@ extern "C" __global__ AICORE void relu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
     using TileT7B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // relu.pto:2:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g3_f_db = 0; _g3_f_db < (max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), B - block_index / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0) * max_i64(min_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), C - block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0) * ((H + 7) / 8) * ((W + 63) / 64) + 1) / 2; ++_g3_f_db) {  // relu.pto:2:12
-            pipe_barrier(PIPE_V);
-            TileT4B0 t4_b0(min_i64(H - _g3_f_db * 2 / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - _g3_f_db * 2 % max_i64((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-            TASSIGN(t4_b0, 0);  // relu.pto:2:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
-            GmView0 xGm0(x + (block_index / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)) + _g3_f_db * 2 / (max_i64((W + 63) / 64, 1) * max_i64((H + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), C - block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0), 1))) * (W * H * C) + (block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)) + _g3_f_db * 2 / (max_i64((W + 63) / 64, 1) * max_i64((H + 7) / 8, 1)) % max_i64(max_i64(min_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), C - block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0), 1)) * (W * H) + _g3_f_db * 2 / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8 * W + _g3_f_db * 2 % max_i64((W + 63) / 64, 1) * 64, GmView0::Shape(min_i64(H - _g3_f_db * 2 / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - _g3_f_db * 2 % max_i64((W + 63) / 64, 1) * 64, 64)), GmView0::Stride(W * H * C, W * H, W));  // relu.pto:2:12
-            TLOAD(t4_b0, xGm0);  // relu.pto:2:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT5B0 t5_b0(min_i64(H - _g3_f_db * 2 / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - _g3_f_db * 2 % max_i64((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-            TASSIGN(t5_b0, 1024);  // relu.pto:2:12
-            TileT6B0 t6_b0(min_i64(H - _g3_f_db * 2 / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - _g3_f_db * 2 % max_i64((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-            TASSIGN(t6_b0, 2048);  // relu.pto:2:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t6_b0, t4_b0, RoundMode::CAST_RINT);  // relu.pto:2:12
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT7B0 t7_b0(min_i64(H - _g3_f_db * 2 / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - _g3_f_db * 2 % max_i64((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-            TASSIGN(t7_b0, 4096);  // relu.pto:2:12
-            pipe_barrier(PIPE_V);
-            TRELU(t7_b0, t6_b0);  // relu.pto:2:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TCVT(t5_b0, t7_b0, RoundMode::CAST_RINT);  // relu.pto:2:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
-            GmView1 yGm1(y + (block_index / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)) + _g3_f_db * 2 / (max_i64((W + 63) / 64, 1) * max_i64((H + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), C - block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0), 1))) * (W * H * C) + (block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)) + _g3_f_db * 2 / (max_i64((W + 63) / 64, 1) * max_i64((H + 7) / 8, 1)) % max_i64(max_i64(min_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), C - block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0), 1)) * (W * H) + _g3_f_db * 2 / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8 * W + _g3_f_db * 2 % max_i64((W + 63) / 64, 1) * 64, GmView1::Shape(min_i64(H - _g3_f_db * 2 / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - _g3_f_db * 2 % max_i64((W + 63) / 64, 1) * 64, 64)), GmView1::Stride(W * H * C, W * H, W));  // relu.pto:2:12
-            TSTORE(yGm1, t5_b0);  // relu.pto:2:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g3_f_dr = 0; _g3_f_dr < min_i64(max_i64(min_i64(ceil_div(B, block_count / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), B - block_index / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0) * max_i64(min_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), C - block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0) * ((H + 7) / 8) * ((W + 63) / 64) - (_g3_f_db * 2 + 1), 1); ++_g3_f_dr) {  // relu.pto:2:12
-                TileT4B1 t4_b1(min_i64(H - (_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-                TASSIGN(t4_b1, 6144);  // relu.pto:2:12
-                using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
-                GmView2 xGm2(x + (block_index / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)) + (_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((W + 63) / 64, 1) * max_i64((H + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), C - block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0), 1))) * (W * H * C) + (block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)) + (_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((W + 63) / 64, 1) * max_i64((H + 7) / 8, 1)) % max_i64(max_i64(min_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), C - block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0), 1)) * (W * H) + (_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8 * W + (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((W + 63) / 64, 1) * 64, GmView2::Shape(min_i64(H - (_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((W + 63) / 64, 1) * 64, 64)), GmView2::Stride(W * H * C, W * H, W));  // relu.pto:2:12
-                TLOAD(t4_b1, xGm2);  // relu.pto:2:12
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT5B1 t5_b1(min_i64(H - (_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-                TASSIGN(t5_b1, 7168);  // relu.pto:2:12
-                TileT6B1 t6_b1(min_i64(H - (_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-                TASSIGN(t6_b1, 8192);  // relu.pto:2:12
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t6_b1, t4_b1, RoundMode::CAST_RINT);  // relu.pto:2:12
-                TileT7B1 t7_b1(min_i64(H - (_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-                TASSIGN(t7_b1, 10240);  // relu.pto:2:12
-                pipe_barrier(PIPE_V);
-                TRELU(t7_b1, t6_b1);  // relu.pto:2:12
-                pipe_barrier(PIPE_V);
-                TCVT(t5_b1, t7_b1, RoundMode::CAST_RINT);  // relu.pto:2:12
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
-                GmView3 yGm3(y + (block_index / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(B, block_count / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)) + (_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((W + 63) / 64, 1) * max_i64((H + 7) / 8, 1) * max_i64(max_i64(min_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), C - block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0), 1))) * (W * H * C) + (block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)) + (_g3_f_db * 2 + 1 + _g3_f_dr) / (max_i64((W + 63) / 64, 1) * max_i64((H + 7) / 8, 1)) % max_i64(max_i64(min_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1)), C - block_index % max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1) * ceil_div(C, max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1))), 0), 1)) * (W * H) + (_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8 * W + (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((W + 63) / 64, 1) * 64, GmView3::Shape(min_i64(H - (_g3_f_db * 2 + 1 + _g3_f_dr) / max_i64((W + 63) / 64, 1) % max_i64((H + 7) / 8, 1) * 8, 8), min_i64(W - (_g3_f_db * 2 + 1 + _g3_f_dr) % max_i64((W + 63) / 64, 1) * 64, 64)), GmView3::Stride(W * H * C, W * H, W));  // relu.pto:2:12
-                TSTORE(yGm3, t5_b1);  // relu.pto:2:12
+        for (int64_t _g0 = floor_div(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count), max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1)); _g0 < ceil_div(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) + min_i64(ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count), B * C * ((H + 7) / 8) * ((W + 63) / 64) - block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count)), max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1)); ++_g0) {  // relu.pto:2:12
+            for (int64_t _g1 = max_i64(floor_div(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - _g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1), max_i64((W + 63) / 64 * ((H + 7) / 8), 1)), 0); _g1 < min_i64(ceil_div(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) + min_i64(ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count), B * C * ((H + 7) / 8) * ((W + 63) / 64) - block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count)) - _g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1), max_i64((W + 63) / 64 * ((H + 7) / 8), 1)), C); ++_g1) {  // relu.pto:2:12
+                for (int64_t _g2 = max_i64(floor_div(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1)), max_i64((W + 63) / 64, 1)), 0); _g2 < min_i64(ceil_div(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) + min_i64(ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count), B * C * ((H + 7) / 8) * ((W + 63) / 64) - block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count)) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1)), max_i64((W + 63) / 64, 1)), (H + 7) / 8); ++_g2) {  // relu.pto:2:12
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    for (int64_t _g3_db = 0; _g3_db < (max_i64(min_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) + min_i64(ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count), B * C * ((H + 7) / 8) * ((W + 63) / 64) - block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count)) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), (W + 63) / 64) - max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0), 0) + 1) / 2; ++_g3_db) {  // relu.pto:2:12
+                        pipe_barrier(PIPE_V);
+                        TileT4B0 t4_b0(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64));  // relu.pto:2:12
+                        TASSIGN(t4_b0, 0);  // relu.pto:2:12
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
+                        GmView0 xGm0(x + _g0 * (W * H * C) + _g1 * (W * H) + _g2 * 8 * W + (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + _g3_db * 2) * 64, GmView0::Shape(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64)), GmView0::Stride(W * H * C, W * H, W));  // relu.pto:2:12
+                        TLOAD(t4_b0, xGm0);  // relu.pto:2:12
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TileT5B0 t5_b0(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64));  // relu.pto:2:12
+                        TASSIGN(t5_b0, 1024);  // relu.pto:2:12
+                        TileT6B0 t6_b0(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64));  // relu.pto:2:12
+                        TASSIGN(t6_b0, 2048);  // relu.pto:2:12
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                        TCVT(t6_b0, t4_b0, RoundMode::CAST_RINT);  // relu.pto:2:12
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                        TileT7B0 t7_b0(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64));  // relu.pto:2:12
+                        TASSIGN(t7_b0, 4096);  // relu.pto:2:12
+                        pipe_barrier(PIPE_V);
+                        TRELU(t7_b0, t6_b0);  // relu.pto:2:12
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                        pipe_barrier(PIPE_V);
+                        TCVT(t5_b0, t7_b0, RoundMode::CAST_RINT);  // relu.pto:2:12
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
+                        GmView1 yGm1(y + _g0 * (W * H * C) + _g1 * (W * H) + _g2 * 8 * W + (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + _g3_db * 2) * 64, GmView1::Shape(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + _g3_db * 2) * 64, 64)), GmView1::Stride(W * H * C, W * H, W));  // relu.pto:2:12
+                        TSTORE(yGm1, t5_b0);  // relu.pto:2:12
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                        for (int64_t _g3_dr = 0; _g3_dr < min_i64(max_i64(min_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) + min_i64(ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count), B * C * ((H + 7) / 8) * ((W + 63) / 64) - block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count)) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), (W + 63) / 64) - max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0), 0) - (_g3_db * 2 + 1), 1); ++_g3_dr) {  // relu.pto:2:12
+                            TileT4B1 t4_b1(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64));  // relu.pto:2:12
+                            TASSIGN(t4_b1, 6144);  // relu.pto:2:12
+                            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
+                            GmView2 xGm2(x + _g0 * (W * H * C) + _g1 * (W * H) + _g2 * 8 * W + (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, GmView2::Shape(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64)), GmView2::Stride(W * H * C, W * H, W));  // relu.pto:2:12
+                            TLOAD(t4_b1, xGm2);  // relu.pto:2:12
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                            TileT5B1 t5_b1(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64));  // relu.pto:2:12
+                            TASSIGN(t5_b1, 7168);  // relu.pto:2:12
+                            TileT6B1 t6_b1(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64));  // relu.pto:2:12
+                            TASSIGN(t6_b1, 8192);  // relu.pto:2:12
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                            TCVT(t6_b1, t4_b1, RoundMode::CAST_RINT);  // relu.pto:2:12
+                            TileT7B1 t7_b1(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64));  // relu.pto:2:12
+                            TASSIGN(t7_b1, 10240);  // relu.pto:2:12
+                            pipe_barrier(PIPE_V);
+                            TRELU(t7_b1, t6_b1);  // relu.pto:2:12
+                            pipe_barrier(PIPE_V);
+                            TCVT(t5_b1, t7_b1, RoundMode::CAST_RINT);  // relu.pto:2:12
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
+                            GmView3 yGm3(y + _g0 * (W * H * C) + _g1 * (W * H) + _g2 * 8 * W + (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, GmView3::Shape(min_i64(H - _g2 * 8, 8), min_i64(W - (max_i64(block_index * ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), block_count) - (_g0 * max_i64((W + 63) / 64 * ((H + 7) / 8) * C, 1) + _g1 * max_i64((W + 63) / 64 * ((H + 7) / 8), 1) + _g2 * max_i64((W + 63) / 64, 1)), 0) + (_g3_db * 2 + 1 + _g3_dr)) * 64, 64)), GmView3::Stride(W * H * C, W * H, W));  // relu.pto:2:12
+                            TSTORE(yGm3, t5_b1);  // relu.pto:2:12
+                        }
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                }
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

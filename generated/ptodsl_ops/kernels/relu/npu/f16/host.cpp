@@ -210,11 +210,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -232,7 +227,7 @@ extern "C" int relu_f16(int32_t device, void* stream, half* x, half* y, int64_t 
         return -1;
     }
     {  // relu.pto:2:12
-        const int64_t relu_f16_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1), 1)), 1)), 1) * max_i64(ceil_div(C, max_i64(ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1)), 1)), 1);  // relu.pto:2:12
+        const int64_t relu_f16_k0_blocks = max_i64(ceil_div(B * C * ((H + 7) / 8) * ((W + 63) / 64), max_i64((B * C * ((H + 7) / 8) * ((W + 63) / 64) + 47) / 48, 1)), 1);  // relu.pto:2:12
         relu_f16_k0_launch(relu_f16_k0_blocks, ptodsl_stream, x, y, B, C, H, W);  // relu.pto:2:12
         if (!launched("the launch of relu_f16_k0")) {  // relu.pto:2:12
             return -1;  // relu.pto:2:12
