@@ -43,7 +43,7 @@ def varlen_attention(
         (output, l_output, m_output), numpy arrays or torch tensors like the inputs.
 
     Dtype variants: T in bf16.
-    Symbols: D = 64 (fixed); KT = 16 (fixed); QT = 16 (fixed); TQ, HD, TK, C, NH from the arguments' shapes.
+    Symbols: D = 64 (fixed); KT = 128 (fixed); QT = 64 (fixed); TQ, HD, TK, C, NH from the arguments' shapes.
     """
     return _PTODSL_OP(
         (q, k, v, cu_seqlens_q, cu_seqlens_k, output, l_output, m_output),
