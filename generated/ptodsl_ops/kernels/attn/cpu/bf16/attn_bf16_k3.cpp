@@ -26,128 +26,135 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_bf16_k3(__gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_bf16_k3(__gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
-    using TileT235 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT236 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT247Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT247Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT232 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT233 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT234 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT235 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT236 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT238 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT239 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT240 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT241 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT247Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT247Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT244Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT244Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT245Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT245Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT250Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT250Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT252Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT252Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT254Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT254Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT258Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT258Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT261Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT261Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT264Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT264Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT271Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT271Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT273Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT273Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT275Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT275Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT277Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT277Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT279Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT279Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT280Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT280Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT284Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT284Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT287Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT287Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT290Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT290Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT293Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT293Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT294Aiv0 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT294Aiv1 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT300 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT301 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT244Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT244Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT245Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT245Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT250Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT250Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT252Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT252Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT254Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT254Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT258Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT258Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT261Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT261Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT264Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT264Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT271Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT271Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT273Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT273Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT275Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT275Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT277Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT277Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT279Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT279Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT280Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT280Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT284Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT284Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT287Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT287Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT290Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT290Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT293Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT293Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT294Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT294Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT297 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT298 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT299 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT300 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT301 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT303 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT304 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT305 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT306 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT309Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT309Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT310Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT310Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT311Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT311Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT313Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT313Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileTmp0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT309Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT309Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT310Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT310Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT311Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT311Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t j_u1 = 0; j_u1 < max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
             __gm__ bfloat16_t* kj_u1c0 = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ bfloat16_t* vj_u1c0 = v + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
+            TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+            TASSIGN(t247_aiv0, 0);  // online_softmax_attn.pto:17:32
+            TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+            TASSIGN(t247_aiv1, 1024);  // online_softmax_attn.pto:17:32
+            TEXPANDS(t247_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                TEXPANDS(t247_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            }
+            pipe_barrier(PIPE_V);
             for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                TileT235 t235(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t235, 0);  // online_softmax_attn.pto:10:13
-                TileT236 t236(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t236, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView0 kj_u1c0Gm0(kj_u1c0 + _g231 * 64 * D, GmView0::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t235, kj_u1c0Gm0);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t236, t235);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT232 t232(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t232, 0);  // online_softmax_attn.pto:10:13
                 TileT233 t233(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView1 qGm1(q + _qb3 * 64 * D, GmView1::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t233, qGm1);  // online_softmax_attn.pto:10:13
+                using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t233, qGm0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t234, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t234, t233);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT235 t235(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t235, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView1 kj_u1c0Gm1(kj_u1c0 + _g231 * 64 * D, GmView1::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t235, kj_u1c0Gm1);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT236 t236(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t236, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t236, t235);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -195,420 +202,354 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                 GmView4 t0_u1c0Gm4(t0_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView4::Shape(t232.GetValidRow(), t232.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(t0_u1c0Gm4, t232);  // online_softmax_attn.pto:10:13
+                TileT244Aiv0 t244_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t244_aiv0, 2048);  // online_softmax_attn.pto:10:13
+                TileT244Aiv1 t244_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t244_aiv1, 10240);  // online_softmax_attn.pto:10:13
+                TileT245Aiv0 t245_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t245_aiv0, 18432);  // online_softmax_attn.pto:10:13
+                TileT245Aiv1 t245_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t245_aiv1, 26624);  // online_softmax_attn.pto:10:13
+                TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t250_aiv0, 34816);  // online_softmax_attn.pto:17:32
+                TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t250_aiv1, 35840);  // online_softmax_attn.pto:17:32
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView5 t0_u1c0Gm5(t0_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView5::Shape(t244_aiv0.GetValidRow(), t244_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t244_aiv0, t0_u1c0Gm5);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMULS(t245_aiv0, t244_aiv0, scale);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView6 s_u1c0Gm6(s_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView6::Shape(t245_aiv0.GetValidRow(), t245_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_u1c0Gm6, t245_aiv0);  // online_softmax_attn.pto:10:13
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp0, 55296);  // online_softmax_attn.pto:17:32
+                TROWMAX(t250_aiv0, t245_aiv0, tmp0);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                TMAX(t247_aiv0, t247_aiv0, t250_aiv0);  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView7 t0_u1c0Gm7(t0_u1c0 + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView7::Shape(t244_aiv1.GetValidRow(), t244_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t244_aiv1, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TMULS(t245_aiv1, t244_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 s_u1c0Gm8(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView8::Shape(t245_aiv1.GetValidRow(), t245_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u1c0Gm8, t245_aiv1);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp1, 55296);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t250_aiv1, t245_aiv1, tmp1);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t247_aiv1, t247_aiv1, t250_aiv1);  // online_softmax_attn.pto:17:32
+                }
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT252Aiv0 t252_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t252_aiv0, 2048);  // online_softmax_attn.pto:17:21
+            TileT252Aiv1 t252_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t252_aiv1, 3072);  // online_softmax_attn.pto:17:21
+            TileT254Aiv0 t254_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t254_aiv0, 4096);  // online_softmax_attn.pto:17:21
+            TileT254Aiv1 t254_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t254_aiv1, 5120);  // online_softmax_attn.pto:17:21
+            TileT258Aiv0 t258_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+            TASSIGN(t258_aiv0, 6144);  // online_softmax_attn.pto:18:25
+            TileT258Aiv1 t258_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+            TASSIGN(t258_aiv1, 7168);  // online_softmax_attn.pto:18:25
+            TileT261Aiv0 t261_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+            TASSIGN(t261_aiv0, 8192);  // online_softmax_attn.pto:18:21
+            TileT261Aiv1 t261_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+            TASSIGN(t261_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+            GmView9 mGm9(m + _qb3 * 64, GmView9::Shape(t252_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+            TLOAD(t252_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g242 = _qb3 * 4; _g242 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g242) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_aiv0, 0);  // online_softmax_attn.pto:17:32
-                TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_aiv1, 256);  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TEXPANDS(t247_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t247_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g243) {  // online_softmax_attn.pto:10:13
-                    TileT244Aiv0 t244_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT244Aiv1 t244_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT245Aiv0 t245_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT245Aiv1 t245_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_aiv0, 8704);  // online_softmax_attn.pto:17:32
-                    TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_aiv1, 8960);  // online_softmax_attn.pto:17:32
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_u1c0Gm5(t0_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView5::Shape(t244_aiv0.GetValidRow(), t244_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t244_aiv0, t0_u1c0Gm5);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMULS(t245_aiv0, t244_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_u1c0Gm6(s_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView6::Shape(t245_aiv0.GetValidRow(), t245_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u1c0Gm6, t245_aiv0);  // online_softmax_attn.pto:10:13
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t250_aiv0, t245_aiv0, tmp0);  // online_softmax_attn.pto:17:32
-                    pipe_barrier(PIPE_V);
-                    TMAX(t247_aiv0, t247_aiv0, t250_aiv0);  // online_softmax_attn.pto:17:32
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView7 t0_u1c0Gm7(t0_u1c0 + (_g242 * 16 + 8) * 64 + _g243 * 64, GmView7::Shape(t244_aiv1.GetValidRow(), t244_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_aiv1, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TMULS(t245_aiv1, t244_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 s_u1c0Gm8(s_u1c0 + (_g242 * 16 + 8) * 64 + _g243 * 64, GmView8::Shape(t245_aiv1.GetValidRow(), t245_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0Gm8, t245_aiv1);  // online_softmax_attn.pto:10:13
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t250_aiv1, t245_aiv1, tmp1);  // online_softmax_attn.pto:17:32
-                        pipe_barrier(PIPE_V);
-                        TMAX(t247_aiv1, t247_aiv1, t250_aiv1);  // online_softmax_attn.pto:17:32
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT252Aiv0 t252_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_aiv0, 512);  // online_softmax_attn.pto:17:21
-                TileT252Aiv1 t252_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_aiv1, 768);  // online_softmax_attn.pto:17:21
-                TileT254Aiv0 t254_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_aiv0, 1024);  // online_softmax_attn.pto:17:21
-                TileT254Aiv1 t254_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_aiv1, 1280);  // online_softmax_attn.pto:17:21
-                TileT258Aiv0 t258_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_aiv0, 1536);  // online_softmax_attn.pto:18:25
-                TileT258Aiv1 t258_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_aiv1, 1792);  // online_softmax_attn.pto:18:25
-                TileT261Aiv0 t261_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:18:21
-                TASSIGN(t261_aiv0, 2048);  // online_softmax_attn.pto:18:21
-                TileT261Aiv1 t261_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
-                TASSIGN(t261_aiv1, 2304);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView9 mGm9(m + _g242 * 16, GmView9::Shape(t252_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t252_aiv0, mGm9);  // online_softmax_attn.pto:17:21
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMAX(t254_aiv0, t252_aiv0, t247_aiv0);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMAX(t254_aiv0, t252_aiv0, t247_aiv0);  // online_softmax_attn.pto:17:21
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TSUB(t258_aiv0, t252_aiv0, t254_aiv0);  // online_softmax_attn.pto:18:25
+            pipe_barrier(PIPE_V);
+            TEXP(t261_aiv0, t258_aiv0);  // online_softmax_attn.pto:18:21
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                 using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView10 m_new_u1c0Gm10(m_new_u1c0 + _g242 * 16, GmView10::Shape(t254_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TSTORE(m_new_u1c0Gm10, t254_aiv0);  // online_softmax_attn.pto:17:21
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TSUB(t258_aiv0, t252_aiv0, t254_aiv0);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
-                TEXP(t261_aiv0, t258_aiv0);  // online_softmax_attn.pto:18:21
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView11 mGm11(m + _g242 * 16 + 8, GmView11::Shape(t252_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_aiv1, mGm11);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMAX(t254_aiv1, t252_aiv1, t247_aiv1);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView12 m_new_u1c0Gm12(m_new_u1c0 + _g242 * 16 + 8, GmView12::Shape(t254_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_u1c0Gm12, t254_aiv1);  // online_softmax_attn.pto:17:21
-                    pipe_barrier(PIPE_V);
-                    TSUB(t258_aiv1, t252_aiv1, t254_aiv1);  // online_softmax_attn.pto:18:25
-                    pipe_barrier(PIPE_V);
-                    TEXP(t261_aiv1, t258_aiv1);  // online_softmax_attn.pto:18:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-                    TileT264Aiv0 t264_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_aiv0, 2560);  // online_softmax_attn.pto:19:21
-                    TileT264Aiv1 t264_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_aiv1, 4608);  // online_softmax_attn.pto:19:21
-                    TileT271Aiv0 t271_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_aiv0, 6656);  // online_softmax_attn.pto:19:17
-                    TileT271Aiv1 t271_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_aiv1, 8704);  // online_softmax_attn.pto:19:17
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_u1c0Gm13(s_u1c0 + _g242 * 16 * 64 + _g263 * 64, GmView13::Shape(t264_aiv0.GetValidRow(), t264_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t264_aiv0, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileTmp1 tmp2(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp2, t254_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t271_aiv0, t264_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_u1c0Gm14(p_1_u1c0 + _g242 * 16 * 64 + _g263 * 64, GmView14::Shape(t271_aiv0.GetValidRow(), t271_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u1c0Gm14, t271_aiv0);  // online_softmax_attn.pto:19:17
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView15 s_u1c0Gm15(s_u1c0 + (_g242 * 16 + 8) * 64 + _g263 * 64, GmView15::Shape(t264_aiv1.GetValidRow(), t264_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_aiv1, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp3, t254_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t271_aiv1, t264_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView16 p_1_u1c0Gm16(p_1_u1c0 + (_g242 * 16 + 8) * 64 + _g263 * 64, GmView16::Shape(t271_aiv1.GetValidRow(), t271_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0Gm16, t271_aiv1);  // online_softmax_attn.pto:19:17
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                TileT273Aiv0 t273_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_aiv1, 256);  // online_softmax_attn.pto:20:20
-                TileT275Aiv0 t275_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_aiv0, 512);  // online_softmax_attn.pto:20:20
-                TileT275Aiv1 t275_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_aiv1, 768);  // online_softmax_attn.pto:20:20
-                TileT277Aiv0 t277_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_aiv0, 1024);  // online_softmax_attn.pto:20:32
-                TileT277Aiv1 t277_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_aiv1, 1280);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView17 lGm17(l + _g242 * 16, GmView17::Shape(t273_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t273_aiv0, lGm17);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMUL(t275_aiv0, t273_aiv0, t261_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TEXPANDS(t277_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView18 lGm18(l + _g242 * 16 + 8, GmView18::Shape(t273_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_aiv1, lGm18);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TMUL(t275_aiv1, t273_aiv1, t261_aiv1);  // online_softmax_attn.pto:20:20
-                    TEXPANDS(t277_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
-                    TileT279Aiv0 t279_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t279_aiv0, 2560);  // online_softmax_attn.pto:20:32
-                    TileT279Aiv1 t279_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t279_aiv1, 4608);  // online_softmax_attn.pto:20:32
-                    TileT280Aiv0 t280_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_aiv0, 0);  // online_softmax_attn.pto:20:32
-                    TileT280Aiv1 t280_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_aiv1, 256);  // online_softmax_attn.pto:20:32
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView19 p_1_u1c0Gm19(p_1_u1c0 + _g242 * 16 * 64 + _k278 * 64, GmView19::Shape(t279_aiv0.GetValidRow(), t279_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t279_aiv0, p_1_u1c0Gm19);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t280_aiv0, t279_aiv0, tmp4);  // online_softmax_attn.pto:20:32
-                    pipe_barrier(PIPE_V);
-                    TADD(t277_aiv0, t277_aiv0, t280_aiv0);  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView20 p_1_u1c0Gm20(p_1_u1c0 + (_g242 * 16 + 8) * 64 + _k278 * 64, GmView20::Shape(t279_aiv1.GetValidRow(), t279_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t279_aiv1, p_1_u1c0Gm20);  // online_softmax_attn.pto:20:32
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t280_aiv1, t279_aiv1, tmp5);  // online_softmax_attn.pto:20:32
-                        pipe_barrier(PIPE_V);
-                        TADD(t277_aiv1, t277_aiv1, t280_aiv1);  // online_softmax_attn.pto:20:32
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT284Aiv0 t284_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT284Aiv1 t284_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_aiv1, 256);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                TADD(t284_aiv0, t275_aiv0, t277_aiv0);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView21 lGm21(l + _g242 * 16, GmView21::Shape(t284_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm21, t284_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
-                    TADD(t284_aiv1, t275_aiv1, t277_aiv1);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView22 lGm22(l + _g242 * 16 + 8, GmView22::Shape(t284_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm22, t284_aiv1);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT287Aiv0 t287_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t287_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT287Aiv1 t287_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t287_aiv1, 2560);  // online_softmax_attn.pto:21:22
-                    TileT290Aiv0 t290_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t290_aiv0, 4608);  // online_softmax_attn.pto:21:22
-                    TileT290Aiv1 t290_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t290_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView23 accGm23(acc + _g242 * 16 * D + _g286 * 64, GmView23::Shape(t287_aiv0.GetValidRow(), t287_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t287_aiv0, accGm23);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp1 tmp6(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp6, t261_aiv0);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t290_aiv0, t287_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView24 t13_u1c0Gm24(t13_u1c0 + _g242 * 16 * D + _g286 * 64, GmView24::Shape(t290_aiv0.GetValidRow(), t290_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u1c0Gm24, t290_aiv0);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView25 accGm25(acc + (_g242 * 16 + 8) * D + _g286 * 64, GmView25::Shape(t287_aiv1.GetValidRow(), t287_aiv1.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t287_aiv1, accGm25);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp7, t261_aiv1);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t290_aiv1, t287_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView26 t13_u1c0Gm26(t13_u1c0 + (_g242 * 16 + 8) * D + _g286 * 64, GmView26::Shape(t290_aiv1.GetValidRow(), t290_aiv1.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u1c0Gm26, t290_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
-                    TileT293Aiv0 t293_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t293_aiv0, 0);  // online_softmax_attn.pto:21:43
-                    TileT293Aiv1 t293_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t293_aiv1, 2048);  // online_softmax_attn.pto:21:43
-                    TileT294Aiv0 t294_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t294_aiv0, 4096);  // online_softmax_attn.pto:21:43
-                    TileT294Aiv1 t294_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t294_aiv1, 5120);  // online_softmax_attn.pto:21:43
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView27 p_1_u1c0Gm27(p_1_u1c0 + _g242 * 16 * 64 + _g292 * 64, GmView27::Shape(t293_aiv0.GetValidRow(), t293_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t293_aiv0, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TCVT(t294_aiv0, t293_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView28 t15_u1c0Gm28(t15_u1c0 + _g242 * 16 * 64 + _g292 * 64, GmView28::Shape(t294_aiv0.GetValidRow(), t294_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u1c0Gm28, t294_aiv0);  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView29 p_1_u1c0Gm29(p_1_u1c0 + (_g242 * 16 + 8) * 64 + _g292 * 64, GmView29::Shape(t293_aiv1.GetValidRow(), t293_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t293_aiv1, p_1_u1c0Gm29);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TCVT(t294_aiv1, t293_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView30 t15_u1c0Gm30(t15_u1c0 + (_g242 * 16 + 8) * 64 + _g292 * 64, GmView30::Shape(t294_aiv1.GetValidRow(), t294_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u1c0Gm30, t294_aiv1);  // online_softmax_attn.pto:21:43
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                GmView10 mGm10(m + _qb3 * 64 + 32, GmView10::Shape(t252_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t252_aiv1, mGm10);  // online_softmax_attn.pto:17:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMAX(t254_aiv1, t252_aiv1, t247_aiv1);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
+                TSUB(t258_aiv1, t252_aiv1, t254_aiv1);  // online_softmax_attn.pto:18:25
+                pipe_barrier(PIPE_V);
+                TEXP(t261_aiv1, t258_aiv1);  // online_softmax_attn.pto:18:21
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
+                TileT264Aiv0 t264_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t264_aiv0, 10240);  // online_softmax_attn.pto:19:21
+                TileT264Aiv1 t264_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t264_aiv1, 18432);  // online_softmax_attn.pto:19:21
+                TileT271Aiv0 t271_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t271_aiv0, 26624);  // online_softmax_attn.pto:19:17
+                TileT271Aiv1 t271_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t271_aiv1, 34816);  // online_softmax_attn.pto:19:17
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                GmView11 s_u1c0Gm11(s_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView11::Shape(t264_aiv0.GetValidRow(), t264_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                TLOAD(t264_aiv0, s_u1c0Gm11);  // online_softmax_attn.pto:19:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp2, 55296);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp2, t254_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t271_aiv0, t264_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                GmView12 p_1_u1c0Gm12(p_1_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView12::Shape(t271_aiv0.GetValidRow(), t271_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                TSTORE(p_1_u1c0Gm12, t271_aiv0);  // online_softmax_attn.pto:19:17
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView13 s_u1c0Gm13(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView13::Shape(t264_aiv1.GetValidRow(), t264_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t264_aiv1, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp3, 55296);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp3, t254_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t271_aiv1, t264_aiv1, tmp3);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView14 p_1_u1c0Gm14(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView14::Shape(t271_aiv1.GetValidRow(), t271_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u1c0Gm14, t271_aiv1);  // online_softmax_attn.pto:19:17
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT273Aiv0 t273_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t273_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t273_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            TileT275Aiv0 t275_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t275_aiv0, 2048);  // online_softmax_attn.pto:20:20
+            TileT275Aiv1 t275_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t275_aiv1, 3072);  // online_softmax_attn.pto:20:20
+            TileT277Aiv0 t277_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t277_aiv0, 6144);  // online_softmax_attn.pto:20:32
+            TileT277Aiv1 t277_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t277_aiv1, 7168);  // online_softmax_attn.pto:20:32
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t273_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TLOAD(t273_aiv0, lGm15);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMUL(t275_aiv0, t273_aiv0, t261_aiv0);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t277_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView16 lGm16(l + _qb3 * 64 + 32, GmView16::Shape(t273_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t273_aiv1, lGm16);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMUL(t275_aiv1, t273_aiv1, t261_aiv1);  // online_softmax_attn.pto:20:20
+                TEXPANDS(t277_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
+                TileT279Aiv0 t279_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t279_aiv0, 10240);  // online_softmax_attn.pto:20:32
+                TileT279Aiv1 t279_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t279_aiv1, 18432);  // online_softmax_attn.pto:20:32
+                TileT280Aiv0 t280_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t280_aiv0, 0);  // online_softmax_attn.pto:20:32
+                TileT280Aiv1 t280_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t280_aiv1, 1024);  // online_softmax_attn.pto:20:32
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                GmView17 p_1_u1c0Gm17(p_1_u1c0 + _qb3 * 64 * 64 + _k278 * 64, GmView17::Shape(t279_aiv0.GetValidRow(), t279_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                TLOAD(t279_aiv0, p_1_u1c0Gm17);  // online_softmax_attn.pto:20:32
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp4, 55296);  // online_softmax_attn.pto:20:32
+                TROWSUM(t280_aiv0, t279_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                TADD(t277_aiv0, t277_aiv0, t280_aiv0);  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView18 p_1_u1c0Gm18(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _k278 * 64, GmView18::Shape(t279_aiv1.GetValidRow(), t279_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t279_aiv1, p_1_u1c0Gm18);  // online_softmax_attn.pto:20:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp5, 55296);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t280_aiv1, t279_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
+                    TADD(t277_aiv1, t277_aiv1, t280_aiv1);  // online_softmax_attn.pto:20:32
+                }
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT284Aiv0 t284_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t284_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT284Aiv1 t284_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t284_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            TADD(t284_aiv0, t275_aiv0, t277_aiv0);  // online_softmax_attn.pto:20:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView19 lGm19(l + _qb3 * 64, GmView19::Shape(t284_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TSTORE(lGm19, t284_aiv0);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+                TADD(t284_aiv1, t275_aiv1, t277_aiv1);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView20 lGm20(l + _qb3 * 64 + 32, GmView20::Shape(t284_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm20, t284_aiv1);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT287Aiv0 t287_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t287_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT287Aiv1 t287_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t287_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT290Aiv0 t290_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t290_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT290Aiv1 t290_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t290_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView21 accGm21(acc + _qb3 * 64 * D + _g286 * 64, GmView21::Shape(t287_aiv0.GetValidRow(), t287_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t287_aiv0, accGm21);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp6, 55296);  // online_softmax_attn.pto:21:22
+                TROWEXPAND(tmp6, t261_aiv0);  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                TROWEXPANDMUL(t290_aiv0, t287_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView22 t13_u1c0Gm22(t13_u1c0 + _qb3 * 64 * D + _g286 * 64, GmView22::Shape(t290_aiv0.GetValidRow(), t290_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(t13_u1c0Gm22, t290_aiv0);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView23 accGm23(acc + (_qb3 * 64 + 32) * D + _g286 * 64, GmView23::Shape(t287_aiv1.GetValidRow(), t287_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t287_aiv1, accGm23);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp7, 55296);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp7, t261_aiv1);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t290_aiv1, t287_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView24 t13_u1c0Gm24(t13_u1c0 + (_qb3 * 64 + 32) * D + _g286 * 64, GmView24::Shape(t290_aiv1.GetValidRow(), t290_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_u1c0Gm24, t290_aiv1);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
+                TileT293Aiv0 t293_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t293_aiv0, 6144);  // online_softmax_attn.pto:21:43
+                TileT293Aiv1 t293_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t293_aiv1, 14336);  // online_softmax_attn.pto:21:43
+                TileT294Aiv0 t294_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t294_aiv0, 0);  // online_softmax_attn.pto:21:43
+                TileT294Aiv1 t294_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t294_aiv1, 22528);  // online_softmax_attn.pto:21:43
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView25 p_1_u1c0Gm25(p_1_u1c0 + _qb3 * 64 * 64 + _g292 * 64, GmView25::Shape(t293_aiv0.GetValidRow(), t293_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TLOAD(t293_aiv0, p_1_u1c0Gm25);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t294_aiv0, t293_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView26 t15_u1c0Gm26(t15_u1c0 + _qb3 * 64 * 64 + _g292 * 64, GmView26::Shape(t294_aiv0.GetValidRow(), t294_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t15_u1c0Gm26, t294_aiv0);  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView27 p_1_u1c0Gm27(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g292 * 64, GmView27::Shape(t293_aiv1.GetValidRow(), t293_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t293_aiv1, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t294_aiv1, t293_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView28 t15_u1c0Gm28(t15_u1c0 + (_qb3 * 64 + 32) * 64 + _g292 * 64, GmView28::Shape(t294_aiv1.GetValidRow(), t294_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_u1c0Gm28, t294_aiv1);  // online_softmax_attn.pto:21:43
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -616,32 +557,32 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
-                TileT300 t300(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
-                TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView31 vj_u1c0Gm31(vj_u1c0 + _g296 * 64, GmView31::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t300, vj_u1c0Gm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t301, t300);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT297 t297(min_i64(S - _qb3 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
                 TileT298 t298(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView32 t15_u1c0Gm32(t15_u1c0 + _qb3 * 64 * 64, GmView32::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t298, t15_u1c0Gm32);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView29 t15_u1c0Gm29(t15_u1c0 + _qb3 * 64 * 64, GmView29::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t298, t15_u1c0Gm29);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT299 t299(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t299, t298);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT300 t300(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView30 vj_u1c0Gm30(vj_u1c0 + _g296 * 64, GmView30::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t300, vj_u1c0Gm30);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t301, t300);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -653,9 +594,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
                     TileT303 t303(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t303, 0);  // online_softmax_attn.pto:21:36
-                    using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView33 t15_u1c0Gm33(t15_u1c0 + _qb3 * 64 * 64 + _k302 * 64, GmView33::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t303, t15_u1c0Gm33);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t15_u1c0Gm31(t15_u1c0 + _qb3 * 64 * 64 + _k302 * 64, GmView31::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t303, t15_u1c0Gm31);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT304 t304(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t304, 0);  // online_softmax_attn.pto:21:36
@@ -665,9 +606,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT305 t305(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t305, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView34 vj_u1c0Gm34(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView34::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t305, vj_u1c0Gm34);  // online_softmax_attn.pto:21:36
+                    using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView32 vj_u1c0Gm32(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView32::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t305, vj_u1c0Gm32);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT306 t306(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t306, 0);  // online_softmax_attn.pto:21:36
@@ -681,132 +622,108 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView35 t14_u1c0Gm35(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView35::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u1c0Gm35, t297);  // online_softmax_attn.pto:21:36
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView33 t14_u1c0Gm33(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView33::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u1c0Gm33, t297);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g307 = _qb3 * 4; _g307 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g307) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT309Aiv0 t309_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t309_aiv0, 6144);  // online_softmax_attn.pto:21:22
+                TileT309Aiv1 t309_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t309_aiv1, 14336);  // online_softmax_attn.pto:21:22
+                TileT310Aiv0 t310_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t310_aiv0, 22528);  // online_softmax_attn.pto:21:22
+                TileT310Aiv1 t310_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t310_aiv1, 30720);  // online_softmax_attn.pto:21:22
+                TileT311Aiv0 t311_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t311_aiv0, 38912);  // online_softmax_attn.pto:21:22
+                TileT311Aiv1 t311_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t311_aiv1, 47104);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView34 t13_u1c0Gm34(t13_u1c0 + _qb3 * 64 * D + _g308 * 64, GmView34::Shape(t309_aiv0.GetValidRow(), t309_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t309_aiv0, t13_u1c0Gm34);  // online_softmax_attn.pto:21:22
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView35 t14_u1c0Gm35(t14_u1c0 + _qb3 * 64 * D + _g308 * 64, GmView35::Shape(t310_aiv0.GetValidRow(), t310_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t310_aiv0, t14_u1c0Gm35);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TADD(t311_aiv0, t309_aiv0, t310_aiv0);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT309Aiv0 t309_aiv0(min_i64(min_i64(S - _g307 * 16, 16), 8), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t309_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT309Aiv1 t309_aiv1(max_i64(min_i64(min_i64(S - _g307 * 16, 16) - 8, 8), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t309_aiv1, 2048);  // online_softmax_attn.pto:21:22
-                    TileT310Aiv0 t310_aiv0(min_i64(min_i64(S - _g307 * 16, 16), 8), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t310_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                    TileT310Aiv1 t310_aiv1(max_i64(min_i64(min_i64(S - _g307 * 16, 16) - 8, 8), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t310_aiv1, 6144);  // online_softmax_attn.pto:21:22
-                    TileT311Aiv0 t311_aiv0(min_i64(min_i64(S - _g307 * 16, 16), 8), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t311_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT311Aiv1 t311_aiv1(max_i64(min_i64(min_i64(S - _g307 * 16, 16) - 8, 8), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t311_aiv1, 10240);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView36 t13_u1c0Gm36(t13_u1c0 + _g307 * 16 * D + _g308 * 64, GmView36::Shape(t309_aiv0.GetValidRow(), t309_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t309_aiv0, t13_u1c0Gm36);  // online_softmax_attn.pto:21:22
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView37 t14_u1c0Gm37(t14_u1c0 + _g307 * 16 * D + _g308 * 64, GmView37::Shape(t310_aiv0.GetValidRow(), t310_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t310_aiv0, t14_u1c0Gm37);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TADD(t311_aiv0, t309_aiv0, t310_aiv0);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView38 accGm38(acc + _g307 * 16 * D + _g308 * 64, GmView38::Shape(t311_aiv0.GetValidRow(), t311_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm38, t311_aiv0);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g307 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView39 t13_u1c0Gm39(t13_u1c0 + (_g307 * 16 + 8) * D + _g308 * 64, GmView39::Shape(t309_aiv1.GetValidRow(), t309_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t309_aiv1, t13_u1c0Gm39);  // online_softmax_attn.pto:21:22
-                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView40 t14_u1c0Gm40(t14_u1c0 + (_g307 * 16 + 8) * D + _g308 * 64, GmView40::Shape(t310_aiv1.GetValidRow(), t310_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_aiv1, t14_u1c0Gm40);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        TADD(t311_aiv1, t309_aiv1, t310_aiv1);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView41 accGm41(acc + (_g307 * 16 + 8) * D + _g308 * 64, GmView41::Shape(t311_aiv1.GetValidRow(), t311_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm41, t311_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                }
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView36 accGm36(acc + _qb3 * 64 * D + _g308 * 64, GmView36::Shape(t311_aiv0.GetValidRow(), t311_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm36, t311_aiv0);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT313Aiv0 t313_aiv0(min_i64(min_i64(S - _g307 * 16, 16), 8));  // online_softmax_attn.pto:22:13
-                TASSIGN(t313_aiv0, 0);  // online_softmax_attn.pto:22:13
-                TileT313Aiv1 t313_aiv1(max_i64(min_i64(min_i64(S - _g307 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
-                TASSIGN(t313_aiv1, 256);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView42 m_new_u1c0Gm42(m_new_u1c0 + _g307 * 16, GmView42::Shape(t313_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TLOAD(t313_aiv0, m_new_u1c0Gm42);  // online_softmax_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView43 mGm43(m + _g307 * 16, GmView43::Shape(t313_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm43, t313_aiv0);  // online_softmax_attn.pto:22:13
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g307 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView44 m_new_u1c0Gm44(m_new_u1c0 + _g307 * 16 + 8, GmView44::Shape(t313_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t313_aiv1, m_new_u1c0Gm44);  // online_softmax_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView45 mGm45(m + _g307 * 16 + 8, GmView45::Shape(t313_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm45, t313_aiv1);  // online_softmax_attn.pto:22:13
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView37 t13_u1c0Gm37(t13_u1c0 + (_qb3 * 64 + 32) * D + _g308 * 64, GmView37::Shape(t309_aiv1.GetValidRow(), t309_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t309_aiv1, t13_u1c0Gm37);  // online_softmax_attn.pto:21:22
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView38 t14_u1c0Gm38(t14_u1c0 + (_qb3 * 64 + 32) * D + _g308 * 64, GmView38::Shape(t310_aiv1.GetValidRow(), t310_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t310_aiv1, t14_u1c0Gm38);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TADD(t311_aiv1, t309_aiv1, t310_aiv1);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView39 accGm39(acc + (_qb3 * 64 + 32) * D + _g308 * 64, GmView39::Shape(t311_aiv1.GetValidRow(), t311_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm39, t311_aiv1);  // online_softmax_attn.pto:21:22
                 }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+            GmView40 mGm40(m + _qb3 * 64, GmView40::Shape(t254_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+            TSTORE(mGm40, t254_aiv0);  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView41 mGm41(m + _qb3 * 64 + 32, GmView41::Shape(t254_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm41, t254_aiv1);  // online_softmax_attn.pto:22:13
+            }
         }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
@@ -825,31 +742,33 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
         for (int64_t j_u1 = 0; j_u1 < max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
             __gm__ bfloat16_t* kj_u1c0 = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ bfloat16_t* vj_u1c0 = v + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+            }
             for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                TileT235 t235(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t235, 0);  // online_softmax_attn.pto:10:13
-                TileT236 t236(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t236, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView0 kj_u1c0Gm0(kj_u1c0 + _g231 * 64 * D, GmView0::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t235, kj_u1c0Gm0);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t236, t235);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT232 t232(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t232, 0);  // online_softmax_attn.pto:10:13
                 TileT233 t233(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView1 qGm1(q + _qb3 * 64 * D, GmView1::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t233, qGm1);  // online_softmax_attn.pto:10:13
+                using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t233, qGm0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t234, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t234, t233);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT235 t235(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t235, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView1 kj_u1c0Gm1(kj_u1c0 + _g231 * 64 * D, GmView1::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t235, kj_u1c0Gm1);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT236 t236(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t236, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t236, t235);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -897,75 +816,69 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                 GmView4 t0_u1c0Gm4(t0_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView4::Shape(t232.GetValidRow(), t232.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(t0_u1c0Gm4, t232);  // online_softmax_attn.pto:10:13
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                }
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            for (int64_t _g242 = _qb3 * 4; _g242 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g242) {  // online_softmax_attn.pto:10:13
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+            }
+            for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                 }
-                for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g243) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                    }
+            }
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+            }
+            for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
                 }
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+            }
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+            }
+            for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                 }
-                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    }
-                }
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                    }
-                }
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                    }
-                }
-                for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                    }
+            }
+            for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
                 }
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag_dev(2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
-                TileT300 t300(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
-                TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView31 vj_u1c0Gm31(vj_u1c0 + _g296 * 64, GmView31::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t300, vj_u1c0Gm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t301, t300);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT297 t297(min_i64(S - _qb3 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
                 TileT298 t298(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView32 t15_u1c0Gm32(t15_u1c0 + _qb3 * 64 * 64, GmView32::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t298, t15_u1c0Gm32);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView29 t15_u1c0Gm29(t15_u1c0 + _qb3 * 64 * 64, GmView29::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t298, t15_u1c0Gm29);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT299 t299(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t299, t298);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT300 t300(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView30 vj_u1c0Gm30(vj_u1c0 + _g296 * 64, GmView30::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t300, vj_u1c0Gm30);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t301, t300);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -977,9 +890,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
                     TileT303 t303(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t303, 0);  // online_softmax_attn.pto:21:36
-                    using GmView33 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView33 t15_u1c0Gm33(t15_u1c0 + _qb3 * 64 * 64 + _k302 * 64, GmView33::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t303, t15_u1c0Gm33);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t15_u1c0Gm31(t15_u1c0 + _qb3 * 64 * 64 + _k302 * 64, GmView31::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t303, t15_u1c0Gm31);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT304 t304(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t304, 0);  // online_softmax_attn.pto:21:36
@@ -989,9 +902,9 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT305 t305(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t305, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView34 vj_u1c0Gm34(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView34::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t305, vj_u1c0Gm34);  // online_softmax_attn.pto:21:36
+                    using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView32 vj_u1c0Gm32(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView32::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t305, vj_u1c0Gm32);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT306 t306(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t306, 0);  // online_softmax_attn.pto:21:36
@@ -1005,22 +918,20 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView35 t14_u1c0Gm35(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView35::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u1c0Gm35, t297);  // online_softmax_attn.pto:21:36
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView33 t14_u1c0Gm33(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView33::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u1c0Gm33, t297);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            for (int64_t _g307 = _qb3 * 4; _g307 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g307) {  // online_softmax_attn.pto:21:22
-                for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g307 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                    }
+            for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
                 }
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g307 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
-                }
+            }
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
             }
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
@@ -1037,690 +948,601 @@ extern "C" __global__ AICORE void attn_bf16_k3(__gm__ uint64_t* ptodsl_ffts, __g
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
         wait_flag_dev(1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t j_u1 = 0; j_u1 < max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
             __gm__ bfloat16_t* kj_u1c0 = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ bfloat16_t* vj_u1c0 = v + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
+            TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+            TASSIGN(t247_aiv0, 0);  // online_softmax_attn.pto:17:32
+            TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+            TASSIGN(t247_aiv1, 1024);  // online_softmax_attn.pto:17:32
+            if (ptodsl_aiv0) {
+                TEXPANDS(t247_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            }
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                if (!ptodsl_aiv0) {
+                    TEXPANDS(t247_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+            }
+            pipe_barrier(PIPE_V);
             for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
                 for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
                 }
-            }
-            wait_flag_dev(2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g242 = _qb3 * 4; _g242 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g242) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_aiv0, 0);  // online_softmax_attn.pto:17:32
-                TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_aiv1, 256);  // online_softmax_attn.pto:17:32
+                TileT244Aiv0 t244_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t244_aiv0, 2048);  // online_softmax_attn.pto:10:13
+                TileT244Aiv1 t244_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t244_aiv1, 10240);  // online_softmax_attn.pto:10:13
+                TileT245Aiv0 t245_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t245_aiv0, 18432);  // online_softmax_attn.pto:10:13
+                TileT245Aiv1 t245_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t245_aiv1, 26624);  // online_softmax_attn.pto:10:13
+                TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t250_aiv0, 34816);  // online_softmax_attn.pto:17:32
+                TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t250_aiv1, 35840);  // online_softmax_attn.pto:17:32
+                wait_flag_dev(2);
+                if (ptodsl_aiv0) {
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView5 t0_u1c0Gm5(t0_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView5::Shape(t244_aiv0.GetValidRow(), t244_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t244_aiv0, t0_u1c0Gm5);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TEXPANDS(t247_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    TMULS(t245_aiv0, t244_aiv0, scale);  // online_softmax_attn.pto:10:13
                 }
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                    if (!ptodsl_aiv0) {
-                        TEXPANDS(t247_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    }
-                }
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g243) {  // online_softmax_attn.pto:10:13
-                    TileT244Aiv0 t244_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT244Aiv1 t244_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT245Aiv0 t245_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT245Aiv1 t245_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_aiv0, 8704);  // online_softmax_attn.pto:17:32
-                    TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_aiv1, 8960);  // online_softmax_attn.pto:17:32
-                    if (ptodsl_aiv0) {
-                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView5 t0_u1c0Gm5(t0_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView5::Shape(t244_aiv0.GetValidRow(), t244_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t244_aiv0, t0_u1c0Gm5);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TMULS(t245_aiv0, t244_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView6 s_u1c0Gm6(s_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView6::Shape(t245_aiv0.GetValidRow(), t245_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u1c0Gm6, t245_aiv0);  // online_softmax_attn.pto:10:13
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t250_aiv0, t245_aiv0, tmp0);  // online_softmax_attn.pto:17:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TMAX(t247_aiv0, t247_aiv0, t250_aiv0);  // online_softmax_attn.pto:17:32
-                    }
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        if (!ptodsl_aiv0) {
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView7 t0_u1c0Gm7(t0_u1c0 + (_g242 * 16 + 8) * 64 + _g243 * 64, GmView7::Shape(t244_aiv1.GetValidRow(), t244_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t244_aiv1, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TMULS(t245_aiv1, t244_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView8 s_u1c0Gm8(s_u1c0 + (_g242 * 16 + 8) * 64 + _g243 * 64, GmView8::Shape(t245_aiv1.GetValidRow(), t245_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u1c0Gm8, t245_aiv1);  // online_softmax_attn.pto:10:13
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:17:32
-                            TROWMAX(t250_aiv1, t245_aiv1, tmp1);  // online_softmax_attn.pto:17:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TMAX(t247_aiv1, t247_aiv1, t250_aiv1);  // online_softmax_attn.pto:17:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT252Aiv0 t252_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_aiv0, 512);  // online_softmax_attn.pto:17:21
-                TileT252Aiv1 t252_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_aiv1, 768);  // online_softmax_attn.pto:17:21
-                TileT254Aiv0 t254_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_aiv0, 1024);  // online_softmax_attn.pto:17:21
-                TileT254Aiv1 t254_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_aiv1, 1280);  // online_softmax_attn.pto:17:21
-                TileT258Aiv0 t258_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_aiv0, 1536);  // online_softmax_attn.pto:18:25
-                TileT258Aiv1 t258_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_aiv1, 1792);  // online_softmax_attn.pto:18:25
-                TileT261Aiv0 t261_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:18:21
-                TASSIGN(t261_aiv0, 2048);  // online_softmax_attn.pto:18:21
-                TileT261Aiv1 t261_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
-                TASSIGN(t261_aiv1, 2304);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView9 mGm9(m + _g242 * 16, GmView9::Shape(t252_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_aiv0, mGm9);  // online_softmax_attn.pto:17:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    TMAX(t254_aiv0, t252_aiv0, t247_aiv0);  // online_softmax_attn.pto:17:21
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView10 m_new_u1c0Gm10(m_new_u1c0 + _g242 * 16, GmView10::Shape(t254_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_u1c0Gm10, t254_aiv0);  // online_softmax_attn.pto:17:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    TSUB(t258_aiv0, t252_aiv0, t254_aiv0);  // online_softmax_attn.pto:18:25
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TEXP(t261_aiv0, t258_aiv0);  // online_softmax_attn.pto:18:21
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                    if (!ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView11 mGm11(m + _g242 * 16 + 8, GmView11::Shape(t252_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t252_aiv1, mGm11);  // online_softmax_attn.pto:17:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (!ptodsl_aiv0) {
-                        TMAX(t254_aiv1, t252_aiv1, t247_aiv1);  // online_softmax_attn.pto:17:21
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (!ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView12 m_new_u1c0Gm12(m_new_u1c0 + _g242 * 16 + 8, GmView12::Shape(t254_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TSTORE(m_new_u1c0Gm12, t254_aiv1);  // online_softmax_attn.pto:17:21
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TSUB(t258_aiv1, t252_aiv1, t254_aiv1);  // online_softmax_attn.pto:18:25
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TEXP(t261_aiv1, t258_aiv1);  // online_softmax_attn.pto:18:21
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-                    TileT264Aiv0 t264_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_aiv0, 2560);  // online_softmax_attn.pto:19:21
-                    TileT264Aiv1 t264_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_aiv1, 4608);  // online_softmax_attn.pto:19:21
-                    TileT271Aiv0 t271_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_aiv0, 6656);  // online_softmax_attn.pto:19:17
-                    TileT271Aiv1 t271_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_aiv1, 8704);  // online_softmax_attn.pto:19:17
-                    if (ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView13 s_u1c0Gm13(s_u1c0 + _g242 * 16 * 64 + _g263 * 64, GmView13::Shape(t264_aiv0.GetValidRow(), t264_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_aiv0, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp2(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp2, t254_aiv0);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t271_aiv0, t264_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_u1c0Gm14(p_1_u1c0 + _g242 * 16 * 64 + _g263 * 64, GmView14::Shape(t271_aiv0.GetValidRow(), t271_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0Gm14, t271_aiv0);  // online_softmax_attn.pto:19:17
-                    }
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        if (!ptodsl_aiv0) {
-                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView15 s_u1c0Gm15(s_u1c0 + (_g242 * 16 + 8) * 64 + _g263 * 64, GmView15::Shape(t264_aiv1.GetValidRow(), t264_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t264_aiv1, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:19:17
-                            TROWEXPAND(tmp3, t254_aiv1);  // online_softmax_attn.pto:19:17
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                            TROWEXPANDEXPDIF(t271_aiv1, t264_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView16 p_1_u1c0Gm16(p_1_u1c0 + (_g242 * 16 + 8) * 64 + _g263 * 64, GmView16::Shape(t271_aiv1.GetValidRow(), t271_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u1c0Gm16, t271_aiv1);  // online_softmax_attn.pto:19:17
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                TileT273Aiv0 t273_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_aiv1, 256);  // online_softmax_attn.pto:20:20
-                TileT275Aiv0 t275_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_aiv0, 512);  // online_softmax_attn.pto:20:20
-                TileT275Aiv1 t275_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_aiv1, 768);  // online_softmax_attn.pto:20:20
-                TileT277Aiv0 t277_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_aiv0, 1024);  // online_softmax_attn.pto:20:32
-                TileT277Aiv1 t277_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_aiv1, 1280);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView17 lGm17(l + _g242 * 16, GmView17::Shape(t273_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_aiv0, lGm17);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    TMUL(t275_aiv0, t273_aiv0, t261_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t277_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                    if (!ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView18 lGm18(l + _g242 * 16 + 8, GmView18::Shape(t273_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t273_aiv1, lGm18);  // online_softmax_attn.pto:20:20
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (!ptodsl_aiv0) {
-                        TMUL(t275_aiv1, t273_aiv1, t261_aiv1);  // online_softmax_attn.pto:20:20
-                        TEXPANDS(t277_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
-                    TileT279Aiv0 t279_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t279_aiv0, 2560);  // online_softmax_attn.pto:20:32
-                    TileT279Aiv1 t279_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t279_aiv1, 4608);  // online_softmax_attn.pto:20:32
-                    TileT280Aiv0 t280_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_aiv0, 0);  // online_softmax_attn.pto:20:32
-                    TileT280Aiv1 t280_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_aiv1, 256);  // online_softmax_attn.pto:20:32
-                    if (ptodsl_aiv0) {
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView19 p_1_u1c0Gm19(p_1_u1c0 + _g242 * 16 * 64 + _k278 * 64, GmView19::Shape(t279_aiv0.GetValidRow(), t279_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t279_aiv0, p_1_u1c0Gm19);  // online_softmax_attn.pto:20:32
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t280_aiv0, t279_aiv0, tmp4);  // online_softmax_attn.pto:20:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TADD(t277_aiv0, t277_aiv0, t280_aiv0);  // online_softmax_attn.pto:20:32
-                    }
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                        if (!ptodsl_aiv0) {
-                            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                            GmView20 p_1_u1c0Gm20(p_1_u1c0 + (_g242 * 16 + 8) * 64 + _k278 * 64, GmView20::Shape(t279_aiv1.GetValidRow(), t279_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                            TLOAD(t279_aiv1, p_1_u1c0Gm20);  // online_softmax_attn.pto:20:32
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
-                            TROWSUM(t280_aiv1, t279_aiv1, tmp5);  // online_softmax_attn.pto:20:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TADD(t277_aiv1, t277_aiv1, t280_aiv1);  // online_softmax_attn.pto:20:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT284Aiv0 t284_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT284Aiv1 t284_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_aiv1, 256);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TADD(t284_aiv0, t275_aiv0, t277_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView21 lGm21(l + _g242 * 16, GmView21::Shape(t284_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm21, t284_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
-                    if (!ptodsl_aiv0) {
-                        TADD(t284_aiv1, t275_aiv1, t277_aiv1);  // online_softmax_attn.pto:20:20
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (!ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView22 lGm22(l + _g242 * 16 + 8, GmView22::Shape(t284_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm22, t284_aiv1);  // online_softmax_attn.pto:20:20
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT287Aiv0 t287_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t287_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT287Aiv1 t287_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t287_aiv1, 2560);  // online_softmax_attn.pto:21:22
-                    TileT290Aiv0 t290_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t290_aiv0, 4608);  // online_softmax_attn.pto:21:22
-                    TileT290Aiv1 t290_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t290_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView23 accGm23(acc + _g242 * 16 * D + _g286 * 64, GmView23::Shape(t287_aiv0.GetValidRow(), t287_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t287_aiv0, accGm23);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp6(min_i64(min_i64(S - _g242 * 16, 16), 8));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp6, t261_aiv0);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t290_aiv0, t287_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView24 t13_u1c0Gm24(t13_u1c0 + _g242 * 16 * D + _g286 * 64, GmView24::Shape(t290_aiv0.GetValidRow(), t290_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u1c0Gm24, t290_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                        if (!ptodsl_aiv0) {
-                            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView25 accGm25(acc + (_g242 * 16 + 8) * D + _g286 * 64, GmView25::Shape(t287_aiv1.GetValidRow(), t287_aiv1.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t287_aiv1, accGm25);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
-                            TROWEXPAND(tmp7, t261_aiv1);  // online_softmax_attn.pto:21:22
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                            TROWEXPANDMUL(t290_aiv1, t287_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView26 t13_u1c0Gm26(t13_u1c0 + (_g242 * 16 + 8) * D + _g286 * 64, GmView26::Shape(t290_aiv1.GetValidRow(), t290_aiv1.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(t13_u1c0Gm26, t290_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
-                    TileT293Aiv0 t293_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t293_aiv0, 0);  // online_softmax_attn.pto:21:43
-                    TileT293Aiv1 t293_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t293_aiv1, 2048);  // online_softmax_attn.pto:21:43
-                    TileT294Aiv0 t294_aiv0(min_i64(min_i64(S - _g242 * 16, 16), 8), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t294_aiv0, 4096);  // online_softmax_attn.pto:21:43
-                    TileT294Aiv1 t294_aiv1(max_i64(min_i64(min_i64(S - _g242 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t294_aiv1, 5120);  // online_softmax_attn.pto:21:43
-                    if (ptodsl_aiv0) {
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView27 p_1_u1c0Gm27(p_1_u1c0 + _g242 * 16 * 64 + _g292 * 64, GmView27::Shape(t293_aiv0.GetValidRow(), t293_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t293_aiv0, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TCVT(t294_aiv0, t293_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView28 t15_u1c0Gm28(t15_u1c0 + _g242 * 16 * 64 + _g292 * 64, GmView28::Shape(t294_aiv0.GetValidRow(), t294_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u1c0Gm28, t294_aiv0);  // online_softmax_attn.pto:21:43
-                    }
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g242 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                        if (!ptodsl_aiv0) {
-                            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView29 p_1_u1c0Gm29(p_1_u1c0 + (_g242 * 16 + 8) * 64 + _g292 * 64, GmView29::Shape(t293_aiv1.GetValidRow(), t293_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t293_aiv1, p_1_u1c0Gm29);  // online_softmax_attn.pto:21:43
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TCVT(t294_aiv1, t293_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView30 t15_u1c0Gm30(t15_u1c0 + (_g242 * 16 + 8) * 64 + _g292 * 64, GmView30::Shape(t294_aiv1.GetValidRow(), t294_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t15_u1c0Gm30, t294_aiv1);  // online_softmax_attn.pto:21:43
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 s_u1c0Gm6(s_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView6::Shape(t245_aiv0.GetValidRow(), t245_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u1c0Gm6, t245_aiv0);  // online_softmax_attn.pto:10:13
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp0, 55296);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t250_aiv0, t245_aiv0, tmp0);  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TMAX(t247_aiv0, t247_aiv0, t250_aiv0);  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                    if (!ptodsl_aiv0) {
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_u1c0Gm7(t0_u1c0 + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView7::Shape(t244_aiv1.GetValidRow(), t244_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t244_aiv1, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TMULS(t245_aiv1, t244_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_u1c0Gm8(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView8::Shape(t245_aiv1.GetValidRow(), t245_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u1c0Gm8, t245_aiv1);  // online_softmax_attn.pto:10:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 55296);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t250_aiv1, t245_aiv1, tmp1);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t247_aiv1, t247_aiv1, t250_aiv1);  // online_softmax_attn.pto:17:32
+                    }
+                }
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT252Aiv0 t252_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t252_aiv0, 2048);  // online_softmax_attn.pto:17:21
+            TileT252Aiv1 t252_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t252_aiv1, 3072);  // online_softmax_attn.pto:17:21
+            TileT254Aiv0 t254_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t254_aiv0, 4096);  // online_softmax_attn.pto:17:21
+            TileT254Aiv1 t254_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t254_aiv1, 5120);  // online_softmax_attn.pto:17:21
+            TileT258Aiv0 t258_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+            TASSIGN(t258_aiv0, 6144);  // online_softmax_attn.pto:18:25
+            TileT258Aiv1 t258_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+            TASSIGN(t258_aiv1, 7168);  // online_softmax_attn.pto:18:25
+            TileT261Aiv0 t261_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+            TASSIGN(t261_aiv0, 8192);  // online_softmax_attn.pto:18:21
+            TileT261Aiv1 t261_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+            TASSIGN(t261_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView9 mGm9(m + _qb3 * 64, GmView9::Shape(t252_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t252_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMAX(t254_aiv0, t252_aiv0, t247_aiv0);  // online_softmax_attn.pto:17:21
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TSUB(t258_aiv0, t252_aiv0, t254_aiv0);  // online_softmax_attn.pto:18:25
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXP(t261_aiv0, t258_aiv0);  // online_softmax_attn.pto:18:21
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                if (!ptodsl_aiv0) {
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView10 mGm10(m + _qb3 * 64 + 32, GmView10::Shape(t252_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_aiv1, mGm10);  // online_softmax_attn.pto:17:21
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TMAX(t254_aiv1, t252_aiv1, t247_aiv1);  // online_softmax_attn.pto:17:21
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TSUB(t258_aiv1, t252_aiv1, t254_aiv1);  // online_softmax_attn.pto:18:25
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TEXP(t261_aiv1, t258_aiv1);  // online_softmax_attn.pto:18:21
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
+                TileT264Aiv0 t264_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t264_aiv0, 10240);  // online_softmax_attn.pto:19:21
+                TileT264Aiv1 t264_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t264_aiv1, 18432);  // online_softmax_attn.pto:19:21
+                TileT271Aiv0 t271_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t271_aiv0, 26624);  // online_softmax_attn.pto:19:17
+                TileT271Aiv1 t271_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t271_aiv1, 34816);  // online_softmax_attn.pto:19:17
+                if (ptodsl_aiv0) {
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView11 s_u1c0Gm11(s_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView11::Shape(t264_aiv0.GetValidRow(), t264_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t264_aiv0, s_u1c0Gm11);  // online_softmax_attn.pto:19:21
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 55296);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp2, t254_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t271_aiv0, t264_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView12 p_1_u1c0Gm12(p_1_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView12::Shape(t271_aiv0.GetValidRow(), t271_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u1c0Gm12, t271_aiv0);  // online_softmax_attn.pto:19:17
+                }
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                    if (!ptodsl_aiv0) {
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView13 s_u1c0Gm13(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView13::Shape(t264_aiv1.GetValidRow(), t264_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_aiv1, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp3, 55296);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp3, t254_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t271_aiv1, t264_aiv1, tmp3);  // online_softmax_attn.pto:19:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView14 p_1_u1c0Gm14(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView14::Shape(t271_aiv1.GetValidRow(), t271_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0Gm14, t271_aiv1);  // online_softmax_attn.pto:19:17
+                    }
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT273Aiv0 t273_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t273_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t273_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            TileT275Aiv0 t275_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t275_aiv0, 2048);  // online_softmax_attn.pto:20:20
+            TileT275Aiv1 t275_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t275_aiv1, 3072);  // online_softmax_attn.pto:20:20
+            TileT277Aiv0 t277_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t277_aiv0, 6144);  // online_softmax_attn.pto:20:32
+            TileT277Aiv1 t277_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t277_aiv1, 7168);  // online_softmax_attn.pto:20:32
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t273_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t273_aiv0, lGm15);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMUL(t275_aiv0, t273_aiv0, t261_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t277_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                if (!ptodsl_aiv0) {
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView16 lGm16(l + _qb3 * 64 + 32, GmView16::Shape(t273_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_aiv1, lGm16);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    TMUL(t275_aiv1, t273_aiv1, t261_aiv1);  // online_softmax_attn.pto:20:20
+                    TEXPANDS(t277_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
+                TileT279Aiv0 t279_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t279_aiv0, 10240);  // online_softmax_attn.pto:20:32
+                TileT279Aiv1 t279_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t279_aiv1, 18432);  // online_softmax_attn.pto:20:32
+                TileT280Aiv0 t280_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t280_aiv0, 0);  // online_softmax_attn.pto:20:32
+                TileT280Aiv1 t280_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t280_aiv1, 1024);  // online_softmax_attn.pto:20:32
+                if (ptodsl_aiv0) {
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView17 p_1_u1c0Gm17(p_1_u1c0 + _qb3 * 64 * 64 + _k278 * 64, GmView17::Shape(t279_aiv0.GetValidRow(), t279_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t279_aiv0, p_1_u1c0Gm17);  // online_softmax_attn.pto:20:32
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp4, 55296);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t280_aiv0, t279_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t277_aiv0, t277_aiv0, t280_aiv0);  // online_softmax_attn.pto:20:32
+                }
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                    if (!ptodsl_aiv0) {
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView18 p_1_u1c0Gm18(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _k278 * 64, GmView18::Shape(t279_aiv1.GetValidRow(), t279_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t279_aiv1, p_1_u1c0Gm18);  // online_softmax_attn.pto:20:32
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 55296);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t280_aiv1, t279_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TADD(t277_aiv1, t277_aiv1, t280_aiv1);  // online_softmax_attn.pto:20:32
+                    }
+                }
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT284Aiv0 t284_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t284_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT284Aiv1 t284_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t284_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TADD(t284_aiv0, t275_aiv0, t277_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView19 lGm19(l + _qb3 * 64, GmView19::Shape(t284_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm19, t284_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+                if (!ptodsl_aiv0) {
+                    TADD(t284_aiv1, t275_aiv1, t277_aiv1);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView20 lGm20(l + _qb3 * 64 + 32, GmView20::Shape(t284_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm20, t284_aiv1);  // online_softmax_attn.pto:20:20
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT287Aiv0 t287_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t287_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT287Aiv1 t287_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t287_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT290Aiv0 t290_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t290_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT290Aiv1 t290_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t290_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView21 accGm21(acc + _qb3 * 64 * D + _g286 * 64, GmView21::Shape(t287_aiv0.GetValidRow(), t287_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t287_aiv0, accGm21);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp6, 55296);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp6, t261_aiv0);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t290_aiv0, t287_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView22 t13_u1c0Gm22(t13_u1c0 + _qb3 * 64 * D + _g286 * 64, GmView22::Shape(t290_aiv0.GetValidRow(), t290_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_u1c0Gm22, t290_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                    if (!ptodsl_aiv0) {
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView23 accGm23(acc + (_qb3 * 64 + 32) * D + _g286 * 64, GmView23::Shape(t287_aiv1.GetValidRow(), t287_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t287_aiv1, accGm23);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp7, 55296);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp7, t261_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t290_aiv1, t287_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView24 t13_u1c0Gm24(t13_u1c0 + (_qb3 * 64 + 32) * D + _g286 * 64, GmView24::Shape(t290_aiv1.GetValidRow(), t290_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_u1c0Gm24, t290_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
+                TileT293Aiv0 t293_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t293_aiv0, 6144);  // online_softmax_attn.pto:21:43
+                TileT293Aiv1 t293_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t293_aiv1, 14336);  // online_softmax_attn.pto:21:43
+                TileT294Aiv0 t294_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t294_aiv0, 0);  // online_softmax_attn.pto:21:43
+                TileT294Aiv1 t294_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t294_aiv1, 22528);  // online_softmax_attn.pto:21:43
+                if (ptodsl_aiv0) {
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView25 p_1_u1c0Gm25(p_1_u1c0 + _qb3 * 64 * 64 + _g292 * 64, GmView25::Shape(t293_aiv0.GetValidRow(), t293_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t293_aiv0, p_1_u1c0Gm25);  // online_softmax_attn.pto:21:43
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TCVT(t294_aiv0, t293_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView26 t15_u1c0Gm26(t15_u1c0 + _qb3 * 64 * 64 + _g292 * 64, GmView26::Shape(t294_aiv0.GetValidRow(), t294_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_u1c0Gm26, t294_aiv0);  // online_softmax_attn.pto:21:43
+                }
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                    if (!ptodsl_aiv0) {
+                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView27 p_1_u1c0Gm27(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g292 * 64, GmView27::Shape(t293_aiv1.GetValidRow(), t293_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t293_aiv1, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TCVT(t294_aiv1, t293_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView28 t15_u1c0Gm28(t15_u1c0 + (_qb3 * 64 + 32) * 64 + _g292 * 64, GmView28::Shape(t294_aiv1.GetValidRow(), t294_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_u1c0Gm28, t294_aiv1);  // online_softmax_attn.pto:21:43
+                    }
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
                 }
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
             wait_flag_dev(2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g307 = _qb3 * 4; _g307 < min_i64(_qb3 * 4 + 4, (S + 15) / 16); ++_g307) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT309Aiv0 t309_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t309_aiv0, 6144);  // online_softmax_attn.pto:21:22
+                TileT309Aiv1 t309_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t309_aiv1, 14336);  // online_softmax_attn.pto:21:22
+                TileT310Aiv0 t310_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t310_aiv0, 22528);  // online_softmax_attn.pto:21:22
+                TileT310Aiv1 t310_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t310_aiv1, 30720);  // online_softmax_attn.pto:21:22
+                TileT311Aiv0 t311_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t311_aiv0, 38912);  // online_softmax_attn.pto:21:22
+                TileT311Aiv1 t311_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t311_aiv1, 47104);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView34 t13_u1c0Gm34(t13_u1c0 + _qb3 * 64 * D + _g308 * 64, GmView34::Shape(t309_aiv0.GetValidRow(), t309_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t309_aiv0, t13_u1c0Gm34);  // online_softmax_attn.pto:21:22
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView35 t14_u1c0Gm35(t14_u1c0 + _qb3 * 64 * D + _g308 * 64, GmView35::Shape(t310_aiv0.GetValidRow(), t310_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t310_aiv0, t14_u1c0Gm35);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TADD(t311_aiv0, t309_aiv0, t310_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT309Aiv0 t309_aiv0(min_i64(min_i64(S - _g307 * 16, 16), 8), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t309_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT309Aiv1 t309_aiv1(max_i64(min_i64(min_i64(S - _g307 * 16, 16) - 8, 8), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t309_aiv1, 2048);  // online_softmax_attn.pto:21:22
-                    TileT310Aiv0 t310_aiv0(min_i64(min_i64(S - _g307 * 16, 16), 8), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t310_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                    TileT310Aiv1 t310_aiv1(max_i64(min_i64(min_i64(S - _g307 * 16, 16) - 8, 8), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t310_aiv1, 6144);  // online_softmax_attn.pto:21:22
-                    TileT311Aiv0 t311_aiv0(min_i64(min_i64(S - _g307 * 16, 16), 8), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t311_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT311Aiv1 t311_aiv1(max_i64(min_i64(min_i64(S - _g307 * 16, 16) - 8, 8), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t311_aiv1, 10240);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView36 t13_u1c0Gm36(t13_u1c0 + _g307 * 16 * D + _g308 * 64, GmView36::Shape(t309_aiv0.GetValidRow(), t309_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t309_aiv0, t13_u1c0Gm36);  // online_softmax_attn.pto:21:22
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView37 t14_u1c0Gm37(t14_u1c0 + _g307 * 16 * D + _g308 * 64, GmView37::Shape(t310_aiv0.GetValidRow(), t310_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_aiv0, t14_u1c0Gm37);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        TADD(t311_aiv0, t309_aiv0, t310_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView38 accGm38(acc + _g307 * 16 * D + _g308 * 64, GmView38::Shape(t311_aiv0.GetValidRow(), t311_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm38, t311_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g307 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                        if (!ptodsl_aiv0) {
-                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView39 t13_u1c0Gm39(t13_u1c0 + (_g307 * 16 + 8) * D + _g308 * 64, GmView39::Shape(t309_aiv1.GetValidRow(), t309_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t309_aiv1, t13_u1c0Gm39);  // online_softmax_attn.pto:21:22
-                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView40 t14_u1c0Gm40(t14_u1c0 + (_g307 * 16 + 8) * D + _g308 * 64, GmView40::Shape(t310_aiv1.GetValidRow(), t310_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t310_aiv1, t14_u1c0Gm40);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            TADD(t311_aiv1, t309_aiv1, t310_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView41 accGm41(acc + (_g307 * 16 + 8) * D + _g308 * 64, GmView41::Shape(t311_aiv1.GetValidRow(), t311_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm41, t311_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView36 accGm36(acc + _qb3 * 64 * D + _g308 * 64, GmView36::Shape(t311_aiv0.GetValidRow(), t311_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm36, t311_aiv0);  // online_softmax_attn.pto:21:22
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT313Aiv0 t313_aiv0(min_i64(min_i64(S - _g307 * 16, 16), 8));  // online_softmax_attn.pto:22:13
-                TASSIGN(t313_aiv0, 0);  // online_softmax_attn.pto:22:13
-                TileT313Aiv1 t313_aiv1(max_i64(min_i64(min_i64(S - _g307 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
-                TASSIGN(t313_aiv1, 256);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView42 m_new_u1c0Gm42(m_new_u1c0 + _g307 * 16, GmView42::Shape(t313_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t313_aiv0, m_new_u1c0Gm42);  // online_softmax_attn.pto:22:13
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView43 mGm43(m + _g307 * 16, GmView43::Shape(t313_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm43, t313_aiv0);  // online_softmax_attn.pto:22:13
-                }
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g307 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
                     if (!ptodsl_aiv0) {
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView44 m_new_u1c0Gm44(m_new_u1c0 + _g307 * 16 + 8, GmView44::Shape(t313_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TLOAD(t313_aiv1, m_new_u1c0Gm44);  // online_softmax_attn.pto:22:13
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView37 t13_u1c0Gm37(t13_u1c0 + (_qb3 * 64 + 32) * D + _g308 * 64, GmView37::Shape(t309_aiv1.GetValidRow(), t309_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t309_aiv1, t13_u1c0Gm37);  // online_softmax_attn.pto:21:22
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView38 t14_u1c0Gm38(t14_u1c0 + (_qb3 * 64 + 32) * D + _g308 * 64, GmView38::Shape(t310_aiv1.GetValidRow(), t310_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310_aiv1, t14_u1c0Gm38);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView45 mGm45(m + _g307 * 16 + 8, GmView45::Shape(t313_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm45, t313_aiv1);  // online_softmax_attn.pto:22:13
+                        TADD(t311_aiv1, t309_aiv1, t310_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView39 accGm39(acc + (_qb3 * 64 + 32) * D + _g308 * 64, GmView39::Shape(t311_aiv1.GetValidRow(), t311_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm39, t311_aiv1);  // online_softmax_attn.pto:21:22
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView40 mGm40(m + _qb3 * 64, GmView40::Shape(t254_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm40, t254_aiv0);  // online_softmax_attn.pto:22:13
+            }
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+                if (!ptodsl_aiv0) {
+                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView41 mGm41(m + _qb3 * 64 + 32, GmView41::Shape(t254_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm41, t254_aiv1);  // online_softmax_attn.pto:22:13
+                }
+            }
         }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag_dev(1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
 #endif
 #endif

@@ -26,136 +26,141 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, __gm__ float* t14_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, __gm__ float* t14_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, __gm__ float* t14_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, __gm__ float* t14_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
-    using TileT319 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT320 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT331Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT331Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT316 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT317 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT318 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT319 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT320 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT322 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT323 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT324 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT325 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT331Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT331Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT328Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT328Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT329Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT329Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT334Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT334Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT336Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT336Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT338Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT338Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT342Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT342Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT345Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT345Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT348Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT348Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT355Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT355Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT357Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT357Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT359Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT359Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT361Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT361Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT363Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT363Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT364Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT364Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT368Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT368Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT371Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT371Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT374Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT374Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT377Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT377Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT378Aiv0 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT378Aiv1 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT384 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT385 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT328Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT328Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT329Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT329Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT334Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT334Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT336Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT336Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT338Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT338Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT342Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT342Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT345Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT345Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT348Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT348Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT355Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT355Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT357Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT357Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT359Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT359Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT361Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT361Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT363Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT363Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT364Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT364Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT368Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT368Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT371Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT371Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT374Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT374Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT377Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT377Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT378Aiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT378Aiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT381 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT382 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT383 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT384 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT385 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT387 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT388 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT389 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT390 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT393Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT393Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT394Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT394Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT395Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT395Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT397Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT397Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT400Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT400Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT401Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT401Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT403Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT403Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT407Aiv0 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT407Aiv1 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT393Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT393Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT394Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT394Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT395Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT395Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT400Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT400Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT403Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT403Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT407Aiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT407Aiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _qb4 = block_index * ceil_div((S + 63) / 64, block_count); _qb4 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb4) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
             __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+            TileT331Aiv0 t331_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+            TASSIGN(t331_aiv0, 0);  // online_softmax_attn.pto:17:32
+            TileT331Aiv1 t331_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+            TASSIGN(t331_aiv1, 1024);  // online_softmax_attn.pto:17:32
+            TEXPANDS(t331_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                TEXPANDS(t331_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            }
+            pipe_barrier(PIPE_V);
             for (int64_t _g315 = 0; _g315 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
-                TileT319 t319(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
-                TileT320 t320(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView0 kj_lastGm0(kj_last + _g315 * 64 * D, GmView0::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t319, kj_lastGm0);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t320, t319);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT316 t316(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
                 TileT317 t317(min_i64(S - _qb4 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t317, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView1 qGm1(q + _qb4 * 64 * D, GmView1::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t317, qGm1);  // online_softmax_attn.pto:10:13
+                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView0 qGm0(q + _qb4 * 64 * D, GmView0::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t317, qGm0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT318 t318(min_i64(S - _qb4 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t318, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t318, t317);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT319 t319(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView1 kj_lastGm1(kj_last + _g315 * 64 * D, GmView1::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t319, kj_lastGm1);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT320 t320(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t320, t319);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -203,420 +208,354 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                 GmView4 t0_lastGm4(t0_last + _qb4 * 64 * 64 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(t0_lastGm4, t316);  // online_softmax_attn.pto:10:13
+                TileT328Aiv0 t328_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t328_aiv0, 2048);  // online_softmax_attn.pto:10:13
+                TileT328Aiv1 t328_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t328_aiv1, 10240);  // online_softmax_attn.pto:10:13
+                TileT329Aiv0 t329_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t329_aiv0, 18432);  // online_softmax_attn.pto:10:13
+                TileT329Aiv1 t329_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t329_aiv1, 26624);  // online_softmax_attn.pto:10:13
+                TileT334Aiv0 t334_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t334_aiv0, 34816);  // online_softmax_attn.pto:17:32
+                TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t334_aiv1, 35840);  // online_softmax_attn.pto:17:32
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView5 t0_lastGm5(t0_last + _qb4 * 64 * 64 + _g315 * 64, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t328_aiv0, t0_lastGm5);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMULS(t329_aiv0, t328_aiv0, scale);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView6 s_lastGm6(s_last + _qb4 * 64 * 64 + _g315 * 64, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_lastGm6, t329_aiv0);  // online_softmax_attn.pto:10:13
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp0, 55296);  // online_softmax_attn.pto:17:32
+                TROWMAX(t334_aiv0, t329_aiv0, tmp0);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                TMAX(t331_aiv0, t331_aiv0, t334_aiv0);  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView7 t0_lastGm7(t0_last + (_qb4 * 64 + 32) * 64 + _g315 * 64, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t328_aiv1, t0_lastGm7);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TMULS(t329_aiv1, t328_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 s_lastGm8(s_last + (_qb4 * 64 + 32) * 64 + _g315 * 64, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_lastGm8, t329_aiv1);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp1, 55296);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t334_aiv1, t329_aiv1, tmp1);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t331_aiv1, t331_aiv1, t334_aiv1);  // online_softmax_attn.pto:17:32
+                }
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT336Aiv0 t336_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t336_aiv0, 2048);  // online_softmax_attn.pto:17:21
+            TileT336Aiv1 t336_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t336_aiv1, 3072);  // online_softmax_attn.pto:17:21
+            TileT338Aiv0 t338_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t338_aiv0, 4096);  // online_softmax_attn.pto:17:21
+            TileT338Aiv1 t338_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t338_aiv1, 5120);  // online_softmax_attn.pto:17:21
+            TileT342Aiv0 t342_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+            TASSIGN(t342_aiv0, 6144);  // online_softmax_attn.pto:18:25
+            TileT342Aiv1 t342_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+            TASSIGN(t342_aiv1, 7168);  // online_softmax_attn.pto:18:25
+            TileT345Aiv0 t345_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+            TASSIGN(t345_aiv0, 8192);  // online_softmax_attn.pto:18:21
+            TileT345Aiv1 t345_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+            TASSIGN(t345_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+            GmView9 mGm9(m + _qb4 * 64, GmView9::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+            TLOAD(t336_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g326 = _qb4 * 4; _g326 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g326) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileT331Aiv0 t331_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                TASSIGN(t331_aiv0, 0);  // online_softmax_attn.pto:17:32
-                TileT331Aiv1 t331_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t331_aiv1, 256);  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TEXPANDS(t331_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t331_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
-                    TileT328Aiv0 t328_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t328_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT328Aiv1 t328_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t328_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT329Aiv0 t329_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t329_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT329Aiv1 t329_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t329_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT334Aiv0 t334_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t334_aiv0, 8704);  // online_softmax_attn.pto:17:32
-                    TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t334_aiv1, 8960);  // online_softmax_attn.pto:17:32
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_lastGm5(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t328_aiv0, t0_lastGm5);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMULS(t329_aiv0, t328_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_lastGm6(s_last + _g326 * 16 * 64 + _g327 * 64, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_lastGm6, t329_aiv0);  // online_softmax_attn.pto:10:13
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t334_aiv0, t329_aiv0, tmp0);  // online_softmax_attn.pto:17:32
-                    pipe_barrier(PIPE_V);
-                    TMAX(t331_aiv0, t331_aiv0, t334_aiv0);  // online_softmax_attn.pto:17:32
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView7 t0_lastGm7(t0_last + (_g326 * 16 + 8) * 64 + _g327 * 64, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t328_aiv1, t0_lastGm7);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TMULS(t329_aiv1, t328_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 s_lastGm8(s_last + (_g326 * 16 + 8) * 64 + _g327 * 64, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_lastGm8, t329_aiv1);  // online_softmax_attn.pto:10:13
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t334_aiv1, t329_aiv1, tmp1);  // online_softmax_attn.pto:17:32
-                        pipe_barrier(PIPE_V);
-                        TMAX(t331_aiv1, t331_aiv1, t334_aiv1);  // online_softmax_attn.pto:17:32
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT336Aiv0 t336_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t336_aiv0, 512);  // online_softmax_attn.pto:17:21
-                TileT336Aiv1 t336_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t336_aiv1, 768);  // online_softmax_attn.pto:17:21
-                TileT338Aiv0 t338_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t338_aiv0, 1024);  // online_softmax_attn.pto:17:21
-                TileT338Aiv1 t338_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t338_aiv1, 1280);  // online_softmax_attn.pto:17:21
-                TileT342Aiv0 t342_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:18:25
-                TASSIGN(t342_aiv0, 1536);  // online_softmax_attn.pto:18:25
-                TileT342Aiv1 t342_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t342_aiv1, 1792);  // online_softmax_attn.pto:18:25
-                TileT345Aiv0 t345_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:18:21
-                TASSIGN(t345_aiv0, 2048);  // online_softmax_attn.pto:18:21
-                TileT345Aiv1 t345_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
-                TASSIGN(t345_aiv1, 2304);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView9 mGm9(m + _g326 * 16, GmView9::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t336_aiv0, mGm9);  // online_softmax_attn.pto:17:21
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMAX(t338_aiv0, t336_aiv0, t331_aiv0);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMAX(t338_aiv0, t336_aiv0, t331_aiv0);  // online_softmax_attn.pto:17:21
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TSUB(t342_aiv0, t336_aiv0, t338_aiv0);  // online_softmax_attn.pto:18:25
+            pipe_barrier(PIPE_V);
+            TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                 using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView10 m_new_lastGm10(m_new_last + _g326 * 16, GmView10::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TSTORE(m_new_lastGm10, t338_aiv0);  // online_softmax_attn.pto:17:21
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TSUB(t342_aiv0, t336_aiv0, t338_aiv0);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
-                TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView11 mGm11(m + _g326 * 16 + 8, GmView11::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t336_aiv1, mGm11);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMAX(t338_aiv1, t336_aiv1, t331_aiv1);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView12 m_new_lastGm12(m_new_last + _g326 * 16 + 8, GmView12::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_lastGm12, t338_aiv1);  // online_softmax_attn.pto:17:21
-                    pipe_barrier(PIPE_V);
-                    TSUB(t342_aiv1, t336_aiv1, t338_aiv1);  // online_softmax_attn.pto:18:25
-                    pipe_barrier(PIPE_V);
-                    TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-                    TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t348_aiv0, 2560);  // online_softmax_attn.pto:19:21
-                    TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t348_aiv1, 4608);  // online_softmax_attn.pto:19:21
-                    TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t355_aiv0, 6656);  // online_softmax_attn.pto:19:17
-                    TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t355_aiv1, 8704);  // online_softmax_attn.pto:19:17
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_lastGm13(s_last + _g326 * 16 * 64 + _g347 * 64, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t348_aiv0, s_lastGm13);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileTmp1 tmp2(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_lastGm14(p_1_last + _g326 * 16 * 64 + _g347 * 64, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_lastGm14, t355_aiv0);  // online_softmax_attn.pto:19:17
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView15 s_lastGm15(s_last + (_g326 * 16 + 8) * 64 + _g347 * 64, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t348_aiv1, s_lastGm15);  // online_softmax_attn.pto:19:21
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp3, t338_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView16 p_1_lastGm16(p_1_last + (_g326 * 16 + 8) * 64 + _g347 * 64, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_lastGm16, t355_aiv1);  // online_softmax_attn.pto:19:17
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t357_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t357_aiv1, 256);  // online_softmax_attn.pto:20:20
-                TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t359_aiv0, 512);  // online_softmax_attn.pto:20:20
-                TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t359_aiv1, 768);  // online_softmax_attn.pto:20:20
-                TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                TASSIGN(t361_aiv0, 1024);  // online_softmax_attn.pto:20:32
-                TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t361_aiv1, 1280);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView17 lGm17(l + _g326 * 16, GmView17::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t357_aiv0, lGm17);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMUL(t359_aiv0, t357_aiv0, t345_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TEXPANDS(t361_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView18 lGm18(l + _g326 * 16 + 8, GmView18::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t357_aiv1, lGm18);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TMUL(t359_aiv1, t357_aiv1, t345_aiv1);  // online_softmax_attn.pto:20:20
-                    TEXPANDS(t361_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
-                    TileT363Aiv0 t363_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t363_aiv0, 2560);  // online_softmax_attn.pto:20:32
-                    TileT363Aiv1 t363_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t363_aiv1, 4608);  // online_softmax_attn.pto:20:32
-                    TileT364Aiv0 t364_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
-                    TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t364_aiv1, 256);  // online_softmax_attn.pto:20:32
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView19 p_1_lastGm19(p_1_last + _g326 * 16 * 64 + _k362 * 64, GmView19::Shape(t363_aiv0.GetValidRow(), t363_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t363_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t364_aiv0, t363_aiv0, tmp4);  // online_softmax_attn.pto:20:32
-                    pipe_barrier(PIPE_V);
-                    TADD(t361_aiv0, t361_aiv0, t364_aiv0);  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView20 p_1_lastGm20(p_1_last + (_g326 * 16 + 8) * 64 + _k362 * 64, GmView20::Shape(t363_aiv1.GetValidRow(), t363_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t363_aiv1, p_1_lastGm20);  // online_softmax_attn.pto:20:32
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t364_aiv1, t363_aiv1, tmp5);  // online_softmax_attn.pto:20:32
-                        pipe_barrier(PIPE_V);
-                        TADD(t361_aiv1, t361_aiv1, t364_aiv1);  // online_softmax_attn.pto:20:32
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t368_aiv1, 256);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                TADD(t368_aiv0, t359_aiv0, t361_aiv0);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView21 lGm21(l + _g326 * 16, GmView21::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm21, t368_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
-                    TADD(t368_aiv1, t359_aiv1, t361_aiv1);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView22 lGm22(l + _g326 * 16 + 8, GmView22::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm22, t368_aiv1);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t371_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t371_aiv1, 2560);  // online_softmax_attn.pto:21:22
-                    TileT374Aiv0 t374_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t374_aiv0, 4608);  // online_softmax_attn.pto:21:22
-                    TileT374Aiv1 t374_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t374_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView23 accGm23(acc + _g326 * 16 * D + _g370 * 64, GmView23::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t371_aiv0, accGm23);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp1 tmp6(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t374_aiv0, t371_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView24 t13_lastGm24(t13_last + _g326 * 16 * D + _g370 * 64, GmView24::Shape(t374_aiv0.GetValidRow(), t374_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_lastGm24, t374_aiv0);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView25 accGm25(acc + (_g326 * 16 + 8) * D + _g370 * 64, GmView25::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t371_aiv1, accGm25);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t374_aiv1, t371_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView26 t13_lastGm26(t13_last + (_g326 * 16 + 8) * D + _g370 * 64, GmView26::Shape(t374_aiv1.GetValidRow(), t374_aiv1.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_lastGm26, t374_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
-                    TileT377Aiv0 t377_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t377_aiv0, 0);  // online_softmax_attn.pto:21:43
-                    TileT377Aiv1 t377_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t377_aiv1, 2048);  // online_softmax_attn.pto:21:43
-                    TileT378Aiv0 t378_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t378_aiv0, 4096);  // online_softmax_attn.pto:21:43
-                    TileT378Aiv1 t378_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t378_aiv1, 5120);  // online_softmax_attn.pto:21:43
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView27 p_1_lastGm27(p_1_last + _g326 * 16 * 64 + _g376 * 64, GmView27::Shape(t377_aiv0.GetValidRow(), t377_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t377_aiv0, p_1_lastGm27);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TCVT(t378_aiv0, t377_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView28 t15_lastGm28(t15_last + _g326 * 16 * 64 + _g376 * 64, GmView28::Shape(t378_aiv0.GetValidRow(), t378_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_lastGm28, t378_aiv0);  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView29 p_1_lastGm29(p_1_last + (_g326 * 16 + 8) * 64 + _g376 * 64, GmView29::Shape(t377_aiv1.GetValidRow(), t377_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t377_aiv1, p_1_lastGm29);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TCVT(t378_aiv1, t377_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView30 t15_lastGm30(t15_last + (_g326 * 16 + 8) * 64 + _g376 * 64, GmView30::Shape(t378_aiv1.GetValidRow(), t378_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_lastGm30, t378_aiv1);  // online_softmax_attn.pto:21:43
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                GmView10 mGm10(m + _qb4 * 64 + 32, GmView10::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t336_aiv1, mGm10);  // online_softmax_attn.pto:17:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMAX(t338_aiv1, t336_aiv1, t331_aiv1);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
+                TSUB(t342_aiv1, t336_aiv1, t338_aiv1);  // online_softmax_attn.pto:18:25
+                pipe_barrier(PIPE_V);
+                TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
+                TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv0, 10240);  // online_softmax_attn.pto:19:21
+                TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv1, 18432);  // online_softmax_attn.pto:19:21
+                TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv0, 26624);  // online_softmax_attn.pto:19:17
+                TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv1, 34816);  // online_softmax_attn.pto:19:17
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                GmView11 s_lastGm11(s_last + _qb4 * 64 * 64 + _g347 * 64, GmView11::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                TLOAD(t348_aiv0, s_lastGm11);  // online_softmax_attn.pto:19:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp2(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp2, 55296);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                GmView12 p_1_lastGm12(p_1_last + _qb4 * 64 * 64 + _g347 * 64, GmView12::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                TSTORE(p_1_lastGm12, t355_aiv0);  // online_softmax_attn.pto:19:17
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView13 s_lastGm13(s_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView13::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t348_aiv1, s_lastGm13);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp3, 55296);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp3, t338_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp3);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView14 p_1_lastGm14(p_1_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView14::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_lastGm14, t355_aiv1);  // online_softmax_attn.pto:19:17
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv0, 2048);  // online_softmax_attn.pto:20:20
+            TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv1, 3072);  // online_softmax_attn.pto:20:20
+            TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv0, 6144);  // online_softmax_attn.pto:20:32
+            TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv1, 7168);  // online_softmax_attn.pto:20:32
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView15 lGm15(l + _qb4 * 64, GmView15::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TLOAD(t357_aiv0, lGm15);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMUL(t359_aiv0, t357_aiv0, t345_aiv0);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t361_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView16 lGm16(l + _qb4 * 64 + 32, GmView16::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t357_aiv1, lGm16);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMUL(t359_aiv1, t357_aiv1, t345_aiv1);  // online_softmax_attn.pto:20:20
+                TEXPANDS(t361_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
+                TileT363Aiv0 t363_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t363_aiv0, 10240);  // online_softmax_attn.pto:20:32
+                TileT363Aiv1 t363_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t363_aiv1, 18432);  // online_softmax_attn.pto:20:32
+                TileT364Aiv0 t364_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
+                TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t364_aiv1, 1024);  // online_softmax_attn.pto:20:32
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                GmView17 p_1_lastGm17(p_1_last + _qb4 * 64 * 64 + _k362 * 64, GmView17::Shape(t363_aiv0.GetValidRow(), t363_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                TLOAD(t363_aiv0, p_1_lastGm17);  // online_softmax_attn.pto:20:32
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp4, 55296);  // online_softmax_attn.pto:20:32
+                TROWSUM(t364_aiv0, t363_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                TADD(t361_aiv0, t361_aiv0, t364_aiv0);  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView18 p_1_lastGm18(p_1_last + (_qb4 * 64 + 32) * 64 + _k362 * 64, GmView18::Shape(t363_aiv1.GetValidRow(), t363_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t363_aiv1, p_1_lastGm18);  // online_softmax_attn.pto:20:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp5, 55296);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t364_aiv1, t363_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
+                    TADD(t361_aiv1, t361_aiv1, t364_aiv1);  // online_softmax_attn.pto:20:32
+                }
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t368_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            TADD(t368_aiv0, t359_aiv0, t361_aiv0);  // online_softmax_attn.pto:20:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView19 lGm19(l + _qb4 * 64, GmView19::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TSTORE(lGm19, t368_aiv0);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+                TADD(t368_aiv1, t359_aiv1, t361_aiv1);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView20 lGm20(l + _qb4 * 64 + 32, GmView20::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm20, t368_aiv1);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t371_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t371_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT374Aiv0 t374_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t374_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT374Aiv1 t374_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t374_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView21 accGm21(acc + _qb4 * 64 * D + _g370 * 64, GmView21::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t371_aiv0, accGm21);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp6(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp6, 55296);  // online_softmax_attn.pto:21:22
+                TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                TROWEXPANDMUL(t374_aiv0, t371_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView22 t13_lastGm22(t13_last + _qb4 * 64 * D + _g370 * 64, GmView22::Shape(t374_aiv0.GetValidRow(), t374_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(t13_lastGm22, t374_aiv0);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView23 accGm23(acc + (_qb4 * 64 + 32) * D + _g370 * 64, GmView23::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t371_aiv1, accGm23);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp7, 55296);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t374_aiv1, t371_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView24 t13_lastGm24(t13_last + (_qb4 * 64 + 32) * D + _g370 * 64, GmView24::Shape(t374_aiv1.GetValidRow(), t374_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_lastGm24, t374_aiv1);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
+                TileT377Aiv0 t377_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t377_aiv0, 6144);  // online_softmax_attn.pto:21:43
+                TileT377Aiv1 t377_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t377_aiv1, 14336);  // online_softmax_attn.pto:21:43
+                TileT378Aiv0 t378_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t378_aiv0, 22528);  // online_softmax_attn.pto:21:43
+                TileT378Aiv1 t378_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t378_aiv1, 26624);  // online_softmax_attn.pto:21:43
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView25 p_1_lastGm25(p_1_last + _qb4 * 64 * 64 + _g376 * 64, GmView25::Shape(t377_aiv0.GetValidRow(), t377_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TLOAD(t377_aiv0, p_1_lastGm25);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t378_aiv0, t377_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView26 t15_lastGm26(t15_last + _qb4 * 64 * 64 + _g376 * 64, GmView26::Shape(t378_aiv0.GetValidRow(), t378_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t15_lastGm26, t378_aiv0);  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView27 p_1_lastGm27(p_1_last + (_qb4 * 64 + 32) * 64 + _g376 * 64, GmView27::Shape(t377_aiv1.GetValidRow(), t377_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t377_aiv1, p_1_lastGm27);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t378_aiv1, t377_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView28 t15_lastGm28(t15_last + (_qb4 * 64 + 32) * 64 + _g376 * 64, GmView28::Shape(t378_aiv1.GetValidRow(), t378_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_lastGm28, t378_aiv1);  // online_softmax_attn.pto:21:43
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -624,32 +563,32 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
-                TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
-                TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView31 vj_lastGm31(vj_last + _g380 * 64, GmView31::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t384, vj_lastGm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t385, t384);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
                 TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView32 t15_lastGm32(t15_last + _qb4 * 64 * 64, GmView32::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t382, t15_lastGm32);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView29 t15_lastGm29(t15_last + _qb4 * 64 * 64, GmView29::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t382, t15_lastGm29);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT383 t383(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t383, t382);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView30 vj_lastGm30(vj_last + _g380 * 64, GmView30::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t384, vj_lastGm30);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t385, t384);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -661,9 +600,9 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                     TileT387 t387(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
-                    using GmView33 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView33 t15_lastGm33(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView33::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t387, t15_lastGm33);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t15_lastGm31(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView31::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t387, t15_lastGm31);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT388 t388(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
@@ -673,9 +612,9 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView34 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView34 vj_lastGm34(vj_last + _k386 * 64 * D + _g380 * 64, GmView34::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t389, vj_lastGm34);  // online_softmax_attn.pto:21:36
+                    using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView32 vj_lastGm32(vj_last + _k386 * 64 * D + _g380 * 64, GmView32::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t389, vj_lastGm32);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT390 t390(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t390, 0);  // online_softmax_attn.pto:21:36
@@ -689,222 +628,186 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView35 t14_lastGm35(t14_last + _qb4 * 64 * D + _g380 * 64, GmView35::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_lastGm35, t381);  // online_softmax_attn.pto:21:36
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView33 t14_lastGm33(t14_last + _qb4 * 64 * D + _g380 * 64, GmView33::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_lastGm33, t381);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT393Aiv0 t393_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t393_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT393Aiv1 t393_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t393_aiv1, 2048);  // online_softmax_attn.pto:21:22
-                    TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t394_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                    TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t394_aiv1, 6144);  // online_softmax_attn.pto:21:22
-                    TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t395_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t395_aiv1, 10240);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView36 t13_lastGm36(t13_last + _g391 * 16 * D + _g392 * 64, GmView36::Shape(t393_aiv0.GetValidRow(), t393_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t393_aiv0, t13_lastGm36);  // online_softmax_attn.pto:21:22
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView37 t14_lastGm37(t14_last + _g391 * 16 * D + _g392 * 64, GmView37::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t394_aiv0, t14_lastGm37);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TADD(t395_aiv0, t393_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView38 accGm38(acc + _g391 * 16 * D + _g392 * 64, GmView38::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm38, t395_aiv0);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView39 t13_lastGm39(t13_last + (_g391 * 16 + 8) * D + _g392 * 64, GmView39::Shape(t393_aiv1.GetValidRow(), t393_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t393_aiv1, t13_lastGm39);  // online_softmax_attn.pto:21:22
-                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView40 t14_lastGm40(t14_last + (_g391 * 16 + 8) * D + _g392 * 64, GmView40::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t394_aiv1, t14_lastGm40);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        TADD(t395_aiv1, t393_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView41 accGm41(acc + (_g391 * 16 + 8) * D + _g392 * 64, GmView41::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm41, t395_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT397Aiv0 t397_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8));  // online_softmax_attn.pto:22:13
-                TASSIGN(t397_aiv0, 0);  // online_softmax_attn.pto:22:13
-                TileT397Aiv1 t397_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
-                TASSIGN(t397_aiv1, 256);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView42 m_new_lastGm42(m_new_last + _g391 * 16, GmView42::Shape(t397_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TLOAD(t397_aiv0, m_new_lastGm42);  // online_softmax_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView43 mGm43(m + _g391 * 16, GmView43::Shape(t397_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm43, t397_aiv0);  // online_softmax_attn.pto:22:13
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView44 m_new_lastGm44(m_new_last + _g391 * 16 + 8, GmView44::Shape(t397_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t397_aiv1, m_new_lastGm44);  // online_softmax_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView45 mGm45(m + _g391 * 16 + 8, GmView45::Shape(t397_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm45, t397_aiv1);  // online_softmax_attn.pto:22:13
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g398 = _qb4 * 4; _g398 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g398) {  // online_softmax_attn.pto:24:25
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT393Aiv0 t393_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t393_aiv0, 6144);  // online_softmax_attn.pto:21:22
+                TileT393Aiv1 t393_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t393_aiv1, 14336);  // online_softmax_attn.pto:21:22
+                TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv0, 22528);  // online_softmax_attn.pto:21:22
+                TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv1, 30720);  // online_softmax_attn.pto:21:22
+                TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv0, 38912);  // online_softmax_attn.pto:21:22
+                TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv1, 47104);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView34 t13_lastGm34(t13_last + _qb4 * 64 * D + _g392 * 64, GmView34::Shape(t393_aiv0.GetValidRow(), t393_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t393_aiv0, t13_lastGm34);  // online_softmax_attn.pto:21:22
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView35 t14_lastGm35(t14_last + _qb4 * 64 * D + _g392 * 64, GmView35::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t394_aiv0, t14_lastGm35);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TADD(t395_aiv0, t393_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
-                    pipe_barrier(PIPE_V);
-                    TileT400Aiv0 t400_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t400_aiv0, 0);  // online_softmax_attn.pto:24:25
-                    TileT400Aiv1 t400_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t400_aiv1, 2048);  // online_softmax_attn.pto:24:25
-                    TileT401Aiv0 t401_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t401_aiv0, 4096);  // online_softmax_attn.pto:24:25
-                    TileT401Aiv1 t401_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t401_aiv1, 4352);  // online_softmax_attn.pto:24:25
-                    TileT403Aiv0 t403_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t403_aiv0, 4608);  // online_softmax_attn.pto:24:25
-                    TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t403_aiv1, 6656);  // online_softmax_attn.pto:24:25
-                    TileT407Aiv0 t407_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
-                    TASSIGN(t407_aiv0, 8704);  // online_softmax_attn.pto:24:20
-                    TileT407Aiv1 t407_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
-                    TASSIGN(t407_aiv1, 9728);  // online_softmax_attn.pto:24:20
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView46 accGm46(acc + _g398 * 16 * D + _g399 * 64, GmView46::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:24:25
-                    TLOAD(t400_aiv0, accGm46);  // online_softmax_attn.pto:24:25
-                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView47 lGm47(l + _g398 * 16, GmView47::Shape(t401_aiv0.GetValidRow()));  // online_softmax_attn.pto:24:25
-                    TLOAD(t401_aiv0, lGm47);  // online_softmax_attn.pto:24:25
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp8(min_i64(min_i64(S - _g398 * 16, 16), 8));  // online_softmax_attn.pto:24:25
-                    TASSIGN(tmp8, 12288);  // online_softmax_attn.pto:24:25
-                    TROWEXPAND(tmp8, t401_aiv0);  // online_softmax_attn.pto:24:25
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
-                    TROWEXPANDDIV(t403_aiv0, t400_aiv0, tmp8);  // online_softmax_attn.pto:24:25
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    TCVT(t407_aiv0, t403_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView48 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                    GmView48 oGm48(o + _g398 * 16 * D + _g399 * 64, GmView48::Shape(t407_aiv0.GetValidRow(), t407_aiv0.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:24:20
-                    TSTORE(oGm48, t407_aiv0);  // online_softmax_attn.pto:24:20
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g398 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView49 accGm49(acc + (_g398 * 16 + 8) * D + _g399 * 64, GmView49::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:24:25
-                        TLOAD(t400_aiv1, accGm49);  // online_softmax_attn.pto:24:25
-                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView50 lGm50(l + _g398 * 16 + 8, GmView50::Shape(t401_aiv1.GetValidRow()));  // online_softmax_attn.pto:24:25
-                        TLOAD(t401_aiv1, lGm50);  // online_softmax_attn.pto:24:25
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:24:25
-                        TASSIGN(tmp9, 12288);  // online_softmax_attn.pto:24:25
-                        TROWEXPAND(tmp9, t401_aiv1);  // online_softmax_attn.pto:24:25
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
-                        TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
-                        pipe_barrier(PIPE_V);
-                        TCVT(t407_aiv1, t403_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView51 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                        GmView51 oGm51(o + (_g398 * 16 + 8) * D + _g399 * 64, GmView51::Shape(t407_aiv1.GetValidRow(), t407_aiv1.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:24:20
-                        TSTORE(oGm51, t407_aiv1);  // online_softmax_attn.pto:24:20
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                }
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView36 accGm36(acc + _qb4 * 64 * D + _g392 * 64, GmView36::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm36, t395_aiv0);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView37 t13_lastGm37(t13_last + (_qb4 * 64 + 32) * D + _g392 * 64, GmView37::Shape(t393_aiv1.GetValidRow(), t393_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t393_aiv1, t13_lastGm37);  // online_softmax_attn.pto:21:22
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView38 t14_lastGm38(t14_last + (_qb4 * 64 + 32) * D + _g392 * 64, GmView38::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t394_aiv1, t14_lastGm38);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TADD(t395_aiv1, t393_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView39 accGm39(acc + (_qb4 * 64 + 32) * D + _g392 * 64, GmView39::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm39, t395_aiv1);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+            GmView40 mGm40(m + _qb4 * 64, GmView40::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+            TSTORE(mGm40, t338_aiv0);  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView41 mGm41(m + _qb4 * 64 + 32, GmView41::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm41, t338_aiv1);  // online_softmax_attn.pto:22:13
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
+                pipe_barrier(PIPE_V);
+                TileT400Aiv0 t400_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                TASSIGN(t400_aiv0, 2048);  // online_softmax_attn.pto:24:25
+                TileT400Aiv1 t400_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                TASSIGN(t400_aiv1, 10240);  // online_softmax_attn.pto:24:25
+                TileT403Aiv0 t403_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                TASSIGN(t403_aiv0, 18432);  // online_softmax_attn.pto:24:25
+                TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                TASSIGN(t403_aiv1, 26624);  // online_softmax_attn.pto:24:25
+                TileT407Aiv0 t407_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
+                TASSIGN(t407_aiv0, 34816);  // online_softmax_attn.pto:24:20
+                TileT407Aiv1 t407_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
+                TASSIGN(t407_aiv1, 38912);  // online_softmax_attn.pto:24:20
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                GmView42 accGm42(acc + _qb4 * 64 * D + _g399 * 64, GmView42::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:24:25
+                TLOAD(t400_aiv0, accGm42);  // online_softmax_attn.pto:24:25
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp8(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:24:25
+                TASSIGN(tmp8, 55296);  // online_softmax_attn.pto:24:25
+                TROWEXPAND(tmp8, t368_aiv0);  // online_softmax_attn.pto:24:25
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
+                TROWEXPANDDIV(t403_aiv0, t400_aiv0, tmp8);  // online_softmax_attn.pto:24:25
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TCVT(t407_aiv0, t403_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView43 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                GmView43 oGm43(o + _qb4 * 64 * D + _g399 * 64, GmView43::Shape(t407_aiv0.GetValidRow(), t407_aiv0.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:24:20
+                TSTORE(oGm43, t407_aiv0);  // online_softmax_attn.pto:24:20
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView44 accGm44(acc + (_qb4 * 64 + 32) * D + _g399 * 64, GmView44::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:24:25
+                    TLOAD(t400_aiv1, accGm44);  // online_softmax_attn.pto:24:25
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:24:25
+                    TASSIGN(tmp9, 55296);  // online_softmax_attn.pto:24:25
+                    TROWEXPAND(tmp9, t368_aiv1);  // online_softmax_attn.pto:24:25
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
+                    TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
+                    pipe_barrier(PIPE_V);
+                    TCVT(t407_aiv1, t403_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView45 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                    GmView45 oGm45(o + (_qb4 * 64 + 32) * D + _g399 * 64, GmView45::Shape(t407_aiv1.GetValidRow(), t407_aiv1.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:24:20
+                    TSTORE(oGm45, t407_aiv1);  // online_softmax_attn.pto:24:20
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
@@ -923,31 +826,33 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
             __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+            }
             for (int64_t _g315 = 0; _g315 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
-                TileT319 t319(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
-                TileT320 t320(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView0 kj_lastGm0(kj_last + _g315 * 64 * D, GmView0::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t319, kj_lastGm0);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t320, t319);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT316 t316(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
                 TileT317 t317(min_i64(S - _qb4 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t317, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView1 qGm1(q + _qb4 * 64 * D, GmView1::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t317, qGm1);  // online_softmax_attn.pto:10:13
+                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView0 qGm0(q + _qb4 * 64 * D, GmView0::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t317, qGm0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT318 t318(min_i64(S - _qb4 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t318, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t318, t317);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT319 t319(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView1 kj_lastGm1(kj_last + _g315 * 64 * D, GmView1::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t319, kj_lastGm1);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT320 t320(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t320, t319);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -995,75 +900,69 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                 GmView4 t0_lastGm4(t0_last + _qb4 * 64 * 64 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(t0_lastGm4, t316);  // online_softmax_attn.pto:10:13
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                }
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            for (int64_t _g326 = _qb4 * 4; _g326 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g326) {  // online_softmax_attn.pto:10:13
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+            }
+            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                 }
-                for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                    }
+            }
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+            }
+            for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
                 }
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+            }
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+            }
+            for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                 }
-                for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    }
-                }
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                    }
-                }
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                    }
-                }
-                for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                    }
+            }
+            for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
                 }
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag_dev(2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
-                TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
-                TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView31 vj_lastGm31(vj_last + _g380 * 64, GmView31::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t384, vj_lastGm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t385, t384);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
                 TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView32 t15_lastGm32(t15_last + _qb4 * 64 * 64, GmView32::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t382, t15_lastGm32);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView29 t15_lastGm29(t15_last + _qb4 * 64 * 64, GmView29::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t382, t15_lastGm29);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT383 t383(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t383, t382);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView30 vj_lastGm30(vj_last + _g380 * 64, GmView30::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t384, vj_lastGm30);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t385, t384);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -1075,9 +974,9 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                     TileT387 t387(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
-                    using GmView33 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView33 t15_lastGm33(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView33::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t387, t15_lastGm33);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t15_lastGm31(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView31::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t387, t15_lastGm31);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT388 t388(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
@@ -1087,9 +986,9 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView34 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView34 vj_lastGm34(vj_last + _k386 * 64 * D + _g380 * 64, GmView34::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t389, vj_lastGm34);  // online_softmax_attn.pto:21:36
+                    using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView32 vj_lastGm32(vj_last + _k386 * 64 * D + _g380 * 64, GmView32::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t389, vj_lastGm32);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT390 t390(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t390, 0);  // online_softmax_attn.pto:21:36
@@ -1103,27 +1002,23 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView35 t14_lastGm35(t14_last + _qb4 * 64 * D + _g380 * 64, GmView35::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_lastGm35, t381);  // online_softmax_attn.pto:21:36
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView33 t14_lastGm33(t14_last + _qb4 * 64 * D + _g380 * 64, GmView33::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_lastGm33, t381);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
-                for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                    }
-                }
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+            for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
                 }
             }
-            for (int64_t _g398 = _qb4 * 4; _g398 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g398) {  // online_softmax_attn.pto:24:25
-                for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
-                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g398 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
-                    }
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+            }
+            for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
                 }
             }
         }
@@ -1141,796 +1036,695 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ uint64_t* ptodsl_ffts, __gm
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _qb4 = block_index * ceil_div((S + 63) / 64, block_count); _qb4 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb4) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
         wait_flag_dev(1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
             __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+            TileT331Aiv0 t331_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+            TASSIGN(t331_aiv0, 0);  // online_softmax_attn.pto:17:32
+            TileT331Aiv1 t331_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+            TASSIGN(t331_aiv1, 1024);  // online_softmax_attn.pto:17:32
+            if (ptodsl_aiv0) {
+                TEXPANDS(t331_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            }
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                if (!ptodsl_aiv0) {
+                    TEXPANDS(t331_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+            }
+            pipe_barrier(PIPE_V);
             for (int64_t _g315 = 0; _g315 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
                 for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
                 }
-            }
-            wait_flag_dev(2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g326 = _qb4 * 4; _g326 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g326) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileT331Aiv0 t331_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                TASSIGN(t331_aiv0, 0);  // online_softmax_attn.pto:17:32
-                TileT331Aiv1 t331_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t331_aiv1, 256);  // online_softmax_attn.pto:17:32
+                TileT328Aiv0 t328_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t328_aiv0, 2048);  // online_softmax_attn.pto:10:13
+                TileT328Aiv1 t328_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t328_aiv1, 10240);  // online_softmax_attn.pto:10:13
+                TileT329Aiv0 t329_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t329_aiv0, 18432);  // online_softmax_attn.pto:10:13
+                TileT329Aiv1 t329_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t329_aiv1, 26624);  // online_softmax_attn.pto:10:13
+                TileT334Aiv0 t334_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t334_aiv0, 34816);  // online_softmax_attn.pto:17:32
+                TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t334_aiv1, 35840);  // online_softmax_attn.pto:17:32
+                wait_flag_dev(2);
+                if (ptodsl_aiv0) {
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView5 t0_lastGm5(t0_last + _qb4 * 64 * 64 + _g315 * 64, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t328_aiv0, t0_lastGm5);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TEXPANDS(t331_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    TMULS(t329_aiv0, t328_aiv0, scale);  // online_softmax_attn.pto:10:13
                 }
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                    if (!ptodsl_aiv0) {
-                        TEXPANDS(t331_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    }
-                }
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
-                    TileT328Aiv0 t328_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t328_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT328Aiv1 t328_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t328_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT329Aiv0 t329_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t329_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT329Aiv1 t329_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t329_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT334Aiv0 t334_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t334_aiv0, 8704);  // online_softmax_attn.pto:17:32
-                    TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t334_aiv1, 8960);  // online_softmax_attn.pto:17:32
-                    if (ptodsl_aiv0) {
-                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView5 t0_lastGm5(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t328_aiv0, t0_lastGm5);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TMULS(t329_aiv0, t328_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView6 s_lastGm6(s_last + _g326 * 16 * 64 + _g327 * 64, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_lastGm6, t329_aiv0);  // online_softmax_attn.pto:10:13
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t334_aiv0, t329_aiv0, tmp0);  // online_softmax_attn.pto:17:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TMAX(t331_aiv0, t331_aiv0, t334_aiv0);  // online_softmax_attn.pto:17:32
-                    }
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        if (!ptodsl_aiv0) {
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView7 t0_lastGm7(t0_last + (_g326 * 16 + 8) * 64 + _g327 * 64, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t328_aiv1, t0_lastGm7);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TMULS(t329_aiv1, t328_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView8 s_lastGm8(s_last + (_g326 * 16 + 8) * 64 + _g327 * 64, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_lastGm8, t329_aiv1);  // online_softmax_attn.pto:10:13
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:17:32
-                            TROWMAX(t334_aiv1, t329_aiv1, tmp1);  // online_softmax_attn.pto:17:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TMAX(t331_aiv1, t331_aiv1, t334_aiv1);  // online_softmax_attn.pto:17:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT336Aiv0 t336_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t336_aiv0, 512);  // online_softmax_attn.pto:17:21
-                TileT336Aiv1 t336_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t336_aiv1, 768);  // online_softmax_attn.pto:17:21
-                TileT338Aiv0 t338_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t338_aiv0, 1024);  // online_softmax_attn.pto:17:21
-                TileT338Aiv1 t338_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t338_aiv1, 1280);  // online_softmax_attn.pto:17:21
-                TileT342Aiv0 t342_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:18:25
-                TASSIGN(t342_aiv0, 1536);  // online_softmax_attn.pto:18:25
-                TileT342Aiv1 t342_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t342_aiv1, 1792);  // online_softmax_attn.pto:18:25
-                TileT345Aiv0 t345_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:18:21
-                TASSIGN(t345_aiv0, 2048);  // online_softmax_attn.pto:18:21
-                TileT345Aiv1 t345_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
-                TASSIGN(t345_aiv1, 2304);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView9 mGm9(m + _g326 * 16, GmView9::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t336_aiv0, mGm9);  // online_softmax_attn.pto:17:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    TMAX(t338_aiv0, t336_aiv0, t331_aiv0);  // online_softmax_attn.pto:17:21
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView10 m_new_lastGm10(m_new_last + _g326 * 16, GmView10::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_lastGm10, t338_aiv0);  // online_softmax_attn.pto:17:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    TSUB(t342_aiv0, t336_aiv0, t338_aiv0);  // online_softmax_attn.pto:18:25
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                    if (!ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView11 mGm11(m + _g326 * 16 + 8, GmView11::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t336_aiv1, mGm11);  // online_softmax_attn.pto:17:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (!ptodsl_aiv0) {
-                        TMAX(t338_aiv1, t336_aiv1, t331_aiv1);  // online_softmax_attn.pto:17:21
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (!ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView12 m_new_lastGm12(m_new_last + _g326 * 16 + 8, GmView12::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TSTORE(m_new_lastGm12, t338_aiv1);  // online_softmax_attn.pto:17:21
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TSUB(t342_aiv1, t336_aiv1, t338_aiv1);  // online_softmax_attn.pto:18:25
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-                    TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t348_aiv0, 2560);  // online_softmax_attn.pto:19:21
-                    TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t348_aiv1, 4608);  // online_softmax_attn.pto:19:21
-                    TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t355_aiv0, 6656);  // online_softmax_attn.pto:19:17
-                    TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t355_aiv1, 8704);  // online_softmax_attn.pto:19:17
-                    if (ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView13 s_lastGm13(s_last + _g326 * 16 * 64 + _g347 * 64, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t348_aiv0, s_lastGm13);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp2(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_lastGm14(p_1_last + _g326 * 16 * 64 + _g347 * 64, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_lastGm14, t355_aiv0);  // online_softmax_attn.pto:19:17
-                    }
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        if (!ptodsl_aiv0) {
-                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView15 s_lastGm15(s_last + (_g326 * 16 + 8) * 64 + _g347 * 64, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t348_aiv1, s_lastGm15);  // online_softmax_attn.pto:19:21
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:19:17
-                            TROWEXPAND(tmp3, t338_aiv1);  // online_softmax_attn.pto:19:17
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                            TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView16 p_1_lastGm16(p_1_last + (_g326 * 16 + 8) * 64 + _g347 * 64, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_lastGm16, t355_aiv1);  // online_softmax_attn.pto:19:17
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t357_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t357_aiv1, 256);  // online_softmax_attn.pto:20:20
-                TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t359_aiv0, 512);  // online_softmax_attn.pto:20:20
-                TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t359_aiv1, 768);  // online_softmax_attn.pto:20:20
-                TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                TASSIGN(t361_aiv0, 1024);  // online_softmax_attn.pto:20:32
-                TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t361_aiv1, 1280);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView17 lGm17(l + _g326 * 16, GmView17::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t357_aiv0, lGm17);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    TMUL(t359_aiv0, t357_aiv0, t345_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t361_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                    if (!ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView18 lGm18(l + _g326 * 16 + 8, GmView18::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t357_aiv1, lGm18);  // online_softmax_attn.pto:20:20
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (!ptodsl_aiv0) {
-                        TMUL(t359_aiv1, t357_aiv1, t345_aiv1);  // online_softmax_attn.pto:20:20
-                        TEXPANDS(t361_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
-                    TileT363Aiv0 t363_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t363_aiv0, 2560);  // online_softmax_attn.pto:20:32
-                    TileT363Aiv1 t363_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t363_aiv1, 4608);  // online_softmax_attn.pto:20:32
-                    TileT364Aiv0 t364_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
-                    TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t364_aiv1, 256);  // online_softmax_attn.pto:20:32
-                    if (ptodsl_aiv0) {
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView19 p_1_lastGm19(p_1_last + _g326 * 16 * 64 + _k362 * 64, GmView19::Shape(t363_aiv0.GetValidRow(), t363_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t363_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:20:32
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t364_aiv0, t363_aiv0, tmp4);  // online_softmax_attn.pto:20:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TADD(t361_aiv0, t361_aiv0, t364_aiv0);  // online_softmax_attn.pto:20:32
-                    }
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                        if (!ptodsl_aiv0) {
-                            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                            GmView20 p_1_lastGm20(p_1_last + (_g326 * 16 + 8) * 64 + _k362 * 64, GmView20::Shape(t363_aiv1.GetValidRow(), t363_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                            TLOAD(t363_aiv1, p_1_lastGm20);  // online_softmax_attn.pto:20:32
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
-                            TROWSUM(t364_aiv1, t363_aiv1, tmp5);  // online_softmax_attn.pto:20:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TADD(t361_aiv1, t361_aiv1, t364_aiv1);  // online_softmax_attn.pto:20:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t368_aiv1, 256);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TADD(t368_aiv0, t359_aiv0, t361_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView21 lGm21(l + _g326 * 16, GmView21::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm21, t368_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
-                    if (!ptodsl_aiv0) {
-                        TADD(t368_aiv1, t359_aiv1, t361_aiv1);  // online_softmax_attn.pto:20:20
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (!ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView22 lGm22(l + _g326 * 16 + 8, GmView22::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm22, t368_aiv1);  // online_softmax_attn.pto:20:20
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t371_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t371_aiv1, 2560);  // online_softmax_attn.pto:21:22
-                    TileT374Aiv0 t374_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t374_aiv0, 4608);  // online_softmax_attn.pto:21:22
-                    TileT374Aiv1 t374_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t374_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView23 accGm23(acc + _g326 * 16 * D + _g370 * 64, GmView23::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t371_aiv0, accGm23);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp6(min_i64(min_i64(S - _g326 * 16, 16), 8));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t374_aiv0, t371_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView24 t13_lastGm24(t13_last + _g326 * 16 * D + _g370 * 64, GmView24::Shape(t374_aiv0.GetValidRow(), t374_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_lastGm24, t374_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                        if (!ptodsl_aiv0) {
-                            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView25 accGm25(acc + (_g326 * 16 + 8) * D + _g370 * 64, GmView25::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t371_aiv1, accGm25);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
-                            TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                            TROWEXPANDMUL(t374_aiv1, t371_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView26 t13_lastGm26(t13_last + (_g326 * 16 + 8) * D + _g370 * 64, GmView26::Shape(t374_aiv1.GetValidRow(), t374_aiv1.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(t13_lastGm26, t374_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
-                    TileT377Aiv0 t377_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t377_aiv0, 0);  // online_softmax_attn.pto:21:43
-                    TileT377Aiv1 t377_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t377_aiv1, 2048);  // online_softmax_attn.pto:21:43
-                    TileT378Aiv0 t378_aiv0(min_i64(min_i64(S - _g326 * 16, 16), 8), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t378_aiv0, 4096);  // online_softmax_attn.pto:21:43
-                    TileT378Aiv1 t378_aiv1(max_i64(min_i64(min_i64(S - _g326 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t378_aiv1, 5120);  // online_softmax_attn.pto:21:43
-                    if (ptodsl_aiv0) {
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView27 p_1_lastGm27(p_1_last + _g326 * 16 * 64 + _g376 * 64, GmView27::Shape(t377_aiv0.GetValidRow(), t377_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t377_aiv0, p_1_lastGm27);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TCVT(t378_aiv0, t377_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView28 t15_lastGm28(t15_last + _g326 * 16 * 64 + _g376 * 64, GmView28::Shape(t378_aiv0.GetValidRow(), t378_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_lastGm28, t378_aiv0);  // online_softmax_attn.pto:21:43
-                    }
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g326 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                        if (!ptodsl_aiv0) {
-                            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView29 p_1_lastGm29(p_1_last + (_g326 * 16 + 8) * 64 + _g376 * 64, GmView29::Shape(t377_aiv1.GetValidRow(), t377_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t377_aiv1, p_1_lastGm29);  // online_softmax_attn.pto:21:43
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TCVT(t378_aiv1, t377_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView30 t15_lastGm30(t15_last + (_g326 * 16 + 8) * 64 + _g376 * 64, GmView30::Shape(t378_aiv1.GetValidRow(), t378_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t15_lastGm30, t378_aiv1);  // online_softmax_attn.pto:21:43
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 s_lastGm6(s_last + _qb4 * 64 * 64 + _g315 * 64, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_lastGm6, t329_aiv0);  // online_softmax_attn.pto:10:13
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp0, 55296);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t334_aiv0, t329_aiv0, tmp0);  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TMAX(t331_aiv0, t331_aiv0, t334_aiv0);  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                    if (!ptodsl_aiv0) {
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_lastGm7(t0_last + (_qb4 * 64 + 32) * 64 + _g315 * 64, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t328_aiv1, t0_lastGm7);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TMULS(t329_aiv1, t328_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_lastGm8(s_last + (_qb4 * 64 + 32) * 64 + _g315 * 64, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_lastGm8, t329_aiv1);  // online_softmax_attn.pto:10:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 55296);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t334_aiv1, t329_aiv1, tmp1);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t331_aiv1, t331_aiv1, t334_aiv1);  // online_softmax_attn.pto:17:32
+                    }
+                }
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT336Aiv0 t336_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t336_aiv0, 2048);  // online_softmax_attn.pto:17:21
+            TileT336Aiv1 t336_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t336_aiv1, 3072);  // online_softmax_attn.pto:17:21
+            TileT338Aiv0 t338_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t338_aiv0, 4096);  // online_softmax_attn.pto:17:21
+            TileT338Aiv1 t338_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t338_aiv1, 5120);  // online_softmax_attn.pto:17:21
+            TileT342Aiv0 t342_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+            TASSIGN(t342_aiv0, 6144);  // online_softmax_attn.pto:18:25
+            TileT342Aiv1 t342_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+            TASSIGN(t342_aiv1, 7168);  // online_softmax_attn.pto:18:25
+            TileT345Aiv0 t345_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+            TASSIGN(t345_aiv0, 8192);  // online_softmax_attn.pto:18:21
+            TileT345Aiv1 t345_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+            TASSIGN(t345_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView9 mGm9(m + _qb4 * 64, GmView9::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t336_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMAX(t338_aiv0, t336_aiv0, t331_aiv0);  // online_softmax_attn.pto:17:21
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TSUB(t342_aiv0, t336_aiv0, t338_aiv0);  // online_softmax_attn.pto:18:25
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                if (!ptodsl_aiv0) {
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView10 mGm10(m + _qb4 * 64 + 32, GmView10::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t336_aiv1, mGm10);  // online_softmax_attn.pto:17:21
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TMAX(t338_aiv1, t336_aiv1, t331_aiv1);  // online_softmax_attn.pto:17:21
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TSUB(t342_aiv1, t336_aiv1, t338_aiv1);  // online_softmax_attn.pto:18:25
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
+                TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv0, 10240);  // online_softmax_attn.pto:19:21
+                TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv1, 18432);  // online_softmax_attn.pto:19:21
+                TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv0, 26624);  // online_softmax_attn.pto:19:17
+                TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv1, 34816);  // online_softmax_attn.pto:19:17
+                if (ptodsl_aiv0) {
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView11 s_lastGm11(s_last + _qb4 * 64 * 64 + _g347 * 64, GmView11::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t348_aiv0, s_lastGm11);  // online_softmax_attn.pto:19:21
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp2(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 55296);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView12 p_1_lastGm12(p_1_last + _qb4 * 64 * 64 + _g347 * 64, GmView12::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_lastGm12, t355_aiv0);  // online_softmax_attn.pto:19:17
+                }
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                    if (!ptodsl_aiv0) {
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView13 s_lastGm13(s_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView13::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t348_aiv1, s_lastGm13);  // online_softmax_attn.pto:19:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp3, 55296);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp3, t338_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp3);  // online_softmax_attn.pto:19:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView14 p_1_lastGm14(p_1_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView14::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_lastGm14, t355_aiv1);  // online_softmax_attn.pto:19:17
+                    }
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv0, 2048);  // online_softmax_attn.pto:20:20
+            TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv1, 3072);  // online_softmax_attn.pto:20:20
+            TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv0, 6144);  // online_softmax_attn.pto:20:32
+            TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv1, 7168);  // online_softmax_attn.pto:20:32
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView15 lGm15(l + _qb4 * 64, GmView15::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t357_aiv0, lGm15);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMUL(t359_aiv0, t357_aiv0, t345_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t361_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                if (!ptodsl_aiv0) {
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView16 lGm16(l + _qb4 * 64 + 32, GmView16::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t357_aiv1, lGm16);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    TMUL(t359_aiv1, t357_aiv1, t345_aiv1);  // online_softmax_attn.pto:20:20
+                    TEXPANDS(t361_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
+                TileT363Aiv0 t363_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t363_aiv0, 10240);  // online_softmax_attn.pto:20:32
+                TileT363Aiv1 t363_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t363_aiv1, 18432);  // online_softmax_attn.pto:20:32
+                TileT364Aiv0 t364_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
+                TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t364_aiv1, 1024);  // online_softmax_attn.pto:20:32
+                if (ptodsl_aiv0) {
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView17 p_1_lastGm17(p_1_last + _qb4 * 64 * 64 + _k362 * 64, GmView17::Shape(t363_aiv0.GetValidRow(), t363_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t363_aiv0, p_1_lastGm17);  // online_softmax_attn.pto:20:32
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp4, 55296);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t364_aiv0, t363_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t361_aiv0, t361_aiv0, t364_aiv0);  // online_softmax_attn.pto:20:32
+                }
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                    if (!ptodsl_aiv0) {
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView18 p_1_lastGm18(p_1_last + (_qb4 * 64 + 32) * 64 + _k362 * 64, GmView18::Shape(t363_aiv1.GetValidRow(), t363_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t363_aiv1, p_1_lastGm18);  // online_softmax_attn.pto:20:32
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 55296);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t364_aiv1, t363_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TADD(t361_aiv1, t361_aiv1, t364_aiv1);  // online_softmax_attn.pto:20:32
+                    }
+                }
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t368_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TADD(t368_aiv0, t359_aiv0, t361_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView19 lGm19(l + _qb4 * 64, GmView19::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm19, t368_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+                if (!ptodsl_aiv0) {
+                    TADD(t368_aiv1, t359_aiv1, t361_aiv1);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView20 lGm20(l + _qb4 * 64 + 32, GmView20::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm20, t368_aiv1);  // online_softmax_attn.pto:20:20
+                }
+            }
+            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t371_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t371_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT374Aiv0 t374_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t374_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT374Aiv1 t374_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t374_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView21 accGm21(acc + _qb4 * 64 * D + _g370 * 64, GmView21::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t371_aiv0, accGm21);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp6(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp6, 55296);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t374_aiv0, t371_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView22 t13_lastGm22(t13_last + _qb4 * 64 * D + _g370 * 64, GmView22::Shape(t374_aiv0.GetValidRow(), t374_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_lastGm22, t374_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                    if (!ptodsl_aiv0) {
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView23 accGm23(acc + (_qb4 * 64 + 32) * D + _g370 * 64, GmView23::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t371_aiv1, accGm23);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp7, 55296);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t374_aiv1, t371_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView24 t13_lastGm24(t13_last + (_qb4 * 64 + 32) * D + _g370 * 64, GmView24::Shape(t374_aiv1.GetValidRow(), t374_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_lastGm24, t374_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
+                TileT377Aiv0 t377_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t377_aiv0, 6144);  // online_softmax_attn.pto:21:43
+                TileT377Aiv1 t377_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t377_aiv1, 14336);  // online_softmax_attn.pto:21:43
+                TileT378Aiv0 t378_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t378_aiv0, 22528);  // online_softmax_attn.pto:21:43
+                TileT378Aiv1 t378_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t378_aiv1, 26624);  // online_softmax_attn.pto:21:43
+                if (ptodsl_aiv0) {
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView25 p_1_lastGm25(p_1_last + _qb4 * 64 * 64 + _g376 * 64, GmView25::Shape(t377_aiv0.GetValidRow(), t377_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t377_aiv0, p_1_lastGm25);  // online_softmax_attn.pto:21:43
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TCVT(t378_aiv0, t377_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView26 t15_lastGm26(t15_last + _qb4 * 64 * 64 + _g376 * 64, GmView26::Shape(t378_aiv0.GetValidRow(), t378_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_lastGm26, t378_aiv0);  // online_softmax_attn.pto:21:43
+                }
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                    if (!ptodsl_aiv0) {
+                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView27 p_1_lastGm27(p_1_last + (_qb4 * 64 + 32) * 64 + _g376 * 64, GmView27::Shape(t377_aiv1.GetValidRow(), t377_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t377_aiv1, p_1_lastGm27);  // online_softmax_attn.pto:21:43
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TCVT(t378_aiv1, t377_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView28 t15_lastGm28(t15_last + (_qb4 * 64 + 32) * 64 + _g376 * 64, GmView28::Shape(t378_aiv1.GetValidRow(), t378_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_lastGm28, t378_aiv1);  // online_softmax_attn.pto:21:43
+                    }
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                 }
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag_dev(2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g391 = _qb4 * 4; _g391 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g391) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT393Aiv0 t393_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t393_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT393Aiv1 t393_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t393_aiv1, 2048);  // online_softmax_attn.pto:21:22
-                    TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t394_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                    TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t394_aiv1, 6144);  // online_softmax_attn.pto:21:22
-                    TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t395_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t395_aiv1, 10240);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView36 t13_lastGm36(t13_last + _g391 * 16 * D + _g392 * 64, GmView36::Shape(t393_aiv0.GetValidRow(), t393_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t393_aiv0, t13_lastGm36);  // online_softmax_attn.pto:21:22
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView37 t14_lastGm37(t14_last + _g391 * 16 * D + _g392 * 64, GmView37::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t394_aiv0, t14_lastGm37);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        TADD(t395_aiv0, t393_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView38 accGm38(acc + _g391 * 16 * D + _g392 * 64, GmView38::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm38, t395_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                        if (!ptodsl_aiv0) {
-                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView39 t13_lastGm39(t13_last + (_g391 * 16 + 8) * D + _g392 * 64, GmView39::Shape(t393_aiv1.GetValidRow(), t393_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t393_aiv1, t13_lastGm39);  // online_softmax_attn.pto:21:22
-                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView40 t14_lastGm40(t14_last + (_g391 * 16 + 8) * D + _g392 * 64, GmView40::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t394_aiv1, t14_lastGm40);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            TADD(t395_aiv1, t393_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView41 accGm41(acc + (_g391 * 16 + 8) * D + _g392 * 64, GmView41::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm41, t395_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT397Aiv0 t397_aiv0(min_i64(min_i64(S - _g391 * 16, 16), 8));  // online_softmax_attn.pto:22:13
-                TASSIGN(t397_aiv0, 0);  // online_softmax_attn.pto:22:13
-                TileT397Aiv1 t397_aiv1(max_i64(min_i64(min_i64(S - _g391 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
-                TASSIGN(t397_aiv1, 256);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView42 m_new_lastGm42(m_new_last + _g391 * 16, GmView42::Shape(t397_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t397_aiv0, m_new_lastGm42);  // online_softmax_attn.pto:22:13
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView43 mGm43(m + _g391 * 16, GmView43::Shape(t397_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm43, t397_aiv0);  // online_softmax_attn.pto:22:13
-                }
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g391 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
-                    if (!ptodsl_aiv0) {
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView44 m_new_lastGm44(m_new_last + _g391 * 16 + 8, GmView44::Shape(t397_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TLOAD(t397_aiv1, m_new_lastGm44);  // online_softmax_attn.pto:22:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView45 mGm45(m + _g391 * 16 + 8, GmView45::Shape(t397_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm45, t397_aiv1);  // online_softmax_attn.pto:22:13
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g398 = _qb4 * 4; _g398 < min_i64(_qb4 * 4 + 4, (S + 15) / 16); ++_g398) {  // online_softmax_attn.pto:24:25
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT393Aiv0 t393_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t393_aiv0, 6144);  // online_softmax_attn.pto:21:22
+                TileT393Aiv1 t393_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t393_aiv1, 14336);  // online_softmax_attn.pto:21:22
+                TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv0, 22528);  // online_softmax_attn.pto:21:22
+                TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv1, 30720);  // online_softmax_attn.pto:21:22
+                TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv0, 38912);  // online_softmax_attn.pto:21:22
+                TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv1, 47104);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView34 t13_lastGm34(t13_last + _qb4 * 64 * D + _g392 * 64, GmView34::Shape(t393_aiv0.GetValidRow(), t393_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t393_aiv0, t13_lastGm34);  // online_softmax_attn.pto:21:22
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView35 t14_lastGm35(t14_last + _qb4 * 64 * D + _g392 * 64, GmView35::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t394_aiv0, t14_lastGm35);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TADD(t395_aiv0, t393_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView36 accGm36(acc + _qb4 * 64 * D + _g392 * 64, GmView36::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm36, t395_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                    if (!ptodsl_aiv0) {
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView37 t13_lastGm37(t13_last + (_qb4 * 64 + 32) * D + _g392 * 64, GmView37::Shape(t393_aiv1.GetValidRow(), t393_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t393_aiv1, t13_lastGm37);  // online_softmax_attn.pto:21:22
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView38 t14_lastGm38(t14_last + (_qb4 * 64 + 32) * D + _g392 * 64, GmView38::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t394_aiv1, t14_lastGm38);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TADD(t395_aiv1, t393_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView39 accGm39(acc + (_qb4 * 64 + 32) * D + _g392 * 64, GmView39::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm39, t395_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            if (ptodsl_aiv0) {
+                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView40 mGm40(m + _qb4 * 64, GmView40::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm40, t338_aiv0);  // online_softmax_attn.pto:22:13
+            }
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+                if (!ptodsl_aiv0) {
+                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView41 mGm41(m + _qb4 * 64 + 32, GmView41::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm41, t338_aiv1);  // online_softmax_attn.pto:22:13
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
+                pipe_barrier(PIPE_V);
+                TileT400Aiv0 t400_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                TASSIGN(t400_aiv0, 2048);  // online_softmax_attn.pto:24:25
+                TileT400Aiv1 t400_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                TASSIGN(t400_aiv1, 10240);  // online_softmax_attn.pto:24:25
+                TileT403Aiv0 t403_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                TASSIGN(t403_aiv0, 18432);  // online_softmax_attn.pto:24:25
+                TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+                TASSIGN(t403_aiv1, 26624);  // online_softmax_attn.pto:24:25
+                TileT407Aiv0 t407_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
+                TASSIGN(t407_aiv0, 34816);  // online_softmax_attn.pto:24:20
+                TileT407Aiv1 t407_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
+                TASSIGN(t407_aiv1, 38912);  // online_softmax_attn.pto:24:20
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView42 accGm42(acc + _qb4 * 64 * D + _g399 * 64, GmView42::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:24:25
+                    TLOAD(t400_aiv0, accGm42);  // online_softmax_attn.pto:24:25
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp8(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:24:25
+                    TASSIGN(tmp8, 55296);  // online_softmax_attn.pto:24:25
+                    TROWEXPAND(tmp8, t368_aiv0);  // online_softmax_attn.pto:24:25
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
+                    TROWEXPANDDIV(t403_aiv0, t400_aiv0, tmp8);  // online_softmax_attn.pto:24:25
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
-                    pipe_barrier(PIPE_V);
-                    TileT400Aiv0 t400_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t400_aiv0, 0);  // online_softmax_attn.pto:24:25
-                    TileT400Aiv1 t400_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t400_aiv1, 2048);  // online_softmax_attn.pto:24:25
-                    TileT401Aiv0 t401_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t401_aiv0, 4096);  // online_softmax_attn.pto:24:25
-                    TileT401Aiv1 t401_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t401_aiv1, 4352);  // online_softmax_attn.pto:24:25
-                    TileT403Aiv0 t403_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t403_aiv0, 4608);  // online_softmax_attn.pto:24:25
-                    TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                    TASSIGN(t403_aiv1, 6656);  // online_softmax_attn.pto:24:25
-                    TileT407Aiv0 t407_aiv0(min_i64(min_i64(S - _g398 * 16, 16), 8), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
-                    TASSIGN(t407_aiv0, 8704);  // online_softmax_attn.pto:24:20
-                    TileT407Aiv1 t407_aiv1(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
-                    TASSIGN(t407_aiv1, 9728);  // online_softmax_attn.pto:24:20
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView46 accGm46(acc + _g398 * 16 * D + _g399 * 64, GmView46::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:24:25
-                        TLOAD(t400_aiv0, accGm46);  // online_softmax_attn.pto:24:25
-                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView47 lGm47(l + _g398 * 16, GmView47::Shape(t401_aiv0.GetValidRow()));  // online_softmax_attn.pto:24:25
-                        TLOAD(t401_aiv0, lGm47);  // online_softmax_attn.pto:24:25
+                if (ptodsl_aiv0) {
+                    TCVT(t407_aiv0, t403_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView43 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                    GmView43 oGm43(o + _qb4 * 64 * D + _g399 * 64, GmView43::Shape(t407_aiv0.GetValidRow(), t407_aiv0.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:24:20
+                    TSTORE(oGm43, t407_aiv0);  // online_softmax_attn.pto:24:20
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
+                    if (!ptodsl_aiv0) {
+                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                        GmView44 accGm44(acc + (_qb4 * 64 + 32) * D + _g399 * 64, GmView44::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:24:25
+                        TLOAD(t400_aiv1, accGm44);  // online_softmax_attn.pto:24:25
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp8(min_i64(min_i64(S - _g398 * 16, 16), 8));  // online_softmax_attn.pto:24:25
-                        TASSIGN(tmp8, 12288);  // online_softmax_attn.pto:24:25
-                        TROWEXPAND(tmp8, t401_aiv0);  // online_softmax_attn.pto:24:25
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:24:25
+                        TASSIGN(tmp9, 55296);  // online_softmax_attn.pto:24:25
+                        TROWEXPAND(tmp9, t368_aiv1);  // online_softmax_attn.pto:24:25
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
-                        TROWEXPANDDIV(t403_aiv0, t400_aiv0, tmp8);  // online_softmax_attn.pto:24:25
+                        TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
                     }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        TCVT(t407_aiv0, t403_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+                    if (!ptodsl_aiv0) {
+                        TCVT(t407_aiv1, t403_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView48 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                        GmView48 oGm48(o + _g398 * 16 * D + _g399 * 64, GmView48::Shape(t407_aiv0.GetValidRow(), t407_aiv0.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:24:20
-                        TSTORE(oGm48, t407_aiv0);  // online_softmax_attn.pto:24:20
+                    if (!ptodsl_aiv0) {
+                        using GmView45 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                        GmView45 oGm45(o + (_qb4 * 64 + 32) * D + _g399 * 64, GmView45::Shape(t407_aiv1.GetValidRow(), t407_aiv1.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:24:20
+                        TSTORE(oGm45, t407_aiv1);  // online_softmax_attn.pto:24:20
                     }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g398 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
-                        if (!ptodsl_aiv0) {
-                            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                            GmView49 accGm49(acc + (_g398 * 16 + 8) * D + _g399 * 64, GmView49::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:24:25
-                            TLOAD(t400_aiv1, accGm49);  // online_softmax_attn.pto:24:25
-                            using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
-                            GmView50 lGm50(l + _g398 * 16 + 8, GmView50::Shape(t401_aiv1.GetValidRow()));  // online_softmax_attn.pto:24:25
-                            TLOAD(t401_aiv1, lGm50);  // online_softmax_attn.pto:24:25
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _g398 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:24:25
-                            TASSIGN(tmp9, 12288);  // online_softmax_attn.pto:24:25
-                            TROWEXPAND(tmp9, t401_aiv1);  // online_softmax_attn.pto:24:25
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
-                            TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TCVT(t407_aiv1, t403_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            using GmView51 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                            GmView51 oGm51(o + (_g398 * 16 + 8) * D + _g399 * 64, GmView51::Shape(t407_aiv1.GetValidRow(), t407_aiv1.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:24:20
-                            TSTORE(oGm51, t407_aiv1);  // online_softmax_attn.pto:24:20
-                        }
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag_dev(1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
 #endif
 #endif

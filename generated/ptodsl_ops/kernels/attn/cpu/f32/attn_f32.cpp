@@ -12,11 +12,11 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, __gm__ float* t0_first_twin, __gm__ float* s_first_twin, __gm__ float* p_first_twin, __gm__ float* t5_first_twin, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ float* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m_new_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t13_u2c1, __gm__ float* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ float* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ float* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t13_u2c1, __gm__ float* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ float* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, __gm__ float* t14_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -76,20 +76,12 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // online_softmax_attn.pto:6:11
     std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> t0_first_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    float* t0_first_twin = reinterpret_cast<float*>(t0_first_twin_bytes.data());  // online_softmax_attn.pto:10:13
     std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_first_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    float* s_first_twin = reinterpret_cast<float*>(s_first_twin_bytes.data());  // online_softmax_attn.pto:10:13
     std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
     float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // online_softmax_attn.pto:13:17
-    std::vector<unsigned char> p_first_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
-    float* p_first_twin = reinterpret_cast<float*>(p_first_twin_bytes.data());  // online_softmax_attn.pto:13:17
     std::vector<unsigned char> t5_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:15:29
     float* t5_first = reinterpret_cast<float*>(t5_first_bytes.data());  // online_softmax_attn.pto:15:29
-    std::vector<unsigned char> t5_first_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:15:29
-    float* t5_first_twin = reinterpret_cast<float*>(t5_first_twin_bytes.data());  // online_softmax_attn.pto:15:29
     if ((L + 63) / 64 >= 1) {  // online_softmax_attn.pto:7:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // online_softmax_attn.pto:7:5
             {  // online_softmax_attn.pto:7:5
@@ -99,7 +91,7 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
                 for (int64_t attn_f32_k0_block = 0; attn_f32_k0_block < attn_f32_k0_blocks; ++attn_f32_k0_block) {  // online_softmax_attn.pto:7:5
                     try {
                         start_launch(poison);  // online_softmax_attn.pto:7:5
-                        attn_f32_k0(k, v, q, t0_first, s_first, m, p_first, l, t5_first, acc, t0_first_twin, s_first_twin, p_first_twin, t5_first_twin, S, D, L, scale, attn_f32_k0_block, attn_f32_k0_blocks);  // online_softmax_attn.pto:7:5
+                        attn_f32_k0(k, v, q, t0_first, s_first, m, p_first, l, t5_first, acc, S, D, L, scale, attn_f32_k0_block, attn_f32_k0_blocks);  // online_softmax_attn.pto:7:5
 #ifdef PTO_CPU_SUBSET
                     } catch (const pto::cpu::Failure&) {
 #endif
@@ -150,8 +142,6 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
     float* t0_u2c0 = reinterpret_cast<float*>(t0_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
     std::vector<unsigned char> s_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> m_new_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-    float* m_new_u2c0 = reinterpret_cast<float*>(m_new_u2c0_bytes.data());  // online_softmax_attn.pto:17:21
     std::vector<unsigned char> p_1_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
     std::vector<unsigned char> t13_u2c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
@@ -164,8 +154,6 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
     float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
     std::vector<unsigned char> s_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> m_new_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-    float* m_new_u2c1 = reinterpret_cast<float*>(m_new_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
     std::vector<unsigned char> p_1_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
     std::vector<unsigned char> t13_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
@@ -178,8 +166,6 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
     float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
     std::vector<unsigned char> s_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> m_new_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-    float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
     std::vector<unsigned char> p_1_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
     std::vector<unsigned char> t13_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
@@ -195,7 +181,7 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
         for (int64_t attn_f32_k2_block = 0; attn_f32_k2_block < attn_f32_k2_blocks; ++attn_f32_k2_block) {  // online_softmax_attn.pto:7:5
             try {
                 start_launch(poison);  // online_softmax_attn.pto:7:5
-                attn_f32_k2(k, v, q, t0_u2c0, s_u2c0, m, m_new_u2c0, p_1_u2c0, l, acc, t13_u2c0, t15_u2c0, t14_u2c0, t0_u2c1, s_u2c1, m_new_u2c1, p_1_u2c1, t13_u2c1, t15_u2c1, t14_u2c1, S, L, D, scale, attn_f32_k2_block, attn_f32_k2_blocks);  // online_softmax_attn.pto:7:5
+                attn_f32_k2(k, v, q, t0_u2c0, s_u2c0, m, p_1_u2c0, l, acc, t13_u2c0, t15_u2c0, t14_u2c0, t0_u2c1, s_u2c1, p_1_u2c1, t13_u2c1, t15_u2c1, t14_u2c1, S, L, D, scale, attn_f32_k2_block, attn_f32_k2_blocks);  // online_softmax_attn.pto:7:5
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
@@ -217,8 +203,6 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
     float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // online_softmax_attn.pto:10:13
     std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> m_new_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-    float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
     std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
     std::vector<unsigned char> t13_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
@@ -234,7 +218,7 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
         for (int64_t attn_f32_k3_block = 0; attn_f32_k3_block < attn_f32_k3_blocks; ++attn_f32_k3_block) {  // online_softmax_attn.pto:7:5
             try {
                 start_launch(poison);  // online_softmax_attn.pto:7:5
-                attn_f32_k3(k, v, q, t0_u1c0, s_u1c0, m, m_new_u1c0, p_1_u1c0, l, acc, t13_u1c0, t15_u1c0, t14_u1c0, S, L, D, scale, attn_f32_k3_block, attn_f32_k3_blocks);  // online_softmax_attn.pto:7:5
+                attn_f32_k3(k, v, q, t0_u1c0, s_u1c0, m, p_1_u1c0, l, acc, t13_u1c0, t15_u1c0, t14_u1c0, S, L, D, scale, attn_f32_k3_block, attn_f32_k3_blocks);  // online_softmax_attn.pto:7:5
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
@@ -260,7 +244,7 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
             for (int64_t attn_f32_k4_block = 0; attn_f32_k4_block < attn_f32_k4_blocks; ++attn_f32_k4_block) {  // online_softmax_attn.pto:7:5
                 try {
                     start_launch(poison);  // online_softmax_attn.pto:7:5
-                    attn_f32_k4(k, v, q, t0_last, s_last, m, m_new_last, p_1_last, l, acc, t13_last, t15_last, t14_last, o, S, L, D, scale, attn_f32_k4_block, attn_f32_k4_blocks);  // online_softmax_attn.pto:7:5
+                    attn_f32_k4(k, v, q, t0_last, s_last, m, p_1_last, l, acc, t13_last, t15_last, t14_last, o, S, L, D, scale, attn_f32_k4_block, attn_f32_k4_blocks);  // online_softmax_attn.pto:7:5
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif

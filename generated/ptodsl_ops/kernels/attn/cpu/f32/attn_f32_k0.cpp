@@ -26,1312 +26,631 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, __gm__ float* t0_first_twin, __gm__ float* s_first_twin, __gm__ float* p_first_twin, __gm__ float* t5_first_twin, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, __gm__ float* t0_first_twin, __gm__ float* s_first_twin, __gm__ float* p_first_twin, __gm__ float* t5_first_twin, int64_t S, int64_t D, int64_t L, float scale)
+extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale)
 #endif
 {
-    using TileT5E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT6E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT2E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT3E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT4E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT8E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT10E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT11E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT45E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT46E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT42E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT43E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT44E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT48E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT49E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT50E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT51E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT17EAiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT17EAiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT14EAiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT14EAiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15EAiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15EAiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20EAiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT20EAiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT32EAiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT32EAiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT23EAiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23EAiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30EAiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30EAiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT35EAiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT35EAiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT38EAiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT38EAiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT6O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT2O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT3O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT4O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT8O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT10O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT11O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT45O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT46O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT42O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT43O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT44O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT48O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT49O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT50O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT51O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT17OAiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT17OAiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT14OAiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT14OAiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15OAiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15OAiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20OAiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT20OAiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT32OAiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT32OAiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT23OAiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23OAiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30OAiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30OAiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT35OAiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT35OAiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT38OAiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT38OAiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT17Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT17Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT4 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT6 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT10 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT11 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT14Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT20Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT20Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT32Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT32Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT23Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT35Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT35Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT38Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT38Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT42 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT43 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT44 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT45 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT46 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT48 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT49 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT50 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT51 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb0_sk = 0; _qb0_sk < ceil_div(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) + 1, 2); ++_qb0_sk) {  // online_softmax_attn.pto:7:5
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-            __gm__ float* kj_first_sk0_e = k;  // online_softmax_attn.pto:8:14
-            for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
-                TileT5E t5_e(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t5_e, 0);  // online_softmax_attn.pto:10:13
-                TileT6E t6_e(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t6_e, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView0 kj_first_sk0_eGm0(kj_first_sk0_e + _g1 * 64 * D, GmView0::Shape(t5_e.GetValidRow(), t5_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t5_e, kj_first_sk0_eGm0);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_e, t5_e);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT2E t2_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t2_e, 0);  // online_softmax_attn.pto:10:13
-                TileT3E t3_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t3_e, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView1 qGm1(q + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * D, GmView1::Shape(t3_e.GetValidRow(), t3_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t3_e, qGm1);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4E t4_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t4_e, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_e, t3_e);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_e, t4_e, t6_e);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
-                    TileT8E t8_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t8_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView2 qGm2(q + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * D + _k7 * 64, GmView2::Shape(t8_e.GetValidRow(), t8_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t8_e, qGm2);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT9E t9_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t9_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t9_e, t8_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT10E t10_e(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t10_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView3 kj_first_sk0_eGm3(kj_first_sk0_e + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10_e.GetValidRow(), t10_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t10_e, kj_first_sk0_eGm3);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT11E t11_e(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t11_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t11_e, t10_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t2_e, t2_e, t9_e, t11_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView4 t0_firstGm4(t0_first + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64 + _g1 * 64, GmView4::Shape(t2_e.GetValidRow(), t2_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_firstGm4, t2_e);  // online_softmax_attn.pto:10:13
-            }
-        }
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(_qb0_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-            __gm__ float* vj_first_sk1_e = v;  // online_softmax_attn.pto:9:14
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
-                TileT45E t45_e(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t45_e, 0);  // online_softmax_attn.pto:15:22
-                TileT46E t46_e(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t46_e, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView5 vj_first_sk1_eGm5(vj_first_sk1_e + _g41 * 64, GmView5::Shape(t45_e.GetValidRow(), t45_e.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:15:22
-                TLOAD(t45_e, vj_first_sk1_eGm5);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t46_e, t45_e);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT42E t42_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t42_e, 0);  // online_softmax_attn.pto:15:22
-                TileT43E t43_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t43_e, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                GmView6 t5_first_twinGm6(t5_first_twin + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView6::Shape(t43_e.GetValidRow(), t43_e.GetValidCol()));  // online_softmax_attn.pto:15:22
-                TLOAD(t43_e, t5_first_twinGm6);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT44E t44_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t44_e, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t44_e, t43_e);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t42_e, t44_e, t46_e);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
-                    TileT48E t48_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t48_e, 0);  // online_softmax_attn.pto:15:22
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                    GmView7 t5_first_twinGm7(t5_first_twin + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64 + _k47 * 64, GmView7::Shape(t48_e.GetValidRow(), t48_e.GetValidCol()));  // online_softmax_attn.pto:15:22
-                    TLOAD(t48_e, t5_first_twinGm7);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT49E t49_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t49_e, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t49_e, t48_e);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT50E t50_e(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t50_e, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                    GmView8 vj_first_sk1_eGm8(vj_first_sk1_e + _k47 * 64 * D + _g41 * 64, GmView8::Shape(t50_e.GetValidRow(), t50_e.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:15:22
-                    TLOAD(t50_e, vj_first_sk1_eGm8);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT51E t51_e(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t51_e, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t51_e, t50_e);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t42_e, t42_e, t49_e, t51_e);  // online_softmax_attn.pto:15:22
-                }
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView9 accGm9(acc + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * D + _g41 * 64, GmView9::Shape(t42_e.GetValidRow(), t42_e.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:15:22
-                TSTORE(accGm9, t42_e);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        __gm__ float* kj_first = k;  // online_softmax_attn.pto:8:14
+        __gm__ float* vj_first = v;  // online_softmax_attn.pto:9:14
+        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:12:20
+        TASSIGN(t17_aiv0, 0);  // online_softmax_attn.pto:12:20
+        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:12:20
+        TASSIGN(t17_aiv1, 1024);  // online_softmax_attn.pto:12:20
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TEXPANDS(t17_aiv0, -__builtin_inff());  // online_softmax_attn.pto:12:20
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
+            TEXPANDS(t17_aiv1, -__builtin_inff());  // online_softmax_attn.pto:12:20
         }
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        pipe_barrier(PIPE_V);
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
+            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t2, 0);  // online_softmax_attn.pto:10:13
+            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t3, 0);  // online_softmax_attn.pto:10:13
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t3, qGm0);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t4, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t4, t3);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t5, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t5, kj_firstGm1);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t6, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6, t5);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t2, t4, t6);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
+                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t8, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t8, qGm2);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t9, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t9, t8);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT10 t10(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t10, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t10, kj_firstGm3);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT11 t11(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t11, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t11, t10);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t2, t2, t9, t11);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_firstGm4, t2);  // online_softmax_attn.pto:10:13
+            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t14_aiv0, 2048);  // online_softmax_attn.pto:10:13
+            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t14_aiv1, 10240);  // online_softmax_attn.pto:10:13
+            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t15_aiv0, 18432);  // online_softmax_attn.pto:10:13
+            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t15_aiv1, 26624);  // online_softmax_attn.pto:10:13
+            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:12:20
+            TASSIGN(t20_aiv0, 34816);  // online_softmax_attn.pto:12:20
+            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:12:20
+            TASSIGN(t20_aiv1, 35840);  // online_softmax_attn.pto:12:20
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t14_aiv0, t0_firstGm5);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TMULS(t15_aiv0, t14_aiv0, scale);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_firstGm6, t15_aiv0);  // online_softmax_attn.pto:10:13
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
+            TASSIGN(tmp0, 38912);  // online_softmax_attn.pto:12:20
+            TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // online_softmax_attn.pto:12:20
+            pipe_barrier(PIPE_V);
+            TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // online_softmax_attn.pto:12:20
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t14_aiv1, t0_firstGm7);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMULS(t15_aiv1, t14_aiv1, scale);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_firstGm8, t15_aiv1);  // online_softmax_attn.pto:10:13
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp1;  // online_softmax_attn.pto:12:20
+                TASSIGN(tmp1, 38912);  // online_softmax_attn.pto:12:20
+                TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // online_softmax_attn.pto:12:20
+                pipe_barrier(PIPE_V);
+                TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // online_softmax_attn.pto:12:20
+            }
+        }
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            for (int64_t _g12 = (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g12 < min_i64((block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileT17EAiv0 t17_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
-                TASSIGN(t17_e_aiv0, 0);  // online_softmax_attn.pto:12:20
-                TileT17EAiv1 t17_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
-                TASSIGN(t17_e_aiv1, 256);  // online_softmax_attn.pto:12:20
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TEXPANDS(t17_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:12:20
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
-                    TEXPANDS(t17_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:12:20
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
-                    TileT14EAiv0 t14_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t14_e_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT14EAiv1 t14_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t14_e_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT15EAiv0 t15_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t15_e_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT15EAiv1 t15_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t15_e_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT20EAiv0 t20_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
-                    TASSIGN(t20_e_aiv0, 8704);  // online_softmax_attn.pto:12:20
-                    TileT20EAiv1 t20_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
-                    TASSIGN(t20_e_aiv1, 8960);  // online_softmax_attn.pto:12:20
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView10 t0_firstGm10(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView10::Shape(t14_e_aiv0.GetValidRow(), t14_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t14_e_aiv0, t0_firstGm10);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TMULS(t15_e_aiv0, t14_e_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView11 s_firstGm11(s_first + _g12 * 16 * 64 + _g13 * 64, GmView11::Shape(t15_e_aiv0.GetValidRow(), t15_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_firstGm11, t15_e_aiv0);  // online_softmax_attn.pto:10:13
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-                    TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:12:20
-                    TROWMAX(t20_e_aiv0, t15_e_aiv0, tmp0);  // online_softmax_attn.pto:12:20
-                    pipe_barrier(PIPE_V);
-                    TMAX(t17_e_aiv0, t17_e_aiv0, t20_e_aiv0);  // online_softmax_attn.pto:12:20
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView12 t0_firstGm12(t0_first + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView12::Shape(t14_e_aiv1.GetValidRow(), t14_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t14_e_aiv1, t0_firstGm12);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        TMULS(t15_e_aiv1, t14_e_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView13 s_firstGm13(s_first + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView13::Shape(t15_e_aiv1.GetValidRow(), t15_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_firstGm13, t15_e_aiv1);  // online_softmax_attn.pto:10:13
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp1;  // online_softmax_attn.pto:12:20
-                        TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:12:20
-                        TROWMAX(t20_e_aiv1, t15_e_aiv1, tmp1);  // online_softmax_attn.pto:12:20
-                        pipe_barrier(PIPE_V);
-                        TMAX(t17_e_aiv1, t17_e_aiv1, t20_e_aiv1);  // online_softmax_attn.pto:12:20
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                TileT32EAiv0 t32_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
-                TASSIGN(t32_e_aiv0, 512);  // online_softmax_attn.pto:14:20
-                TileT32EAiv1 t32_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
-                TASSIGN(t32_e_aiv1, 768);  // online_softmax_attn.pto:14:20
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-                GmView14 mGm14(m + _g12 * 16, GmView14::Shape(t17_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
-                TSTORE(mGm14, t17_e_aiv0);  // online_softmax_attn.pto:12:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TEXPANDS(t32_e_aiv0, 0.0f);  // online_softmax_attn.pto:14:20
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-                    GmView15 mGm15(m + _g12 * 16 + 8, GmView15::Shape(t17_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
-                    TSTORE(mGm15, t17_e_aiv1);  // online_softmax_attn.pto:12:20
-                    TEXPANDS(t32_e_aiv1, 0.0f);  // online_softmax_attn.pto:14:20
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-                    TileT23EAiv0 t23_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                    TASSIGN(t23_e_aiv0, 1024);  // online_softmax_attn.pto:13:21
-                    TileT23EAiv1 t23_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                    TASSIGN(t23_e_aiv1, 3072);  // online_softmax_attn.pto:13:21
-                    TileT30EAiv0 t30_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-                    TASSIGN(t30_e_aiv0, 5120);  // online_softmax_attn.pto:13:17
-                    TileT30EAiv1 t30_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-                    TASSIGN(t30_e_aiv1, 7168);  // online_softmax_attn.pto:13:17
-                    TileT35EAiv0 t35_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
-                    TASSIGN(t35_e_aiv0, 9216);  // online_softmax_attn.pto:14:20
-                    TileT35EAiv1 t35_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
-                    TASSIGN(t35_e_aiv1, 9472);  // online_softmax_attn.pto:14:20
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                    GmView16 s_firstGm16(s_first + _g12 * 16 * 64 + _g22 * 64, GmView16::Shape(t23_e_aiv0.GetValidRow(), t23_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
-                    TLOAD(t23_e_aiv0, s_firstGm16);  // online_softmax_attn.pto:13:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileTmp1 tmp2(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:13:17
-                    TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:13:17
-                    TROWEXPAND(tmp2, t17_e_aiv0);  // online_softmax_attn.pto:13:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
-                    TROWEXPANDEXPDIF(t30_e_aiv0, t23_e_aiv0, tmp2);  // online_softmax_attn.pto:13:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                    GmView17 p_firstGm17(p_first + _g12 * 16 * 64 + _g22 * 64, GmView17::Shape(t30_e_aiv0.GetValidRow(), t30_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
-                    TSTORE(p_firstGm17, t30_e_aiv0);  // online_softmax_attn.pto:13:17
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp3;  // online_softmax_attn.pto:14:20
-                    TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:14:20
-                    TROWSUM(t35_e_aiv0, t30_e_aiv0, tmp3);  // online_softmax_attn.pto:14:20
-                    pipe_barrier(PIPE_V);
-                    TADD(t32_e_aiv0, t32_e_aiv0, t35_e_aiv0);  // online_softmax_attn.pto:14:20
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                        GmView18 s_firstGm18(s_first + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView18::Shape(t23_e_aiv1.GetValidRow(), t23_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
-                        TLOAD(t23_e_aiv1, s_firstGm18);  // online_softmax_attn.pto:13:21
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:13:17
-                        TASSIGN(tmp4, 9728);  // online_softmax_attn.pto:13:17
-                        TROWEXPAND(tmp4, t17_e_aiv1);  // online_softmax_attn.pto:13:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
-                        TROWEXPANDEXPDIF(t30_e_aiv1, t23_e_aiv1, tmp4);  // online_softmax_attn.pto:13:17
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                        GmView19 p_firstGm19(p_first + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView19::Shape(t30_e_aiv1.GetValidRow(), t30_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
-                        TSTORE(p_firstGm19, t30_e_aiv1);  // online_softmax_attn.pto:13:17
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp5;  // online_softmax_attn.pto:14:20
-                        TASSIGN(tmp5, 9728);  // online_softmax_attn.pto:14:20
-                        TROWSUM(t35_e_aiv1, t30_e_aiv1, tmp5);  // online_softmax_attn.pto:14:20
-                        pipe_barrier(PIPE_V);
-                        TADD(t32_e_aiv1, t32_e_aiv1, t35_e_aiv1);  // online_softmax_attn.pto:14:20
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-                GmView20 lGm20(l + _g12 * 16, GmView20::Shape(t32_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
-                TSTORE(lGm20, t32_e_aiv0);  // online_softmax_attn.pto:14:20
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-                    GmView21 lGm21(l + _g12 * 16 + 8, GmView21::Shape(t32_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
-                    TSTORE(lGm21, t32_e_aiv1);  // online_softmax_attn.pto:14:20
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-                    TileT38EAiv0 t38_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                    TASSIGN(t38_e_aiv0, 0);  // online_softmax_attn.pto:15:29
-                    TileT38EAiv1 t38_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                    TASSIGN(t38_e_aiv1, 2048);  // online_softmax_attn.pto:15:29
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView22 p_firstGm22(p_first + _g12 * 16 * 64 + _g37 * 64, GmView22::Shape(t38_e_aiv0.GetValidRow(), t38_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-                    TLOAD(t38_e_aiv0, p_firstGm22);  // online_softmax_attn.pto:15:29
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView23 t5_firstGm23(t5_first + _g12 * 16 * 64 + _g37 * 64, GmView23::Shape(t38_e_aiv0.GetValidRow(), t38_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-                    TSTORE(t5_firstGm23, t38_e_aiv0);  // online_softmax_attn.pto:15:29
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                        GmView24 p_firstGm24(p_first + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView24::Shape(t38_e_aiv1.GetValidRow(), t38_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                        TLOAD(t38_e_aiv1, p_firstGm24);  // online_softmax_attn.pto:15:29
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                        GmView25 t5_firstGm25(t5_first + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView25::Shape(t38_e_aiv1.GetValidRow(), t38_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                        TSTORE(t5_firstGm25, t38_e_aiv1);  // online_softmax_attn.pto:15:29
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:14:20
+        TASSIGN(t32_aiv0, 2048);  // online_softmax_attn.pto:14:20
+        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:14:20
+        TASSIGN(t32_aiv1, 3072);  // online_softmax_attn.pto:14:20
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+        GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
+        TSTORE(mGm9, t17_aiv0);  // online_softmax_attn.pto:12:20
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TEXPANDS(t32_aiv0, 0.0f);  // online_softmax_attn.pto:14:20
+        pipe_barrier(PIPE_V);
+        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+            GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
+            TSTORE(mGm10, t17_aiv1);  // online_softmax_attn.pto:12:20
+            TEXPANDS(t32_aiv1, 0.0f);  // online_softmax_attn.pto:14:20
+        }
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
+            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+            TASSIGN(t23_aiv0, 4096);  // online_softmax_attn.pto:13:21
+            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+            TASSIGN(t23_aiv1, 12288);  // online_softmax_attn.pto:13:21
+            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
+            TASSIGN(t30_aiv0, 20480);  // online_softmax_attn.pto:13:17
+            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
+            TASSIGN(t30_aiv1, 28672);  // online_softmax_attn.pto:13:17
+            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:14:20
+            TASSIGN(t35_aiv0, 36864);  // online_softmax_attn.pto:14:20
+            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:14:20
+            TASSIGN(t35_aiv1, 37888);  // online_softmax_attn.pto:14:20
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+            GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
+            TLOAD(t23_aiv0, s_firstGm11);  // online_softmax_attn.pto:13:21
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:13:17
+            TASSIGN(tmp2, 38912);  // online_softmax_attn.pto:13:17
+            TROWEXPAND(tmp2, t17_aiv0);  // online_softmax_attn.pto:13:17
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
+            TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // online_softmax_attn.pto:13:17
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+            GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
+            TSTORE(p_firstGm12, t30_aiv0);  // online_softmax_attn.pto:13:17
+            pipe_barrier(PIPE_V);
+            TileTmp0 tmp3;  // online_softmax_attn.pto:14:20
+            TASSIGN(tmp3, 38912);  // online_softmax_attn.pto:14:20
+            TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // online_softmax_attn.pto:14:20
+            pipe_barrier(PIPE_V);
+            TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // online_softmax_attn.pto:14:20
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+                GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
+                TLOAD(t23_aiv1, s_firstGm13);  // online_softmax_attn.pto:13:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:13:17
+                TASSIGN(tmp4, 38912);  // online_softmax_attn.pto:13:17
+                TROWEXPAND(tmp4, t17_aiv1);  // online_softmax_attn.pto:13:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
+                TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // online_softmax_attn.pto:13:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+                GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
+                TSTORE(p_firstGm14, t30_aiv1);  // online_softmax_attn.pto:13:17
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp5;  // online_softmax_attn.pto:14:20
+                TASSIGN(tmp5, 38912);  // online_softmax_attn.pto:14:20
+                TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // online_softmax_attn.pto:14:20
+                pipe_barrier(PIPE_V);
+                TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // online_softmax_attn.pto:14:20
+            }
+        }
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+        GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
+        TSTORE(lGm15, t32_aiv0);  // online_softmax_attn.pto:14:20
+        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+            GmView16 lGm16(l + _qb0 * 64 + 32, GmView16::Shape(t32_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
+            TSTORE(lGm16, t32_aiv1);  // online_softmax_attn.pto:14:20
+        }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
+            TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+            TASSIGN(t38_aiv0, 0);  // online_softmax_attn.pto:15:29
+            TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+            TASSIGN(t38_aiv1, 8192);  // online_softmax_attn.pto:15:29
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+            GmView17 p_firstGm17(p_first + _qb0 * 64 * 64 + _g37 * 64, GmView17::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+            TLOAD(t38_aiv0, p_firstGm17);  // online_softmax_attn.pto:15:29
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+            GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 64 + _g37 * 64, GmView18::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+            TSTORE(t5_firstGm18, t38_aiv0);  // online_softmax_attn.pto:15:29
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                GmView19 p_firstGm19(p_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView19::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TLOAD(t38_aiv1, p_firstGm19);  // online_softmax_attn.pto:15:29
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                GmView20 t5_firstGm20(t5_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView20::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TSTORE(t5_firstGm20, t38_aiv1);  // online_softmax_attn.pto:15:29
+            }
+        }
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-            __gm__ float* kj_first_sk0_o = k;  // online_softmax_attn.pto:8:14
-            for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
-                TileT5O t5_o(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t5_o, 0);  // online_softmax_attn.pto:10:13
-                TileT6O t6_o(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t6_o, 0);  // online_softmax_attn.pto:10:13
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView26 kj_first_sk0_oGm26(kj_first_sk0_o + _g1 * 64 * D, GmView26::Shape(t5_o.GetValidRow(), t5_o.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t5_o, kj_first_sk0_oGm26);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_o, t5_o);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT2O t2_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t2_o, 0);  // online_softmax_attn.pto:10:13
-                TileT3O t3_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t3_o, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView27 qGm27(q + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * D, GmView27::Shape(t3_o.GetValidRow(), t3_o.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t3_o, qGm27);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4O t4_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t4_o, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_o, t3_o);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_o, t4_o, t6_o);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
-                    TileT8O t8_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t8_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView28 qGm28(q + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * D + _k7 * 64, GmView28::Shape(t8_o.GetValidRow(), t8_o.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t8_o, qGm28);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT9O t9_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t9_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t9_o, t8_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT10O t10_o(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t10_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView29 kj_first_sk0_oGm29(kj_first_sk0_o + _g1 * 64 * D + _k7 * 64, GmView29::Shape(t10_o.GetValidRow(), t10_o.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t10_o, kj_first_sk0_oGm29);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT11O t11_o(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t11_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t11_o, t10_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t2_o, t2_o, t9_o, t11_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView30 t0_first_twinGm30(t0_first_twin + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64 + _g1 * 64, GmView30::Shape(t2_o.GetValidRow(), t2_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_first_twinGm30, t2_o);  // online_softmax_attn.pto:10:13
-            }
-        }
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
+            TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TASSIGN(t42, 0);  // online_softmax_attn.pto:15:22
+            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
+            TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+            GmView21 t5_firstGm21(t5_first + _qb0 * 64 * 64, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            TLOAD(t43, t5_firstGm21);  // online_softmax_attn.pto:15:22
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
+            TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t44, t43);  // online_softmax_attn.pto:15:22
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView22 vj_firstGm22(vj_first + _g41 * 64, GmView22::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:15:22
+            TLOAD(t45, vj_firstGm22);  // online_softmax_attn.pto:15:22
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t46, t45);  // online_softmax_attn.pto:15:22
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t42, t44, t46);  // online_softmax_attn.pto:15:22
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
+                TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
+                TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+                GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
+                TLOAD(t48, t5_firstGm23);  // online_softmax_attn.pto:15:22
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
+                TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t49, t48);  // online_softmax_attn.pto:15:22
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+                TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+                GmView24 vj_firstGm24(vj_first + _k47 * 64 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
+                TLOAD(t50, vj_firstGm24);  // online_softmax_attn.pto:15:22
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+                TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t51, t50);  // online_softmax_attn.pto:15:22
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t42, t42, t49, t51);  // online_softmax_attn.pto:15:22
+            }
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView25 accGm25(acc + _qb0 * 64 * D + _g41 * 64, GmView25::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:15:22
+            TSTORE(accGm25, t42);  // online_softmax_attn.pto:15:22
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
-            for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(_qb0_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-                __gm__ float* vj_first_sk1_o = v;  // online_softmax_attn.pto:9:14
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
-                    TileT45O t45_o(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t45_o, 0);  // online_softmax_attn.pto:15:22
-                    TileT46O t46_o(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t46_o, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                    GmView31 vj_first_sk1_oGm31(vj_first_sk1_o + _g41 * 64, GmView31::Shape(t45_o.GetValidRow(), t45_o.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:15:22
-                    TLOAD(t45_o, vj_first_sk1_oGm31);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t46_o, t45_o);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT42O t42_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t42_o, 0);  // online_softmax_attn.pto:15:22
-                    TileT43O t43_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t43_o, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                    GmView32 t5_firstGm32(t5_first + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView32::Shape(t43_o.GetValidRow(), t43_o.GetValidCol()));  // online_softmax_attn.pto:15:22
-                    TLOAD(t43_o, t5_firstGm32);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT44O t44_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t44_o, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t44_o, t43_o);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL(t42_o, t44_o, t46_o);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
-                        TileT48O t48_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
-                        TASSIGN(t48_o, 0);  // online_softmax_attn.pto:15:22
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                        GmView33 t5_firstGm33(t5_first + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64 + _k47 * 64, GmView33::Shape(t48_o.GetValidRow(), t48_o.GetValidCol()));  // online_softmax_attn.pto:15:22
-                        TLOAD(t48_o, t5_firstGm33);  // online_softmax_attn.pto:15:22
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT49O t49_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
-                        TASSIGN(t49_o, 0);  // online_softmax_attn.pto:15:22
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t49_o, t48_o);  // online_softmax_attn.pto:15:22
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT50O t50_o(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                        TASSIGN(t50_o, 0);  // online_softmax_attn.pto:15:22
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                        GmView34 vj_first_sk1_oGm34(vj_first_sk1_o + _k47 * 64 * D + _g41 * 64, GmView34::Shape(t50_o.GetValidRow(), t50_o.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:15:22
-                        TLOAD(t50_o, vj_first_sk1_oGm34);  // online_softmax_attn.pto:15:22
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT51O t51_o(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                        TASSIGN(t51_o, 0);  // online_softmax_attn.pto:15:22
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t51_o, t50_o);  // online_softmax_attn.pto:15:22
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t42_o, t42_o, t49_o, t51_o);  // online_softmax_attn.pto:15:22
-                    }
-                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                    GmView35 accGm35(acc + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * D + _g41 * 64, GmView35::Shape(t42_o.GetValidRow(), t42_o.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:15:22
-                    TSTORE(accGm35, t42_o);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                }
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            }
-        }
-        pipe_barrier(PIPE_V);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g12 = (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 4; _g12 < min_i64(block_index * ceil_div((S + 63) / 64, block_count) * 4 + _qb0_sk * 8 + 8, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileT17OAiv0 t17_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
-                TASSIGN(t17_o_aiv0, 0);  // online_softmax_attn.pto:12:20
-                TileT17OAiv1 t17_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
-                TASSIGN(t17_o_aiv1, 256);  // online_softmax_attn.pto:12:20
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TEXPANDS(t17_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:12:20
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:12:20
-                    TEXPANDS(t17_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:12:20
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
-                    TileT14OAiv0 t14_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t14_o_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT14OAiv1 t14_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t14_o_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT15OAiv0 t15_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t15_o_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT15OAiv1 t15_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t15_o_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT20OAiv0 t20_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
-                    TASSIGN(t20_o_aiv0, 8704);  // online_softmax_attn.pto:12:20
-                    TileT20OAiv1 t20_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
-                    TASSIGN(t20_o_aiv1, 8960);  // online_softmax_attn.pto:12:20
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView36 t0_first_twinGm36(t0_first_twin + _g12 * 16 * 64 + _g13 * 64, GmView36::Shape(t14_o_aiv0.GetValidRow(), t14_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t14_o_aiv0, t0_first_twinGm36);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMULS(t15_o_aiv0, t14_o_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView37 s_first_twinGm37(s_first_twin + _g12 * 16 * 64 + _g13 * 64, GmView37::Shape(t15_o_aiv0.GetValidRow(), t15_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_first_twinGm37, t15_o_aiv0);  // online_softmax_attn.pto:10:13
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp6;  // online_softmax_attn.pto:12:20
-                    TASSIGN(tmp6, 9728);  // online_softmax_attn.pto:12:20
-                    TROWMAX(t20_o_aiv0, t15_o_aiv0, tmp6);  // online_softmax_attn.pto:12:20
-                    pipe_barrier(PIPE_V);
-                    TMAX(t17_o_aiv0, t17_o_aiv0, t20_o_aiv0);  // online_softmax_attn.pto:12:20
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:10:13
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView38 t0_first_twinGm38(t0_first_twin + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView38::Shape(t14_o_aiv1.GetValidRow(), t14_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t14_o_aiv1, t0_first_twinGm38);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TMULS(t15_o_aiv1, t14_o_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView39 s_first_twinGm39(s_first_twin + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView39::Shape(t15_o_aiv1.GetValidRow(), t15_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_first_twinGm39, t15_o_aiv1);  // online_softmax_attn.pto:10:13
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp7;  // online_softmax_attn.pto:12:20
-                        TASSIGN(tmp7, 9728);  // online_softmax_attn.pto:12:20
-                        TROWMAX(t20_o_aiv1, t15_o_aiv1, tmp7);  // online_softmax_attn.pto:12:20
-                        pipe_barrier(PIPE_V);
-                        TMAX(t17_o_aiv1, t17_o_aiv1, t20_o_aiv1);  // online_softmax_attn.pto:12:20
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                TileT32OAiv0 t32_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
-                TASSIGN(t32_o_aiv0, 512);  // online_softmax_attn.pto:14:20
-                TileT32OAiv1 t32_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
-                TASSIGN(t32_o_aiv1, 768);  // online_softmax_attn.pto:14:20
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-                GmView40 mGm40(m + _g12 * 16, GmView40::Shape(t17_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
-                TSTORE(mGm40, t17_o_aiv0);  // online_softmax_attn.pto:12:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TEXPANDS(t32_o_aiv0, 0.0f);  // online_softmax_attn.pto:14:20
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:12:20
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-                    GmView41 mGm41(m + _g12 * 16 + 8, GmView41::Shape(t17_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
-                    TSTORE(mGm41, t17_o_aiv1);  // online_softmax_attn.pto:12:20
-                    TEXPANDS(t32_o_aiv1, 0.0f);  // online_softmax_attn.pto:14:20
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-                    TileT23OAiv0 t23_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                    TASSIGN(t23_o_aiv0, 1024);  // online_softmax_attn.pto:13:21
-                    TileT23OAiv1 t23_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                    TASSIGN(t23_o_aiv1, 3072);  // online_softmax_attn.pto:13:21
-                    TileT30OAiv0 t30_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-                    TASSIGN(t30_o_aiv0, 5120);  // online_softmax_attn.pto:13:17
-                    TileT30OAiv1 t30_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-                    TASSIGN(t30_o_aiv1, 7168);  // online_softmax_attn.pto:13:17
-                    TileT35OAiv0 t35_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
-                    TASSIGN(t35_o_aiv0, 9216);  // online_softmax_attn.pto:14:20
-                    TileT35OAiv1 t35_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
-                    TASSIGN(t35_o_aiv1, 9472);  // online_softmax_attn.pto:14:20
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                    GmView42 s_first_twinGm42(s_first_twin + _g12 * 16 * 64 + _g22 * 64, GmView42::Shape(t23_o_aiv0.GetValidRow(), t23_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
-                    TLOAD(t23_o_aiv0, s_first_twinGm42);  // online_softmax_attn.pto:13:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp1 tmp8(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:13:17
-                    TASSIGN(tmp8, 9728);  // online_softmax_attn.pto:13:17
-                    TROWEXPAND(tmp8, t17_o_aiv0);  // online_softmax_attn.pto:13:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
-                    TROWEXPANDEXPDIF(t30_o_aiv0, t23_o_aiv0, tmp8);  // online_softmax_attn.pto:13:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                    GmView43 p_first_twinGm43(p_first_twin + _g12 * 16 * 64 + _g22 * 64, GmView43::Shape(t30_o_aiv0.GetValidRow(), t30_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
-                    TSTORE(p_first_twinGm43, t30_o_aiv0);  // online_softmax_attn.pto:13:17
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp9;  // online_softmax_attn.pto:14:20
-                    TASSIGN(tmp9, 9728);  // online_softmax_attn.pto:14:20
-                    TROWSUM(t35_o_aiv0, t30_o_aiv0, tmp9);  // online_softmax_attn.pto:14:20
-                    pipe_barrier(PIPE_V);
-                    TADD(t32_o_aiv0, t32_o_aiv0, t35_o_aiv0);  // online_softmax_attn.pto:14:20
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:13:21
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                        GmView44 s_first_twinGm44(s_first_twin + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView44::Shape(t23_o_aiv1.GetValidRow(), t23_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
-                        TLOAD(t23_o_aiv1, s_first_twinGm44);  // online_softmax_attn.pto:13:21
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:13:17
-                        TASSIGN(tmp10, 9728);  // online_softmax_attn.pto:13:17
-                        TROWEXPAND(tmp10, t17_o_aiv1);  // online_softmax_attn.pto:13:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
-                        TROWEXPANDEXPDIF(t30_o_aiv1, t23_o_aiv1, tmp10);  // online_softmax_attn.pto:13:17
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                        GmView45 p_first_twinGm45(p_first_twin + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView45::Shape(t30_o_aiv1.GetValidRow(), t30_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
-                        TSTORE(p_first_twinGm45, t30_o_aiv1);  // online_softmax_attn.pto:13:17
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp11;  // online_softmax_attn.pto:14:20
-                        TASSIGN(tmp11, 9728);  // online_softmax_attn.pto:14:20
-                        TROWSUM(t35_o_aiv1, t30_o_aiv1, tmp11);  // online_softmax_attn.pto:14:20
-                        pipe_barrier(PIPE_V);
-                        TADD(t32_o_aiv1, t32_o_aiv1, t35_o_aiv1);  // online_softmax_attn.pto:14:20
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-                GmView46 lGm46(l + _g12 * 16, GmView46::Shape(t32_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
-                TSTORE(lGm46, t32_o_aiv0);  // online_softmax_attn.pto:14:20
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:14:20
-                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-                    GmView47 lGm47(l + _g12 * 16 + 8, GmView47::Shape(t32_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
-                    TSTORE(lGm47, t32_o_aiv1);  // online_softmax_attn.pto:14:20
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-                    TileT38OAiv0 t38_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                    TASSIGN(t38_o_aiv0, 0);  // online_softmax_attn.pto:15:29
-                    TileT38OAiv1 t38_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                    TASSIGN(t38_o_aiv1, 2048);  // online_softmax_attn.pto:15:29
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView48 p_first_twinGm48(p_first_twin + _g12 * 16 * 64 + _g37 * 64, GmView48::Shape(t38_o_aiv0.GetValidRow(), t38_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-                    TLOAD(t38_o_aiv0, p_first_twinGm48);  // online_softmax_attn.pto:15:29
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView49 t5_first_twinGm49(t5_first_twin + _g12 * 16 * 64 + _g37 * 64, GmView49::Shape(t38_o_aiv0.GetValidRow(), t38_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-                    TSTORE(t5_first_twinGm49, t38_o_aiv0);  // online_softmax_attn.pto:15:29
-                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:15:29
-                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                        GmView50 p_first_twinGm50(p_first_twin + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView50::Shape(t38_o_aiv1.GetValidRow(), t38_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                        TLOAD(t38_o_aiv1, p_first_twinGm50);  // online_softmax_attn.pto:15:29
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                        GmView51 t5_first_twinGm51(t5_first_twin + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView51::Shape(t38_o_aiv1.GetValidRow(), t38_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                        TSTORE(t5_first_twinGm51, t38_o_aiv1);  // online_softmax_attn.pto:15:29
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
     {
-    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb0_sk = 0; _qb0_sk < ceil_div(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) + 1, 2); ++_qb0_sk) {  // online_softmax_attn.pto:7:5
+    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // online_softmax_attn.pto:7:5
+        __gm__ float* kj_first = k;  // online_softmax_attn.pto:8:14
+        __gm__ float* vj_first = v;  // online_softmax_attn.pto:9:14
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
+        }
         wait_flag_dev(0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-            __gm__ float* kj_first_sk0_e = k;  // online_softmax_attn.pto:8:14
-            for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
-                TileT5E t5_e(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t5_e, 0);  // online_softmax_attn.pto:10:13
-                TileT6E t6_e(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t6_e, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView0 kj_first_sk0_eGm0(kj_first_sk0_e + _g1 * 64 * D, GmView0::Shape(t5_e.GetValidRow(), t5_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t5_e, kj_first_sk0_eGm0);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_e, t5_e);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT2E t2_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t2_e, 0);  // online_softmax_attn.pto:10:13
-                TileT3E t3_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t3_e, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView1 qGm1(q + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * D, GmView1::Shape(t3_e.GetValidRow(), t3_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t3_e, qGm1);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4E t4_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t4_e, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_e, t3_e);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_e, t4_e, t6_e);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
-                    TileT8E t8_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t8_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView2 qGm2(q + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * D + _k7 * 64, GmView2::Shape(t8_e.GetValidRow(), t8_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t8_e, qGm2);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT9E t9_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t9_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t9_e, t8_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT10E t10_e(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t10_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView3 kj_first_sk0_eGm3(kj_first_sk0_e + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10_e.GetValidRow(), t10_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t10_e, kj_first_sk0_eGm3);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT11E t11_e(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t11_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t11_e, t10_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t2_e, t2_e, t9_e, t11_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView4 t0_firstGm4(t0_first + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64 + _g1 * 64, GmView4::Shape(t2_e.GetValidRow(), t2_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_firstGm4, t2_e);  // online_softmax_attn.pto:10:13
-            }
-        }
-        wait_flag_dev(1);
-        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(_qb0_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-            __gm__ float* vj_first_sk1_e = v;  // online_softmax_attn.pto:9:14
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
+            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t2, 0);  // online_softmax_attn.pto:10:13
+            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t3, 0);  // online_softmax_attn.pto:10:13
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t3, qGm0);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t4, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t4, t3);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
-                TileT45E t45_e(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t45_e, 0);  // online_softmax_attn.pto:15:22
-                TileT46E t46_e(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t46_e, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView5 vj_first_sk1_eGm5(vj_first_sk1_e + _g41 * 64, GmView5::Shape(t45_e.GetValidRow(), t45_e.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:15:22
-                TLOAD(t45_e, vj_first_sk1_eGm5);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t46_e, t45_e);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT42E t42_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t42_e, 0);  // online_softmax_attn.pto:15:22
-                TileT43E t43_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t43_e, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                GmView6 t5_first_twinGm6(t5_first_twin + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView6::Shape(t43_e.GetValidRow(), t43_e.GetValidCol()));  // online_softmax_attn.pto:15:22
-                TLOAD(t43_e, t5_first_twinGm6);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT44E t44_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t44_e, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t44_e, t43_e);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t42_e, t44_e, t46_e);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
-                    TileT48E t48_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t48_e, 0);  // online_softmax_attn.pto:15:22
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                    GmView7 t5_first_twinGm7(t5_first_twin + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64 + _k47 * 64, GmView7::Shape(t48_e.GetValidRow(), t48_e.GetValidCol()));  // online_softmax_attn.pto:15:22
-                    TLOAD(t48_e, t5_first_twinGm7);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT49E t49_e(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t49_e, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t49_e, t48_e);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT50E t50_e(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t50_e, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                    GmView8 vj_first_sk1_eGm8(vj_first_sk1_e + _k47 * 64 * D + _g41 * 64, GmView8::Shape(t50_e.GetValidRow(), t50_e.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:15:22
-                    TLOAD(t50_e, vj_first_sk1_eGm8);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT51E t51_e(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t51_e, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t51_e, t50_e);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t42_e, t42_e, t49_e, t51_e);  // online_softmax_attn.pto:15:22
-                }
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView9 accGm9(acc + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * D + _g41 * 64, GmView9::Shape(t42_e.GetValidRow(), t42_e.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:15:22
-                TSTORE(accGm9, t42_e);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t5, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t5, kj_firstGm1);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t6, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6, t5);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t2, t4, t6);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
+                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t8, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t8, qGm2);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t9, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t9, t8);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT10 t10(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t10, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t10, kj_firstGm3);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT11 t11(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t11, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t11, t10);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t2, t2, t9, t11);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_firstGm4, t2);  // online_softmax_attn.pto:10:13
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+            }
         }
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-            for (int64_t _g12 = (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g12 < min_i64((block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
-                }
-                for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                    }
-                }
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
-                }
-                for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
-                    }
-                }
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
-                }
-                for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
-                    }
-                }
+        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
+        }
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
             }
         }
-        wait_flag_dev(3);
+        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
+        }
+        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
+            }
+        }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag_dev(2);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-            __gm__ float* kj_first_sk0_o = k;  // online_softmax_attn.pto:8:14
-            for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
-                TileT5O t5_o(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t5_o, 0);  // online_softmax_attn.pto:10:13
-                TileT6O t6_o(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t6_o, 0);  // online_softmax_attn.pto:10:13
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView26 kj_first_sk0_oGm26(kj_first_sk0_o + _g1 * 64 * D, GmView26::Shape(t5_o.GetValidRow(), t5_o.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t5_o, kj_first_sk0_oGm26);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
+            TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TASSIGN(t42, 0);  // online_softmax_attn.pto:15:22
+            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
+            TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+            GmView21 t5_firstGm21(t5_first + _qb0 * 64 * 64, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            TLOAD(t43, t5_firstGm21);  // online_softmax_attn.pto:15:22
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
+            TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t44, t43);  // online_softmax_attn.pto:15:22
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView22 vj_firstGm22(vj_first + _g41 * 64, GmView22::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:15:22
+            TLOAD(t45, vj_firstGm22);  // online_softmax_attn.pto:15:22
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t46, t45);  // online_softmax_attn.pto:15:22
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t42, t44, t46);  // online_softmax_attn.pto:15:22
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
+                TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
+                TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+                GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
+                TLOAD(t48, t5_firstGm23);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
+                TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t6_o, t5_o);  // online_softmax_attn.pto:10:13
+                TMOV(t49, t48);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT2O t2_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t2_o, 0);  // online_softmax_attn.pto:10:13
-                TileT3O t3_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t3_o, 0);  // online_softmax_attn.pto:10:13
+                TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+                TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView27 qGm27(q + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * D, GmView27::Shape(t3_o.GetValidRow(), t3_o.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t3_o, qGm27);  // online_softmax_attn.pto:10:13
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+                GmView24 vj_firstGm24(vj_first + _k47 * 64 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
+                TLOAD(t50, vj_firstGm24);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT4O t4_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t4_o, 0);  // online_softmax_attn.pto:10:13
+                TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+                TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4_o, t3_o);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TMOV(t51, t50);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t2_o, t4_o, t6_o);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
-                    TileT8O t8_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t8_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView28 qGm28(q + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * D + _k7 * 64, GmView28::Shape(t8_o.GetValidRow(), t8_o.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t8_o, qGm28);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT9O t9_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t9_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t9_o, t8_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT10O t10_o(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t10_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView29 kj_first_sk0_oGm29(kj_first_sk0_o + _g1 * 64 * D + _k7 * 64, GmView29::Shape(t10_o.GetValidRow(), t10_o.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t10_o, kj_first_sk0_oGm29);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT11O t11_o(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t11_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t11_o, t10_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t2_o, t2_o, t9_o, t11_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView30 t0_first_twinGm30(t0_first_twin + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64 + _g1 * 64, GmView30::Shape(t2_o.GetValidRow(), t2_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_first_twinGm30, t2_o);  // online_softmax_attn.pto:10:13
+                TMATMUL_ACC(t42, t42, t49, t51);  // online_softmax_attn.pto:15:22
             }
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+            GmView25 accGm25(acc + _qb0 * 64 * D + _g41 * 64, GmView25::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:15:22
+            TSTORE(accGm25, t42);  // online_softmax_attn.pto:15:22
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         }
-        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag_dev(4);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
-            for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(_qb0_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-                __gm__ float* vj_first_sk1_o = v;  // online_softmax_attn.pto:9:14
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
-                    TileT45O t45_o(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t45_o, 0);  // online_softmax_attn.pto:15:22
-                    TileT46O t46_o(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t46_o, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                    GmView31 vj_first_sk1_oGm31(vj_first_sk1_o + _g41 * 64, GmView31::Shape(t45_o.GetValidRow(), t45_o.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:15:22
-                    TLOAD(t45_o, vj_first_sk1_oGm31);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t46_o, t45_o);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT42O t42_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t42_o, 0);  // online_softmax_attn.pto:15:22
-                    TileT43O t43_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t43_o, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                    GmView32 t5_firstGm32(t5_first + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView32::Shape(t43_o.GetValidRow(), t43_o.GetValidCol()));  // online_softmax_attn.pto:15:22
-                    TLOAD(t43_o, t5_firstGm32);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT44O t44_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
-                    TASSIGN(t44_o, 0);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t44_o, t43_o);  // online_softmax_attn.pto:15:22
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL(t42_o, t44_o, t46_o);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
-                        TileT48O t48_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
-                        TASSIGN(t48_o, 0);  // online_softmax_attn.pto:15:22
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                        GmView33 t5_firstGm33(t5_first + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64 + _k47 * 64, GmView33::Shape(t48_o.GetValidRow(), t48_o.GetValidCol()));  // online_softmax_attn.pto:15:22
-                        TLOAD(t48_o, t5_firstGm33);  // online_softmax_attn.pto:15:22
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT49O t49_o(min_i64(S - (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
-                        TASSIGN(t49_o, 0);  // online_softmax_attn.pto:15:22
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t49_o, t48_o);  // online_softmax_attn.pto:15:22
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT50O t50_o(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                        TASSIGN(t50_o, 0);  // online_softmax_attn.pto:15:22
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                        GmView34 vj_first_sk1_oGm34(vj_first_sk1_o + _k47 * 64 * D + _g41 * 64, GmView34::Shape(t50_o.GetValidRow(), t50_o.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:15:22
-                        TLOAD(t50_o, vj_first_sk1_oGm34);  // online_softmax_attn.pto:15:22
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT51O t51_o(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                        TASSIGN(t51_o, 0);  // online_softmax_attn.pto:15:22
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TMOV(t51_o, t50_o);  // online_softmax_attn.pto:15:22
-                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        TMATMUL_ACC(t42_o, t42_o, t49_o, t51_o);  // online_softmax_attn.pto:15:22
-                    }
-                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                    GmView35 accGm35(acc + (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 64 * D + _g41 * 64, GmView35::Shape(t42_o.GetValidRow(), t42_o.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:15:22
-                    TSTORE(accGm35, t42_o);  // online_softmax_attn.pto:15:22
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                }
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            }
-        }
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-            for (int64_t _g12 = (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 4; _g12 < min_i64(block_index * ceil_div((S + 63) / 64, block_count) * 4 + _qb0_sk * 8 + 8, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:12:20
-                }
-                for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:10:13
-                    }
-                }
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:12:20
-                }
-                for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:13:21
-                    }
-                }
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:14:20
-                }
-                for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:15:29
-                    }
-                }
-            }
-        }
     }
-    wait_flag_dev(3);
-    wait_flag_dev(1);
     wait_flag_dev(0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -1341,644 +660,293 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-    for (int64_t _qb0_sk = 0; _qb0_sk < ceil_div(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) + 1, 2); ++_qb0_sk) {  // online_softmax_attn.pto:7:5
+    for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-            __gm__ float* kj_first_sk0_e = k;  // online_softmax_attn.pto:8:14
-            for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
-                for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
-                }
+        __gm__ float* kj_first = k;  // online_softmax_attn.pto:8:14
+        __gm__ float* vj_first = v;  // online_softmax_attn.pto:9:14
+        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:12:20
+        TASSIGN(t17_aiv0, 0);  // online_softmax_attn.pto:12:20
+        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:12:20
+        TASSIGN(t17_aiv1, 1024);  // online_softmax_attn.pto:12:20
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        if (ptodsl_aiv0) {
+            TEXPANDS(t17_aiv0, -__builtin_inff());  // online_softmax_attn.pto:12:20
+        }
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
+            if (!ptodsl_aiv0) {
+                TEXPANDS(t17_aiv1, -__builtin_inff());  // online_softmax_attn.pto:12:20
             }
         }
-        for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(_qb0_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-            __gm__ float* vj_first_sk1_e = v;  // online_softmax_attn.pto:9:14
-            for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
-                for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
-                }
-            }
-        }
-        wait_flag_dev(2);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag_dev(4);
-        for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            for (int64_t _g12 = (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g12 < min_i64((block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileT17EAiv0 t17_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
-                TASSIGN(t17_e_aiv0, 0);  // online_softmax_attn.pto:12:20
-                TileT17EAiv1 t17_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
-                TASSIGN(t17_e_aiv1, 256);  // online_softmax_attn.pto:12:20
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t17_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:12:20
-                }
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
-                    if (!ptodsl_aiv0) {
-                        TEXPANDS(t17_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:12:20
-                    }
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
-                    TileT14EAiv0 t14_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t14_e_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT14EAiv1 t14_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t14_e_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT15EAiv0 t15_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t15_e_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT15EAiv1 t15_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t15_e_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT20EAiv0 t20_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
-                    TASSIGN(t20_e_aiv0, 8704);  // online_softmax_attn.pto:12:20
-                    TileT20EAiv1 t20_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
-                    TASSIGN(t20_e_aiv1, 8960);  // online_softmax_attn.pto:12:20
-                    if (ptodsl_aiv0) {
-                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView10 t0_firstGm10(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView10::Shape(t14_e_aiv0.GetValidRow(), t14_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t14_e_aiv0, t0_firstGm10);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        TMULS(t15_e_aiv0, t14_e_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView11 s_firstGm11(s_first + _g12 * 16 * 64 + _g13 * 64, GmView11::Shape(t15_e_aiv0.GetValidRow(), t15_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_firstGm11, t15_e_aiv0);  // online_softmax_attn.pto:10:13
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-                        TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:12:20
-                        TROWMAX(t20_e_aiv0, t15_e_aiv0, tmp0);  // online_softmax_attn.pto:12:20
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TMAX(t17_e_aiv0, t17_e_aiv0, t20_e_aiv0);  // online_softmax_attn.pto:12:20
-                    }
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        if (!ptodsl_aiv0) {
-                            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView12 t0_firstGm12(t0_first + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView12::Shape(t14_e_aiv1.GetValidRow(), t14_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t14_e_aiv1, t0_firstGm12);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            TMULS(t15_e_aiv1, t14_e_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView13 s_firstGm13(s_first + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView13::Shape(t15_e_aiv1.GetValidRow(), t15_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_firstGm13, t15_e_aiv1);  // online_softmax_attn.pto:10:13
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp1;  // online_softmax_attn.pto:12:20
-                            TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:12:20
-                            TROWMAX(t20_e_aiv1, t15_e_aiv1, tmp1);  // online_softmax_attn.pto:12:20
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TMAX(t17_e_aiv1, t17_e_aiv1, t20_e_aiv1);  // online_softmax_attn.pto:12:20
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                TileT32EAiv0 t32_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
-                TASSIGN(t32_e_aiv0, 512);  // online_softmax_attn.pto:14:20
-                TileT32EAiv1 t32_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
-                TASSIGN(t32_e_aiv1, 768);  // online_softmax_attn.pto:14:20
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-                    GmView14 mGm14(m + _g12 * 16, GmView14::Shape(t17_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
-                    TSTORE(mGm14, t17_e_aiv0);  // online_softmax_attn.pto:12:20
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t32_e_aiv0, 0.0f);  // online_softmax_attn.pto:14:20
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
-                    if (!ptodsl_aiv0) {
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-                        GmView15 mGm15(m + _g12 * 16 + 8, GmView15::Shape(t17_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
-                        TSTORE(mGm15, t17_e_aiv1);  // online_softmax_attn.pto:12:20
-                        TEXPANDS(t32_e_aiv1, 0.0f);  // online_softmax_attn.pto:14:20
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-                    TileT23EAiv0 t23_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                    TASSIGN(t23_e_aiv0, 1024);  // online_softmax_attn.pto:13:21
-                    TileT23EAiv1 t23_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                    TASSIGN(t23_e_aiv1, 3072);  // online_softmax_attn.pto:13:21
-                    TileT30EAiv0 t30_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-                    TASSIGN(t30_e_aiv0, 5120);  // online_softmax_attn.pto:13:17
-                    TileT30EAiv1 t30_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-                    TASSIGN(t30_e_aiv1, 7168);  // online_softmax_attn.pto:13:17
-                    TileT35EAiv0 t35_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
-                    TASSIGN(t35_e_aiv0, 9216);  // online_softmax_attn.pto:14:20
-                    TileT35EAiv1 t35_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
-                    TASSIGN(t35_e_aiv1, 9472);  // online_softmax_attn.pto:14:20
-                    if (ptodsl_aiv0) {
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                        GmView16 s_firstGm16(s_first + _g12 * 16 * 64 + _g22 * 64, GmView16::Shape(t23_e_aiv0.GetValidRow(), t23_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
-                        TLOAD(t23_e_aiv0, s_firstGm16);  // online_softmax_attn.pto:13:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp2(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:13:17
-                        TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:13:17
-                        TROWEXPAND(tmp2, t17_e_aiv0);  // online_softmax_attn.pto:13:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
-                        TROWEXPANDEXPDIF(t30_e_aiv0, t23_e_aiv0, tmp2);  // online_softmax_attn.pto:13:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                        GmView17 p_firstGm17(p_first + _g12 * 16 * 64 + _g22 * 64, GmView17::Shape(t30_e_aiv0.GetValidRow(), t30_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
-                        TSTORE(p_firstGm17, t30_e_aiv0);  // online_softmax_attn.pto:13:17
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp3;  // online_softmax_attn.pto:14:20
-                        TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:14:20
-                        TROWSUM(t35_e_aiv0, t30_e_aiv0, tmp3);  // online_softmax_attn.pto:14:20
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TADD(t32_e_aiv0, t32_e_aiv0, t35_e_aiv0);  // online_softmax_attn.pto:14:20
-                    }
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
-                        if (!ptodsl_aiv0) {
-                            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                            GmView18 s_firstGm18(s_first + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView18::Shape(t23_e_aiv1.GetValidRow(), t23_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
-                            TLOAD(t23_e_aiv1, s_firstGm18);  // online_softmax_attn.pto:13:21
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:13:17
-                            TASSIGN(tmp4, 9728);  // online_softmax_attn.pto:13:17
-                            TROWEXPAND(tmp4, t17_e_aiv1);  // online_softmax_attn.pto:13:17
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
-                            TROWEXPANDEXPDIF(t30_e_aiv1, t23_e_aiv1, tmp4);  // online_softmax_attn.pto:13:17
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                            GmView19 p_firstGm19(p_first + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView19::Shape(t30_e_aiv1.GetValidRow(), t30_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
-                            TSTORE(p_firstGm19, t30_e_aiv1);  // online_softmax_attn.pto:13:17
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp5;  // online_softmax_attn.pto:14:20
-                            TASSIGN(tmp5, 9728);  // online_softmax_attn.pto:14:20
-                            TROWSUM(t35_e_aiv1, t30_e_aiv1, tmp5);  // online_softmax_attn.pto:14:20
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TADD(t32_e_aiv1, t32_e_aiv1, t35_e_aiv1);  // online_softmax_attn.pto:14:20
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-                    GmView20 lGm20(l + _g12 * 16, GmView20::Shape(t32_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
-                    TSTORE(lGm20, t32_e_aiv0);  // online_softmax_attn.pto:14:20
-                }
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
-                    if (!ptodsl_aiv0) {
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-                        GmView21 lGm21(l + _g12 * 16 + 8, GmView21::Shape(t32_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
-                        TSTORE(lGm21, t32_e_aiv1);  // online_softmax_attn.pto:14:20
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-                    TileT38EAiv0 t38_e_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                    TASSIGN(t38_e_aiv0, 0);  // online_softmax_attn.pto:15:29
-                    TileT38EAiv1 t38_e_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                    TASSIGN(t38_e_aiv1, 2048);  // online_softmax_attn.pto:15:29
-                    if (ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                        GmView22 p_firstGm22(p_first + _g12 * 16 * 64 + _g37 * 64, GmView22::Shape(t38_e_aiv0.GetValidRow(), t38_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-                        TLOAD(t38_e_aiv0, p_firstGm22);  // online_softmax_attn.pto:15:29
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                        GmView23 t5_firstGm23(t5_first + _g12 * 16 * 64 + _g37 * 64, GmView23::Shape(t38_e_aiv0.GetValidRow(), t38_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-                        TSTORE(t5_firstGm23, t38_e_aiv0);  // online_softmax_attn.pto:15:29
-                    }
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
-                        if (!ptodsl_aiv0) {
-                            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                            GmView24 p_firstGm24(p_first + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView24::Shape(t38_e_aiv1.GetValidRow(), t38_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                            TLOAD(t38_e_aiv1, p_firstGm24);  // online_softmax_attn.pto:15:29
-                        }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                            GmView25 t5_firstGm25(t5_first + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView25::Shape(t38_e_aiv1.GetValidRow(), t38_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                            TSTORE(t5_firstGm25, t38_e_aiv1);  // online_softmax_attn.pto:15:29
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        pipe_barrier(PIPE_V);
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
+            for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t14_aiv0, 2048);  // online_softmax_attn.pto:10:13
+            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t14_aiv1, 10240);  // online_softmax_attn.pto:10:13
+            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t15_aiv0, 18432);  // online_softmax_attn.pto:10:13
+            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t15_aiv1, 26624);  // online_softmax_attn.pto:10:13
+            TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:12:20
+            TASSIGN(t20_aiv0, 34816);  // online_softmax_attn.pto:12:20
+            TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:12:20
+            TASSIGN(t20_aiv1, 35840);  // online_softmax_attn.pto:12:20
+            wait_flag_dev(2);
+            if (ptodsl_aiv0) {
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t14_aiv0, t0_firstGm5);  // online_softmax_attn.pto:10:13
+            }
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            if (ptodsl_aiv0) {
+                TMULS(t15_aiv0, t14_aiv0, scale);  // online_softmax_attn.pto:10:13
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            if (ptodsl_aiv0) {
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_firstGm6, t15_aiv0);  // online_softmax_attn.pto:10:13
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
+                TASSIGN(tmp0, 38912);  // online_softmax_attn.pto:12:20
+                TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // online_softmax_attn.pto:12:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // online_softmax_attn.pto:12:20
+            }
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                if (!ptodsl_aiv0) {
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t14_aiv1, t0_firstGm7);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    TMULS(t15_aiv1, t14_aiv1, scale);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_firstGm8, t15_aiv1);  // online_softmax_attn.pto:10:13
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TileTmp0 tmp1;  // online_softmax_attn.pto:12:20
+                    TASSIGN(tmp1, 38912);  // online_softmax_attn.pto:12:20
+                    TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // online_softmax_attn.pto:12:20
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // online_softmax_attn.pto:12:20
+                }
+            }
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-            __gm__ float* kj_first_sk0_o = k;  // online_softmax_attn.pto:8:14
-            for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
-                for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
-                }
-            }
+        TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:14:20
+        TASSIGN(t32_aiv0, 2048);  // online_softmax_attn.pto:14:20
+        TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:14:20
+        TASSIGN(t32_aiv1, 3072);  // online_softmax_attn.pto:14:20
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        if (ptodsl_aiv0) {
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+            GmView9 mGm9(m + _qb0 * 64, GmView9::Shape(t17_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
+            TSTORE(mGm9, t17_aiv0);  // online_softmax_attn.pto:12:20
         }
-        for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
-            for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(_qb0_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-                __gm__ float* vj_first_sk1_o = v;  // online_softmax_attn.pto:9:14
-                for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
-                    for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
-                    }
-                }
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        if (ptodsl_aiv0) {
+            TEXPANDS(t32_aiv0, 0.0f);  // online_softmax_attn.pto:14:20
+        }
+        pipe_barrier(PIPE_V);
+        for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
+            if (!ptodsl_aiv0) {
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+                GmView10 mGm10(m + _qb0 * 64 + 32, GmView10::Shape(t17_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
+                TSTORE(mGm10, t17_aiv1);  // online_softmax_attn.pto:12:20
+                TEXPANDS(t32_aiv1, 0.0f);  // online_softmax_attn.pto:14:20
             }
         }
         pipe_barrier(PIPE_V);
-        wait_flag_dev(5);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag_dev(6);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g12 = (block_index * ceil_div((S + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 4; _g12 < min_i64(block_index * ceil_div((S + 63) / 64, block_count) * 4 + _qb0_sk * 8 + 8, (S + 15) / 16); ++_g12) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileT17OAiv0 t17_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
-                TASSIGN(t17_o_aiv0, 0);  // online_softmax_attn.pto:12:20
-                TileT17OAiv1 t17_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
-                TASSIGN(t17_o_aiv1, 256);  // online_softmax_attn.pto:12:20
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t17_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:12:20
-                }
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:12:20
-                    if (!ptodsl_aiv0) {
-                        TEXPANDS(t17_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:12:20
-                    }
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
-                    TileT14OAiv0 t14_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t14_o_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT14OAiv1 t14_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t14_o_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT15OAiv0 t15_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t15_o_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT15OAiv1 t15_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t15_o_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT20OAiv0 t20_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:12:20
-                    TASSIGN(t20_o_aiv0, 8704);  // online_softmax_attn.pto:12:20
-                    TileT20OAiv1 t20_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:12:20
-                    TASSIGN(t20_o_aiv1, 8960);  // online_softmax_attn.pto:12:20
-                    if (ptodsl_aiv0) {
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView36 t0_first_twinGm36(t0_first_twin + _g12 * 16 * 64 + _g13 * 64, GmView36::Shape(t14_o_aiv0.GetValidRow(), t14_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t14_o_aiv0, t0_first_twinGm36);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TMULS(t15_o_aiv0, t14_o_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView37 s_first_twinGm37(s_first_twin + _g12 * 16 * 64 + _g13 * 64, GmView37::Shape(t15_o_aiv0.GetValidRow(), t15_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_first_twinGm37, t15_o_aiv0);  // online_softmax_attn.pto:10:13
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp6;  // online_softmax_attn.pto:12:20
-                        TASSIGN(tmp6, 9728);  // online_softmax_attn.pto:12:20
-                        TROWMAX(t20_o_aiv0, t15_o_aiv0, tmp6);  // online_softmax_attn.pto:12:20
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TMAX(t17_o_aiv0, t17_o_aiv0, t20_o_aiv0);  // online_softmax_attn.pto:12:20
-                    }
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:10:13
-                        if (!ptodsl_aiv0) {
-                            using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView38 t0_first_twinGm38(t0_first_twin + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView38::Shape(t14_o_aiv1.GetValidRow(), t14_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t14_o_aiv1, t0_first_twinGm38);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TMULS(t15_o_aiv1, t14_o_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView39 s_first_twinGm39(s_first_twin + (_g12 * 16 + 8) * 64 + _g13 * 64, GmView39::Shape(t15_o_aiv1.GetValidRow(), t15_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_first_twinGm39, t15_o_aiv1);  // online_softmax_attn.pto:10:13
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp7;  // online_softmax_attn.pto:12:20
-                            TASSIGN(tmp7, 9728);  // online_softmax_attn.pto:12:20
-                            TROWMAX(t20_o_aiv1, t15_o_aiv1, tmp7);  // online_softmax_attn.pto:12:20
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TMAX(t17_o_aiv1, t17_o_aiv1, t20_o_aiv1);  // online_softmax_attn.pto:12:20
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                TileT32OAiv0 t32_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
-                TASSIGN(t32_o_aiv0, 512);  // online_softmax_attn.pto:14:20
-                TileT32OAiv1 t32_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
-                TASSIGN(t32_o_aiv1, 768);  // online_softmax_attn.pto:14:20
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-                    GmView40 mGm40(m + _g12 * 16, GmView40::Shape(t17_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:12:20
-                    TSTORE(mGm40, t17_o_aiv0);  // online_softmax_attn.pto:12:20
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t32_o_aiv0, 0.0f);  // online_softmax_attn.pto:14:20
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:12:20
-                    if (!ptodsl_aiv0) {
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-                        GmView41 mGm41(m + _g12 * 16 + 8, GmView41::Shape(t17_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:12:20
-                        TSTORE(mGm41, t17_o_aiv1);  // online_softmax_attn.pto:12:20
-                        TEXPANDS(t32_o_aiv1, 0.0f);  // online_softmax_attn.pto:14:20
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-                    TileT23OAiv0 t23_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                    TASSIGN(t23_o_aiv0, 1024);  // online_softmax_attn.pto:13:21
-                    TileT23OAiv1 t23_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-                    TASSIGN(t23_o_aiv1, 3072);  // online_softmax_attn.pto:13:21
-                    TileT30OAiv0 t30_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-                    TASSIGN(t30_o_aiv0, 5120);  // online_softmax_attn.pto:13:17
-                    TileT30OAiv1 t30_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-                    TASSIGN(t30_o_aiv1, 7168);  // online_softmax_attn.pto:13:17
-                    TileT35OAiv0 t35_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:14:20
-                    TASSIGN(t35_o_aiv0, 9216);  // online_softmax_attn.pto:14:20
-                    TileT35OAiv1 t35_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:14:20
-                    TASSIGN(t35_o_aiv1, 9472);  // online_softmax_attn.pto:14:20
-                    if (ptodsl_aiv0) {
-                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                        GmView42 s_first_twinGm42(s_first_twin + _g12 * 16 * 64 + _g22 * 64, GmView42::Shape(t23_o_aiv0.GetValidRow(), t23_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
-                        TLOAD(t23_o_aiv0, s_first_twinGm42);  // online_softmax_attn.pto:13:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp8(min_i64(min_i64(S - _g12 * 16, 16), 8));  // online_softmax_attn.pto:13:17
-                        TASSIGN(tmp8, 9728);  // online_softmax_attn.pto:13:17
-                        TROWEXPAND(tmp8, t17_o_aiv0);  // online_softmax_attn.pto:13:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
-                        TROWEXPANDEXPDIF(t30_o_aiv0, t23_o_aiv0, tmp8);  // online_softmax_attn.pto:13:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                        GmView43 p_first_twinGm43(p_first_twin + _g12 * 16 * 64 + _g22 * 64, GmView43::Shape(t30_o_aiv0.GetValidRow(), t30_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
-                        TSTORE(p_first_twinGm43, t30_o_aiv0);  // online_softmax_attn.pto:13:17
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp9;  // online_softmax_attn.pto:14:20
-                        TASSIGN(tmp9, 9728);  // online_softmax_attn.pto:14:20
-                        TROWSUM(t35_o_aiv0, t30_o_aiv0, tmp9);  // online_softmax_attn.pto:14:20
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TADD(t32_o_aiv0, t32_o_aiv0, t35_o_aiv0);  // online_softmax_attn.pto:14:20
-                    }
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:13:21
-                        if (!ptodsl_aiv0) {
-                            using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                            GmView44 s_first_twinGm44(s_first_twin + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView44::Shape(t23_o_aiv1.GetValidRow(), t23_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
-                            TLOAD(t23_o_aiv1, s_first_twinGm44);  // online_softmax_attn.pto:13:21
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:13:17
-                            TASSIGN(tmp10, 9728);  // online_softmax_attn.pto:13:17
-                            TROWEXPAND(tmp10, t17_o_aiv1);  // online_softmax_attn.pto:13:17
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
-                            TROWEXPANDEXPDIF(t30_o_aiv1, t23_o_aiv1, tmp10);  // online_softmax_attn.pto:13:17
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                            GmView45 p_first_twinGm45(p_first_twin + (_g12 * 16 + 8) * 64 + _g22 * 64, GmView45::Shape(t30_o_aiv1.GetValidRow(), t30_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
-                            TSTORE(p_first_twinGm45, t30_o_aiv1);  // online_softmax_attn.pto:13:17
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp11;  // online_softmax_attn.pto:14:20
-                            TASSIGN(tmp11, 9728);  // online_softmax_attn.pto:14:20
-                            TROWSUM(t35_o_aiv1, t30_o_aiv1, tmp11);  // online_softmax_attn.pto:14:20
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TADD(t32_o_aiv1, t32_o_aiv1, t35_o_aiv1);  // online_softmax_attn.pto:14:20
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-                    GmView46 lGm46(l + _g12 * 16, GmView46::Shape(t32_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
-                    TSTORE(lGm46, t32_o_aiv0);  // online_softmax_attn.pto:14:20
-                }
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:14:20
-                    if (!ptodsl_aiv0) {
-                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-                        GmView47 lGm47(l + _g12 * 16 + 8, GmView47::Shape(t32_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
-                        TSTORE(lGm47, t32_o_aiv1);  // online_softmax_attn.pto:14:20
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-                    TileT38OAiv0 t38_o_aiv0(min_i64(min_i64(S - _g12 * 16, 16), 8), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                    TASSIGN(t38_o_aiv0, 0);  // online_softmax_attn.pto:15:29
-                    TileT38OAiv1 t38_o_aiv1(max_i64(min_i64(min_i64(S - _g12 * 16, 16) - 8, 8), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-                    TASSIGN(t38_o_aiv1, 2048);  // online_softmax_attn.pto:15:29
-                    if (ptodsl_aiv0) {
-                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                        GmView48 p_first_twinGm48(p_first_twin + _g12 * 16 * 64 + _g37 * 64, GmView48::Shape(t38_o_aiv0.GetValidRow(), t38_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-                        TLOAD(t38_o_aiv0, p_first_twinGm48);  // online_softmax_attn.pto:15:29
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                        GmView49 t5_first_twinGm49(t5_first_twin + _g12 * 16 * 64 + _g37 * 64, GmView49::Shape(t38_o_aiv0.GetValidRow(), t38_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
-                        TSTORE(t5_first_twinGm49, t38_o_aiv0);  // online_softmax_attn.pto:15:29
-                    }
-                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g12 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:15:29
-                        if (!ptodsl_aiv0) {
-                            using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                            GmView50 p_first_twinGm50(p_first_twin + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView50::Shape(t38_o_aiv1.GetValidRow(), t38_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                            TLOAD(t38_o_aiv1, p_first_twinGm50);  // online_softmax_attn.pto:15:29
-                        }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                            GmView51 t5_first_twinGm51(t5_first_twin + (_g12 * 16 + 8) * 64 + _g37 * 64, GmView51::Shape(t38_o_aiv1.GetValidRow(), t38_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
-                            TSTORE(t5_first_twinGm51, t38_o_aiv1);  // online_softmax_attn.pto:15:29
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
+            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+            TASSIGN(t23_aiv0, 4096);  // online_softmax_attn.pto:13:21
+            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+            TASSIGN(t23_aiv1, 12288);  // online_softmax_attn.pto:13:21
+            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
+            TASSIGN(t30_aiv0, 20480);  // online_softmax_attn.pto:13:17
+            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
+            TASSIGN(t30_aiv1, 28672);  // online_softmax_attn.pto:13:17
+            TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:14:20
+            TASSIGN(t35_aiv0, 36864);  // online_softmax_attn.pto:14:20
+            TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:14:20
+            TASSIGN(t35_aiv1, 37888);  // online_softmax_attn.pto:14:20
+            if (ptodsl_aiv0) {
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+                GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
+                TLOAD(t23_aiv0, s_firstGm11);  // online_softmax_attn.pto:13:21
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:13:17
+                TASSIGN(tmp2, 38912);  // online_softmax_attn.pto:13:17
+                TROWEXPAND(tmp2, t17_aiv0);  // online_softmax_attn.pto:13:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
+                TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // online_softmax_attn.pto:13:17
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            if (ptodsl_aiv0) {
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+                GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
+                TSTORE(p_firstGm12, t30_aiv0);  // online_softmax_attn.pto:13:17
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TileTmp0 tmp3;  // online_softmax_attn.pto:14:20
+                TASSIGN(tmp3, 38912);  // online_softmax_attn.pto:14:20
+                TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // online_softmax_attn.pto:14:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // online_softmax_attn.pto:14:20
+            }
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
+                if (!ptodsl_aiv0) {
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+                    GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
+                    TLOAD(t23_aiv1, s_firstGm13);  // online_softmax_attn.pto:13:21
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:13:17
+                    TASSIGN(tmp4, 38912);  // online_softmax_attn.pto:13:17
+                    TROWEXPAND(tmp4, t17_aiv1);  // online_softmax_attn.pto:13:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
+                    TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // online_softmax_attn.pto:13:17
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+                    GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
+                    TSTORE(p_firstGm14, t30_aiv1);  // online_softmax_attn.pto:13:17
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TileTmp0 tmp5;  // online_softmax_attn.pto:14:20
+                    TASSIGN(tmp5, 38912);  // online_softmax_attn.pto:14:20
+                    TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // online_softmax_attn.pto:14:20
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // online_softmax_attn.pto:14:20
+                }
+            }
         }
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        if (ptodsl_aiv0) {
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+            GmView15 lGm15(l + _qb0 * 64, GmView15::Shape(t32_aiv0.GetValidRow()));  // online_softmax_attn.pto:14:20
+            TSTORE(lGm15, t32_aiv0);  // online_softmax_attn.pto:14:20
+        }
+        for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
+            if (!ptodsl_aiv0) {
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+                GmView16 lGm16(l + _qb0 * 64 + 32, GmView16::Shape(t32_aiv1.GetValidRow()));  // online_softmax_attn.pto:14:20
+                TSTORE(lGm16, t32_aiv1);  // online_softmax_attn.pto:14:20
+            }
+        }
+        wait_flag_dev(1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
+            TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+            TASSIGN(t38_aiv0, 0);  // online_softmax_attn.pto:15:29
+            TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+            TASSIGN(t38_aiv1, 8192);  // online_softmax_attn.pto:15:29
+            if (ptodsl_aiv0) {
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                GmView17 p_firstGm17(p_first + _qb0 * 64 * 64 + _g37 * 64, GmView17::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TLOAD(t38_aiv0, p_firstGm17);  // online_softmax_attn.pto:15:29
+            }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            if (ptodsl_aiv0) {
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 64 + _g37 * 64, GmView18::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+                TSTORE(t5_firstGm18, t38_aiv0);  // online_softmax_attn.pto:15:29
+            }
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
+                if (!ptodsl_aiv0) {
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView19 p_firstGm19(p_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView19::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    TLOAD(t38_aiv1, p_firstGm19);  // online_softmax_attn.pto:15:29
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView20 t5_firstGm20(t5_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView20::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    TSTORE(t5_firstGm20, t38_aiv1);  // online_softmax_attn.pto:15:29
+                }
+            }
+        }
+        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+        for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
+            for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
+            }
+        }
     }
-    wait_flag_dev(2);
+    wait_flag_dev(1);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -26,184 +26,197 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ float* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m_new_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t13_u2c1, __gm__ float* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ float* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t13_u2c1, __gm__ float* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ float* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m_new_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t13_u2c1, __gm__ float* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ float* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t13_u2c1, __gm__ float* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
-    using TileT67 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT68 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT79Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT79Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT64 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT65 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT66 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT67 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT68 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT70 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT71 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT72 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT73 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT79Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT79Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT76Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT76Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT82Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT82Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT84Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT84Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT86Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT86Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT93Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT93Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT96Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT105Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT105Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT107Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT107Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT109Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT109Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT111Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT111Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT112Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT112Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT116Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT116Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT119Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT122Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT122Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT125Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT125Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT132 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT133 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT76Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT82Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT82Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT84Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT84Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT86Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT86Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT93Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT93Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT96Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT105Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT105Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT107Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT107Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT109Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT109Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT111Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT111Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT112Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT112Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT116Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT116Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT119Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT122Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT122Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT125Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT125Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT129 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT130 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT131 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT132 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT133 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT135 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT136 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT137 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT138 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT141Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT141Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT142Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT142Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT143Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT143Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT145Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT145Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT151 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT152 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT141Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT141Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT163Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT163Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT148 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT149 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT150 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT151 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT152 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT154 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT155 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT156 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT157 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT163Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT163Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT160Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT160Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT161Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT161Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT166Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT166Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT168Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT168Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT170Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT170Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT174Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT174Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT177Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT177Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT180Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT180Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT189Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT189Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT191Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT191Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT193Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT193Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT195Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT195Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT196Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT196Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT200Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT200Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT203Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT206Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT206Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT209Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT209Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT216 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT217 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT160Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT160Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT166Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT166Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT174Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT174Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT177Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT177Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT180Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT191Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT191Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT193Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT193Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT195Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT195Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT196Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT196Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT200Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT200Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT203Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT203Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT206Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT206Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT209Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT209Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT213 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT214 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT215 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT216 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT217 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT219 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT220 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT221 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT222 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT225Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT225Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227Aiv0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227Aiv1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT229Aiv0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT229Aiv1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileTmp0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT225Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT225Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // online_softmax_attn.pto:7:5
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t j_u2 = 0; j_u2 < max_i64((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
             __gm__ float* kj_u2c0 = k + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ float* vj_u2c0 = v + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:9:14
+            TileT79Aiv0 t79_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+            TASSIGN(t79_aiv0, 0);  // online_softmax_attn.pto:17:32
+            TileT79Aiv1 t79_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+            TASSIGN(t79_aiv1, 1024);  // online_softmax_attn.pto:17:32
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            TEXPANDS(t79_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                TEXPANDS(t79_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            }
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
             for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t67, 0);  // online_softmax_attn.pto:10:13
-                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t68, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView0 kj_u2c0Gm0(kj_u2c0 + _g63 * 64 * D, GmView0::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t67, kj_u2c0Gm0);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t68, t67);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t64, 0);  // online_softmax_attn.pto:10:13
                 TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView1 qGm1(q + _qb2 * 64 * D, GmView1::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t65, qGm1);  // online_softmax_attn.pto:10:13
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t65, qGm0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t66, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t66, t65);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t67, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView1 kj_u2c0Gm1(kj_u2c0 + _g63 * 64 * D, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t67, kj_u2c0Gm1);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t68, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t68, t67);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -251,405 +264,341 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                 GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(t0_u2c0Gm4, t64);  // online_softmax_attn.pto:10:13
+                TileT76Aiv0 t76_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_aiv0, 2048);  // online_softmax_attn.pto:10:13
+                TileT76Aiv1 t76_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_aiv1, 10240);  // online_softmax_attn.pto:10:13
+                TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_aiv0, 18432);  // online_softmax_attn.pto:10:13
+                TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_aiv1, 26624);  // online_softmax_attn.pto:10:13
+                TileT82Aiv0 t82_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_aiv0, 34816);  // online_softmax_attn.pto:17:32
+                TileT82Aiv1 t82_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_aiv1, 35840);  // online_softmax_attn.pto:17:32
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76_aiv0.GetValidRow(), t76_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t76_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMULS(t77_aiv0, t76_aiv0, scale);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77_aiv0.GetValidRow(), t77_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_u2c0Gm6, t77_aiv0);  // online_softmax_attn.pto:10:13
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp0, 57344);  // online_softmax_attn.pto:17:32
+                TROWMAX(t82_aiv0, t77_aiv0, tmp0);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                TMAX(t79_aiv0, t79_aiv0, t82_aiv0);  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView7::Shape(t76_aiv1.GetValidRow(), t76_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TMULS(t77_aiv1, t76_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView8::Shape(t77_aiv1.GetValidRow(), t77_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c0Gm8, t77_aiv1);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp1, 57344);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t82_aiv1, t77_aiv1, tmp1);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t79_aiv1, t79_aiv1, t82_aiv1);  // online_softmax_attn.pto:17:32
+                }
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t84_aiv0, 2048);  // online_softmax_attn.pto:17:21
+            TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t84_aiv1, 3072);  // online_softmax_attn.pto:17:21
+            TileT86Aiv0 t86_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t86_aiv0, 4096);  // online_softmax_attn.pto:17:21
+            TileT86Aiv1 t86_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t86_aiv1, 5120);  // online_softmax_attn.pto:17:21
+            TileT90Aiv0 t90_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+            TASSIGN(t90_aiv0, 6144);  // online_softmax_attn.pto:18:25
+            TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+            TASSIGN(t90_aiv1, 7168);  // online_softmax_attn.pto:18:25
+            TileT93Aiv0 t93_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+            TASSIGN(t93_aiv0, 8192);  // online_softmax_attn.pto:18:21
+            TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+            TASSIGN(t93_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+            GmView9 mGm9(m + _qb2 * 64, GmView9::Shape(t84_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+            TLOAD(t84_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g74 = _qb2 * 4; _g74 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g74) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileT79Aiv0 t79_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_aiv0, 0);  // online_softmax_attn.pto:17:32
-                TileT79Aiv1 t79_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_aiv1, 256);  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMAX(t86_aiv0, t84_aiv0, t79_aiv0);  // online_softmax_attn.pto:17:21
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TSUB(t90_aiv0, t84_aiv0, t86_aiv0);  // online_softmax_attn.pto:18:25
+            pipe_barrier(PIPE_V);
+            TEXP(t93_aiv0, t90_aiv0);  // online_softmax_attn.pto:18:21
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView10 mGm10(m + _qb2 * 64 + 32, GmView10::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_aiv1, mGm10);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TEXPANDS(t79_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t79_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TMAX(t86_aiv1, t84_aiv1, t79_aiv1);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
-                    TileT76Aiv0 t76_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT76Aiv1 t76_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT82Aiv0 t82_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_aiv0, 8704);  // online_softmax_attn.pto:17:32
-                    TileT82Aiv1 t82_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_aiv1, 8960);  // online_softmax_attn.pto:17:32
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_u2c0Gm5(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView5::Shape(t76_aiv0.GetValidRow(), t76_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMULS(t77_aiv0, t76_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_u2c0Gm6(s_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView6::Shape(t77_aiv0.GetValidRow(), t77_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c0Gm6, t77_aiv0);  // online_softmax_attn.pto:10:13
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t82_aiv0, t77_aiv0, tmp0);  // online_softmax_attn.pto:17:32
-                    pipe_barrier(PIPE_V);
-                    TMAX(t79_aiv0, t79_aiv0, t82_aiv0);  // online_softmax_attn.pto:17:32
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView7 t0_u2c0Gm7(t0_u2c0 + (_g74 * 16 + 8) * 64 + _g75 * 64, GmView7::Shape(t76_aiv1.GetValidRow(), t76_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TMULS(t77_aiv1, t76_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 s_u2c0Gm8(s_u2c0 + (_g74 * 16 + 8) * 64 + _g75 * 64, GmView8::Shape(t77_aiv1.GetValidRow(), t77_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c0Gm8, t77_aiv1);  // online_softmax_attn.pto:10:13
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t82_aiv1, t77_aiv1, tmp1);  // online_softmax_attn.pto:17:32
-                        pipe_barrier(PIPE_V);
-                        TMAX(t79_aiv1, t79_aiv1, t82_aiv1);  // online_softmax_attn.pto:17:32
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_aiv0, 512);  // online_softmax_attn.pto:17:21
-                TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_aiv1, 768);  // online_softmax_attn.pto:17:21
-                TileT86Aiv0 t86_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_aiv0, 1024);  // online_softmax_attn.pto:17:21
-                TileT86Aiv1 t86_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_aiv1, 1280);  // online_softmax_attn.pto:17:21
-                TileT90Aiv0 t90_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_aiv0, 1536);  // online_softmax_attn.pto:18:25
-                TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_aiv1, 1792);  // online_softmax_attn.pto:18:25
-                TileT93Aiv0 t93_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:18:21
-                TASSIGN(t93_aiv0, 2048);  // online_softmax_attn.pto:18:21
-                TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
-                TASSIGN(t93_aiv1, 2304);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView9 mGm9(m + _g74 * 16, GmView9::Shape(t84_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+                TSUB(t90_aiv1, t84_aiv1, t86_aiv1);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMAX(t86_aiv0, t84_aiv0, t79_aiv0);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                TEXP(t93_aiv1, t90_aiv1);  // online_softmax_attn.pto:18:21
+            }
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t96_aiv0, 10240);  // online_softmax_attn.pto:19:21
+                TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t96_aiv1, 18432);  // online_softmax_attn.pto:19:21
+                TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_aiv0, 26624);  // online_softmax_attn.pto:19:17
+                TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_aiv1, 34816);  // online_softmax_attn.pto:19:17
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                GmView11 s_u2c0Gm11(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView11::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                TLOAD(t96_aiv0, s_u2c0Gm11);  // online_softmax_attn.pto:19:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp2, 57344);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView10 m_new_u2c0Gm10(m_new_u2c0 + _g74 * 16, GmView10::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TSTORE(m_new_u2c0Gm10, t86_aiv0);  // online_softmax_attn.pto:17:21
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TSUB(t90_aiv0, t84_aiv0, t86_aiv0);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
-                TEXP(t93_aiv0, t90_aiv0);  // online_softmax_attn.pto:18:21
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView11 mGm11(m + _g74 * 16 + 8, GmView11::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_aiv1, mGm11);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMAX(t86_aiv1, t84_aiv1, t79_aiv1);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView12 m_new_u2c0Gm12(m_new_u2c0 + _g74 * 16 + 8, GmView12::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_u2c0Gm12, t86_aiv1);  // online_softmax_attn.pto:17:21
-                    pipe_barrier(PIPE_V);
-                    TSUB(t90_aiv1, t84_aiv1, t86_aiv1);  // online_softmax_attn.pto:18:25
-                    pipe_barrier(PIPE_V);
-                    TEXP(t93_aiv1, t90_aiv1);  // online_softmax_attn.pto:18:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_aiv0, 2560);  // online_softmax_attn.pto:19:21
-                    TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_aiv1, 4608);  // online_softmax_attn.pto:19:21
-                    TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_aiv0, 6656);  // online_softmax_attn.pto:19:17
-                    TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_aiv1, 8704);  // online_softmax_attn.pto:19:17
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                GmView12 p_1_u2c0Gm12(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView12::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                TSTORE(p_1_u2c0Gm12, t103_aiv0);  // online_softmax_attn.pto:19:17
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                     using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_u2c0Gm13(s_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView13::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t96_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileTmp1 tmp2(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
+                    GmView13 s_u2c0Gm13(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView13::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t96_aiv1, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp3, 57344);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp3, t86_aiv1);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp3);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_u2c0Gm14(p_1_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView14::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c0Gm14, t103_aiv0);  // online_softmax_attn.pto:19:17
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView15 s_u2c0Gm15(s_u2c0 + (_g74 * 16 + 8) * 64 + _g95 * 64, GmView15::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t96_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp3, t86_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _g95 * 64, GmView16::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c0Gm16, t103_aiv1);  // online_softmax_attn.pto:19:17
-                    }
+                    GmView14 p_1_u2c0Gm14(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView14::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c0Gm14, t103_aiv1);  // online_softmax_attn.pto:19:17
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_aiv1, 256);  // online_softmax_attn.pto:20:20
-                TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_aiv0, 512);  // online_softmax_attn.pto:20:20
-                TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_aiv1, 768);  // online_softmax_attn.pto:20:20
-                TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_aiv0, 1024);  // online_softmax_attn.pto:20:32
-                TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_aiv1, 1280);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView17 lGm17(l + _g74 * 16, GmView17::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105_aiv0, lGm17);  // online_softmax_attn.pto:20:20
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t105_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t105_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t107_aiv0, 2048);  // online_softmax_attn.pto:20:20
+            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t107_aiv1, 3072);  // online_softmax_attn.pto:20:20
+            TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t109_aiv0, 6144);  // online_softmax_attn.pto:20:32
+            TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t109_aiv1, 7168);  // online_softmax_attn.pto:20:32
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView15 lGm15(l + _qb2 * 64, GmView15::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TLOAD(t105_aiv0, lGm15);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMUL(t107_aiv0, t105_aiv0, t93_aiv0);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t109_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView16 lGm16(l + _qb2 * 64 + 32, GmView16::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_aiv1, lGm16);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMUL(t107_aiv1, t105_aiv1, t93_aiv1);  // online_softmax_attn.pto:20:20
+                TEXPANDS(t109_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
+                TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t111_aiv0, 10240);  // online_softmax_attn.pto:20:32
+                TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t111_aiv1, 18432);  // online_softmax_attn.pto:20:32
+                TileT112Aiv0 t112_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_aiv0, 0);  // online_softmax_attn.pto:20:32
+                TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_aiv1, 1024);  // online_softmax_attn.pto:20:32
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                GmView17 p_1_u2c0Gm17(p_1_u2c0 + _qb2 * 64 * 64 + _k110 * 64, GmView17::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                TLOAD(t111_aiv0, p_1_u2c0Gm17);  // online_softmax_attn.pto:20:32
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp4, 57344);  // online_softmax_attn.pto:20:32
+                TROWSUM(t112_aiv0, t111_aiv0, tmp4);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMUL(t107_aiv0, t105_aiv0, t93_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TEXPANDS(t109_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView18 lGm18(l + _g74 * 16 + 8, GmView18::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_aiv1, lGm18);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TMUL(t107_aiv1, t105_aiv1, t93_aiv1);  // online_softmax_attn.pto:20:20
-                    TEXPANDS(t109_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
-                    TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t111_aiv0, 2560);  // online_softmax_attn.pto:20:32
-                    TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t111_aiv1, 4608);  // online_softmax_attn.pto:20:32
-                    TileT112Aiv0 t112_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_aiv0, 0);  // online_softmax_attn.pto:20:32
-                    TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_aiv1, 256);  // online_softmax_attn.pto:20:32
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView19 p_1_u2c0Gm19(p_1_u2c0 + _g74 * 16 * 64 + _k110 * 64, GmView19::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t111_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t112_aiv0, t111_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                TADD(t109_aiv0, t109_aiv0, t112_aiv0);  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView18 p_1_u2c0Gm18(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _k110 * 64, GmView18::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t111_aiv1, p_1_u2c0Gm18);  // online_softmax_attn.pto:20:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp5, 57344);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t112_aiv1, t111_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
-                    TADD(t109_aiv0, t109_aiv0, t112_aiv0);  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView20 p_1_u2c0Gm20(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _k110 * 64, GmView20::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t111_aiv1, p_1_u2c0Gm20);  // online_softmax_attn.pto:20:32
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t112_aiv1, t111_aiv1, tmp5);  // online_softmax_attn.pto:20:32
-                        pipe_barrier(PIPE_V);
-                        TADD(t109_aiv1, t109_aiv1, t112_aiv1);  // online_softmax_attn.pto:20:32
-                    }
+                    TADD(t109_aiv1, t109_aiv1, t112_aiv1);  // online_softmax_attn.pto:20:32
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_aiv1, 256);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                TADD(t116_aiv0, t107_aiv0, t109_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t116_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            TADD(t116_aiv0, t107_aiv0, t109_aiv0);  // online_softmax_attn.pto:20:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView19 lGm19(l + _qb2 * 64, GmView19::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TSTORE(lGm19, t116_aiv0);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+                TADD(t116_aiv1, t107_aiv1, t109_aiv1);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView21 lGm21(l + _g74 * 16, GmView21::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm21, t116_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView20 lGm20(l + _qb2 * 64 + 32, GmView20::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm20, t116_aiv1);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
-                    TADD(t116_aiv1, t107_aiv1, t109_aiv1);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView22 lGm22(l + _g74 * 16 + 8, GmView22::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm22, t116_aiv1);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t119_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t119_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT122Aiv0 t122_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t122_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT122Aiv1 t122_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t122_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView21 accGm21(acc + _qb2 * 64 * D + _g118 * 64, GmView21::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t119_aiv0, accGm21);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp6(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp6, 57344);  // online_softmax_attn.pto:21:22
+                TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                TROWEXPANDMUL(t122_aiv0, t119_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView22 t13_u2c0Gm22(t13_u2c0 + _qb2 * 64 * D + _g118 * 64, GmView22::Shape(t122_aiv0.GetValidRow(), t122_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(t13_u2c0Gm22, t122_aiv0);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t119_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t119_aiv1, 2560);  // online_softmax_attn.pto:21:22
-                    TileT122Aiv0 t122_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t122_aiv0, 4608);  // online_softmax_attn.pto:21:22
-                    TileT122Aiv1 t122_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t122_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                     using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView23 accGm23(acc + _g74 * 16 * D + _g118 * 64, GmView23::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t119_aiv0, accGm23);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileTmp1 tmp6(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
+                    GmView23 accGm23(acc + (_qb2 * 64 + 32) * D + _g118 * 64, GmView23::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t119_aiv1, accGm23);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp7, 57344);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t122_aiv0, t119_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    TROWEXPANDMUL(t122_aiv1, t119_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView24 t13_u2c0Gm24(t13_u2c0 + _g74 * 16 * D + _g118 * 64, GmView24::Shape(t122_aiv0.GetValidRow(), t122_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u2c0Gm24, t122_aiv0);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView25 accGm25(acc + (_g74 * 16 + 8) * D + _g118 * 64, GmView25::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t119_aiv1, accGm25);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t122_aiv1, t119_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView26 t13_u2c0Gm26(t13_u2c0 + (_g74 * 16 + 8) * D + _g118 * 64, GmView26::Shape(t122_aiv1.GetValidRow(), t122_aiv1.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u2c0Gm26, t122_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                    GmView24 t13_u2c0Gm24(t13_u2c0 + (_qb2 * 64 + 32) * D + _g118 * 64, GmView24::Shape(t122_aiv1.GetValidRow(), t122_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_u2c0Gm24, t122_aiv1);  // online_softmax_attn.pto:21:22
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
-                    TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t125_aiv0, 0);  // online_softmax_attn.pto:21:43
-                    TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t125_aiv1, 2048);  // online_softmax_attn.pto:21:43
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView27 p_1_u2c0Gm27(p_1_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView27::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t125_aiv0, p_1_u2c0Gm27);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView28 t15_u2c0Gm28(t15_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView28::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u2c0Gm28, t125_aiv0);  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView29 p_1_u2c0Gm29(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _g124 * 64, GmView29::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t125_aiv1, p_1_u2c0Gm29);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView30 t15_u2c0Gm30(t15_u2c0 + (_g74 * 16 + 8) * 64 + _g124 * 64, GmView30::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u2c0Gm30, t125_aiv1);  // online_softmax_attn.pto:21:43
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
+                TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t125_aiv0, 6144);  // online_softmax_attn.pto:21:43
+                TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t125_aiv1, 14336);  // online_softmax_attn.pto:21:43
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView25 p_1_u2c0Gm25(p_1_u2c0 + _qb2 * 64 * 64 + _g124 * 64, GmView25::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TLOAD(t125_aiv0, p_1_u2c0Gm25);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView26 t15_u2c0Gm26(t15_u2c0 + _qb2 * 64 * 64 + _g124 * 64, GmView26::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t15_u2c0Gm26, t125_aiv0);  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView27 p_1_u2c0Gm27(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g124 * 64, GmView27::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t125_aiv1, p_1_u2c0Gm27);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView28 t15_u2c0Gm28(t15_u2c0 + (_qb2 * 64 + 32) * 64 + _g124 * 64, GmView28::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_u2c0Gm28, t125_aiv1);  // online_softmax_attn.pto:21:43
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -657,32 +606,32 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
-                TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
-                TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView31 vj_u2c0Gm31(vj_u2c0 + _g128 * 64, GmView31::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t132, vj_u2c0Gm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t133, t132);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView32 t15_u2c0Gm32(t15_u2c0 + _qb2 * 64 * 64, GmView32::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t130, t15_u2c0Gm32);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView29 t15_u2c0Gm29(t15_u2c0 + _qb2 * 64 * 64, GmView29::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t130, t15_u2c0Gm29);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t131, t130);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView30 vj_u2c0Gm30(vj_u2c0 + _g128 * 64, GmView30::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t132, vj_u2c0Gm30);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t133, t132);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -694,9 +643,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
-                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView33 t15_u2c0Gm33(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView33::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t135, t15_u2c0Gm33);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t15_u2c0Gm31(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView31::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t135, t15_u2c0Gm31);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
@@ -706,9 +655,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT137 t137(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView34 vj_u2c0Gm34(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView34::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t137, vj_u2c0Gm34);  // online_softmax_attn.pto:21:36
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView32 vj_u2c0Gm32(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView32::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t137, vj_u2c0Gm32);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT138 t138(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t138, 0);  // online_softmax_attn.pto:21:36
@@ -722,151 +671,136 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView35 t14_u2c0Gm35(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView35::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c0Gm35, t129);  // online_softmax_attn.pto:21:36
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView33 t14_u2c0Gm33(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView33::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c0Gm33, t129);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g139 = _qb2 * 4; _g139 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g139) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t141_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t141_aiv1, 2048);  // online_softmax_attn.pto:21:22
-                    TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t142_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                    TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t142_aiv1, 6144);  // online_softmax_attn.pto:21:22
-                    TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t143_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t143_aiv1, 10240);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView36 t13_u2c0Gm36(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView36::Shape(t141_aiv0.GetValidRow(), t141_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t141_aiv0, t13_u2c0Gm36);  // online_softmax_attn.pto:21:22
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView37 t14_u2c0Gm37(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView37::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t142_aiv0, t14_u2c0Gm37);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TADD(t143_aiv0, t141_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView38 accGm38(acc + _g139 * 16 * D + _g140 * 64, GmView38::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm38, t143_aiv0);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView39 t13_u2c0Gm39(t13_u2c0 + (_g139 * 16 + 8) * D + _g140 * 64, GmView39::Shape(t141_aiv1.GetValidRow(), t141_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t141_aiv1, t13_u2c0Gm39);  // online_softmax_attn.pto:21:22
-                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView40 t14_u2c0Gm40(t14_u2c0 + (_g139 * 16 + 8) * D + _g140 * 64, GmView40::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142_aiv1, t14_u2c0Gm40);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        TADD(t143_aiv1, t141_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView41 accGm41(acc + (_g139 * 16 + 8) * D + _g140 * 64, GmView41::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm41, t143_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT145Aiv0 t145_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8));  // online_softmax_attn.pto:22:13
-                TASSIGN(t145_aiv0, 0);  // online_softmax_attn.pto:22:13
-                TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
-                TASSIGN(t145_aiv1, 256);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView42 m_new_u2c0Gm42(m_new_u2c0 + _g139 * 16, GmView42::Shape(t145_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TLOAD(t145_aiv0, m_new_u2c0Gm42);  // online_softmax_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView43 mGm43(m + _g139 * 16, GmView43::Shape(t145_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm43, t145_aiv0);  // online_softmax_attn.pto:22:13
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView44 m_new_u2c0Gm44(m_new_u2c0 + _g139 * 16 + 8, GmView44::Shape(t145_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t145_aiv1, m_new_u2c0Gm44);  // online_softmax_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView45 mGm45(m + _g139 * 16 + 8, GmView45::Shape(t145_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm45, t145_aiv1);  // online_softmax_attn.pto:22:13
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             __gm__ float* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ float* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t141_aiv0, 6144);  // online_softmax_attn.pto:21:22
+                TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t141_aiv1, 14336);  // online_softmax_attn.pto:21:22
+                TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t142_aiv0, 22528);  // online_softmax_attn.pto:21:22
+                TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t142_aiv1, 30720);  // online_softmax_attn.pto:21:22
+                TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t143_aiv0, 38912);  // online_softmax_attn.pto:21:22
+                TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t143_aiv1, 47104);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView34 t13_u2c0Gm34(t13_u2c0 + _qb2 * 64 * D + _g140 * 64, GmView34::Shape(t141_aiv0.GetValidRow(), t141_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t141_aiv0, t13_u2c0Gm34);  // online_softmax_attn.pto:21:22
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView35 t14_u2c0Gm35(t14_u2c0 + _qb2 * 64 * D + _g140 * 64, GmView35::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t142_aiv0, t14_u2c0Gm35);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TADD(t143_aiv0, t141_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView36 accGm36(acc + _qb2 * 64 * D + _g140 * 64, GmView36::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm36, t143_aiv0);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView37 t13_u2c0Gm37(t13_u2c0 + (_qb2 * 64 + 32) * D + _g140 * 64, GmView37::Shape(t141_aiv1.GetValidRow(), t141_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t141_aiv1, t13_u2c0Gm37);  // online_softmax_attn.pto:21:22
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView38 t14_u2c0Gm38(t14_u2c0 + (_qb2 * 64 + 32) * D + _g140 * 64, GmView38::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t142_aiv1, t14_u2c0Gm38);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TADD(t143_aiv1, t141_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView39 accGm39(acc + (_qb2 * 64 + 32) * D + _g140 * 64, GmView39::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm39, t143_aiv1);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+            TASSIGN(t163_aiv0, 2048);  // online_softmax_attn.pto:17:32
+            TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+            TASSIGN(t163_aiv1, 3072);  // online_softmax_attn.pto:17:32
+            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+            GmView40 mGm40(m + _qb2 * 64, GmView40::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+            TSTORE(mGm40, t86_aiv0);  // online_softmax_attn.pto:22:13
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView41 mGm41(m + _qb2 * 64 + 32, GmView41::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm41, t86_aiv1);  // online_softmax_attn.pto:22:13
+                TEXPANDS(t163_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
-                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView46 kj_u2c1Gm46(kj_u2c1 + _g147 * 64 * D, GmView46::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t151, kj_u2c1Gm46);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t152, t151);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT148 t148(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t148, 0);  // online_softmax_attn.pto:10:13
                 TileT149 t149(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView47 qGm47(q + _qb2 * 64 * D, GmView47::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149, qGm47);  // online_softmax_attn.pto:10:13
+                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView42 qGm42(q + _qb2 * 64 * D, GmView42::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149, qGm42);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT150 t150(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t150, t149);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView43 kj_u2c1Gm43(kj_u2c1 + _g147 * 64 * D, GmView43::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t151, kj_u2c1Gm43);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t152, t151);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -880,9 +814,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView48 qGm48(q + _qb2 * 64 * D + _k153 * 64, GmView48::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t154, qGm48);  // online_softmax_attn.pto:10:13
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView44 qGm44(q + _qb2 * 64 * D + _k153 * 64, GmView44::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t154, qGm44);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
@@ -893,9 +827,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView49 kj_u2c1Gm49(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView49::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t156, kj_u2c1Gm49);  // online_softmax_attn.pto:10:13
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView45 kj_u2c1Gm45(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView45::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t156, kj_u2c1Gm45);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
@@ -911,409 +845,314 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView50 t0_u2c1Gm50(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView50::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c1Gm50, t148);  // online_softmax_attn.pto:10:13
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView46 t0_u2c1Gm46(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView46::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_u2c1Gm46, t148);  // online_softmax_attn.pto:10:13
+                TileT160Aiv0 t160_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_aiv0, 6144);  // online_softmax_attn.pto:10:13
+                TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_aiv1, 14336);  // online_softmax_attn.pto:10:13
+                TileT161Aiv0 t161_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_aiv0, 22528);  // online_softmax_attn.pto:10:13
+                TileT161Aiv1 t161_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_aiv1, 30720);  // online_softmax_attn.pto:10:13
+                TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_aiv0, 38912);  // online_softmax_attn.pto:17:32
+                TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_aiv1, 39936);  // online_softmax_attn.pto:17:32
+                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView47 t0_u2c1Gm47(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView47::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t160_aiv0, t0_u2c1Gm47);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView48 s_u2c1Gm48(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView48::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_u2c1Gm48, t161_aiv0);  // online_softmax_attn.pto:10:13
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp8, 57344);  // online_softmax_attn.pto:17:32
+                TROWMAX(t166_aiv0, t161_aiv0, tmp8);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                TMAX(t163_aiv0, t163_aiv0, t166_aiv0);  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:10:13
+                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView49 t0_u2c1Gm49(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView49::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_aiv1, t0_u2c1Gm49);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView50 s_u2c1Gm50(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView50::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c1Gm50, t161_aiv1);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp9, 57344);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t166_aiv1, t161_aiv1, tmp9);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t163_aiv1, t163_aiv1, t166_aiv1);  // online_softmax_attn.pto:17:32
+                }
             }
-            pipe_barrier(PIPE_V);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
+            TileT170Aiv0 t170_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t170_aiv0, 6144);  // online_softmax_attn.pto:17:21
+            TileT170Aiv1 t170_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t170_aiv1, 7168);  // online_softmax_attn.pto:17:21
+            TileT174Aiv0 t174_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+            TASSIGN(t174_aiv0, 8192);  // online_softmax_attn.pto:18:25
+            TileT174Aiv1 t174_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+            TASSIGN(t174_aiv1, 9216);  // online_softmax_attn.pto:18:25
+            TileT177Aiv0 t177_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+            TASSIGN(t177_aiv0, 10240);  // online_softmax_attn.pto:18:21
+            TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+            TASSIGN(t177_aiv1, 11264);  // online_softmax_attn.pto:18:21
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMAX(t170_aiv0, t86_aiv0, t163_aiv0);  // online_softmax_attn.pto:17:21
+            pipe_barrier(PIPE_V);
+            TSUB(t174_aiv0, t86_aiv0, t170_aiv0);  // online_softmax_attn.pto:18:25
+            pipe_barrier(PIPE_V);
+            TEXP(t177_aiv0, t174_aiv0);  // online_softmax_attn.pto:18:21
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:17:21
+                TMAX(t170_aiv1, t86_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_aiv0, 0);  // online_softmax_attn.pto:17:32
-                TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_aiv1, 256);  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t163_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TSUB(t174_aiv1, t86_aiv1, t170_aiv1);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
-                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
-                    TileT160Aiv0 t160_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT161Aiv0 t161_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT161Aiv1 t161_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_aiv0, 8704);  // online_softmax_attn.pto:17:32
-                    TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_aiv1, 8960);  // online_softmax_attn.pto:17:32
-                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView51 t0_u2c1Gm51(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView51::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_aiv0, t0_u2c1Gm51);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView52 s_u2c1Gm52(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView52::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c1Gm52, t161_aiv0);  // online_softmax_attn.pto:10:13
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp8, 12288);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t166_aiv0, t161_aiv0, tmp8);  // online_softmax_attn.pto:17:32
-                    pipe_barrier(PIPE_V);
-                    TMAX(t163_aiv0, t163_aiv0, t166_aiv0);  // online_softmax_attn.pto:17:32
-                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:10:13
-                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView53 t0_u2c1Gm53(t0_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView53::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160_aiv1, t0_u2c1Gm53);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView54 s_u2c1Gm54(s_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView54::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c1Gm54, t161_aiv1);  // online_softmax_attn.pto:10:13
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp9, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t166_aiv1, t161_aiv1, tmp9);  // online_softmax_attn.pto:17:32
-                        pipe_barrier(PIPE_V);
-                        TMAX(t163_aiv1, t163_aiv1, t166_aiv1);  // online_softmax_attn.pto:17:32
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT168Aiv0 t168_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t168_aiv0, 512);  // online_softmax_attn.pto:17:21
-                TileT168Aiv1 t168_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t168_aiv1, 768);  // online_softmax_attn.pto:17:21
-                TileT170Aiv0 t170_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_aiv0, 1024);  // online_softmax_attn.pto:17:21
-                TileT170Aiv1 t170_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_aiv1, 1280);  // online_softmax_attn.pto:17:21
-                TileT174Aiv0 t174_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_aiv0, 1536);  // online_softmax_attn.pto:18:25
-                TileT174Aiv1 t174_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_aiv1, 1792);  // online_softmax_attn.pto:18:25
-                TileT177Aiv0 t177_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:18:21
-                TASSIGN(t177_aiv0, 2048);  // online_softmax_attn.pto:18:21
-                TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
-                TASSIGN(t177_aiv1, 2304);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView55 mGm55(m + _g158 * 16, GmView55::Shape(t168_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t168_aiv0, mGm55);  // online_softmax_attn.pto:17:21
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMAX(t170_aiv0, t168_aiv0, t163_aiv0);  // online_softmax_attn.pto:17:21
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView56 m_new_u2c1Gm56(m_new_u2c1 + _g158 * 16, GmView56::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TSTORE(m_new_u2c1Gm56, t170_aiv0);  // online_softmax_attn.pto:17:21
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TSUB(t174_aiv0, t168_aiv0, t170_aiv0);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
-                TEXP(t177_aiv0, t174_aiv0);  // online_softmax_attn.pto:18:21
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:17:21
-                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView57 mGm57(m + _g158 * 16 + 8, GmView57::Shape(t168_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t168_aiv1, mGm57);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMAX(t170_aiv1, t168_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView58 m_new_u2c1Gm58(m_new_u2c1 + _g158 * 16 + 8, GmView58::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_u2c1Gm58, t170_aiv1);  // online_softmax_attn.pto:17:21
-                    pipe_barrier(PIPE_V);
-                    TSUB(t174_aiv1, t168_aiv1, t170_aiv1);  // online_softmax_attn.pto:18:25
-                    pipe_barrier(PIPE_V);
-                    TEXP(t177_aiv1, t174_aiv1);  // online_softmax_attn.pto:18:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_aiv0, 2560);  // online_softmax_attn.pto:19:21
-                    TileT180Aiv1 t180_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_aiv1, 4608);  // online_softmax_attn.pto:19:21
-                    TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_aiv0, 6656);  // online_softmax_attn.pto:19:17
-                    TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_aiv1, 8704);  // online_softmax_attn.pto:19:17
-                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView59 s_u2c1Gm59(s_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView59::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t180_aiv0, s_u2c1Gm59);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileTmp1 tmp10(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp10, 12288);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView60 p_1_u2c1Gm60(p_1_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView60::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c1Gm60, t187_aiv0);  // online_softmax_attn.pto:19:17
-                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:19:21
-                        using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView61 s_u2c1Gm61(s_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView61::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t180_aiv1, s_u2c1Gm61);  // online_softmax_attn.pto:19:21
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp11, 12288);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp11, t170_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp11);  // online_softmax_attn.pto:19:17
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView62 p_1_u2c1Gm62(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView62::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c1Gm62, t187_aiv1);  // online_softmax_attn.pto:19:17
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                TileT189Aiv0 t189_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t189_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT189Aiv1 t189_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t189_aiv1, 256);  // online_softmax_attn.pto:20:20
-                TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_aiv0, 512);  // online_softmax_attn.pto:20:20
-                TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_aiv1, 768);  // online_softmax_attn.pto:20:20
-                TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_aiv0, 1024);  // online_softmax_attn.pto:20:32
-                TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_aiv1, 1280);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView63 lGm63(l + _g158 * 16, GmView63::Shape(t189_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t189_aiv0, lGm63);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TMUL(t191_aiv0, t189_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:20
-                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView64 lGm64(l + _g158 * 16 + 8, GmView64::Shape(t189_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t189_aiv1, lGm64);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TMUL(t191_aiv1, t189_aiv1, t177_aiv1);  // online_softmax_attn.pto:20:20
-                    TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-                    TileT195Aiv0 t195_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t195_aiv0, 2560);  // online_softmax_attn.pto:20:32
-                    TileT195Aiv1 t195_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t195_aiv1, 4608);  // online_softmax_attn.pto:20:32
-                    TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_aiv0, 0);  // online_softmax_attn.pto:20:32
-                    TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_aiv1, 256);  // online_softmax_attn.pto:20:32
-                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView65 p_1_u2c1Gm65(p_1_u2c1 + _g158 * 16 * 64 + _k194 * 64, GmView65::Shape(t195_aiv0.GetValidRow(), t195_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t195_aiv0, p_1_u2c1Gm65);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp0 tmp12;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp12, 12288);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t196_aiv0, t195_aiv0, tmp12);  // online_softmax_attn.pto:20:32
-                    pipe_barrier(PIPE_V);
-                    TADD(t193_aiv0, t193_aiv0, t196_aiv0);  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:32
-                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView66 p_1_u2c1Gm66(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _k194 * 64, GmView66::Shape(t195_aiv1.GetValidRow(), t195_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t195_aiv1, p_1_u2c1Gm66);  // online_softmax_attn.pto:20:32
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp13, 12288);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t196_aiv1, t195_aiv1, tmp13);  // online_softmax_attn.pto:20:32
-                        pipe_barrier(PIPE_V);
-                        TADD(t193_aiv1, t193_aiv1, t196_aiv1);  // online_softmax_attn.pto:20:32
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_aiv1, 256);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView67 lGm67(l + _g158 * 16, GmView67::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm67, t200_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:20:20
-                    TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView68 lGm68(l + _g158 * 16 + 8, GmView68::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm68, t200_aiv1);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t203_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t203_aiv1, 2560);  // online_softmax_attn.pto:21:22
-                    TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t206_aiv0, 4608);  // online_softmax_attn.pto:21:22
-                    TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t206_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView69 accGm69(acc + _g158 * 16 * D + _g202 * 64, GmView69::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t203_aiv0, accGm69);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TileTmp1 tmp14(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp14, 12288);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t206_aiv0, t203_aiv0, tmp14);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView70 t13_u2c1Gm70(t13_u2c1 + _g158 * 16 * D + _g202 * 64, GmView70::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u2c1Gm70, t206_aiv0);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:22
-                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView71 accGm71(acc + (_g158 * 16 + 8) * D + _g202 * 64, GmView71::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t203_aiv1, accGm71);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp15, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t206_aiv1, t203_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView72 t13_u2c1Gm72(t13_u2c1 + (_g158 * 16 + 8) * D + _g202 * 64, GmView72::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u2c1Gm72, t206_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-                    TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t209_aiv0, 0);  // online_softmax_attn.pto:21:43
-                    TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t209_aiv1, 2048);  // online_softmax_attn.pto:21:43
-                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView73 p_1_u2c1Gm73(p_1_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView73::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t209_aiv0, p_1_u2c1Gm73);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView74 t15_u2c1Gm74(t15_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView74::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u2c1Gm74, t209_aiv0);  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:43
-                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView75 p_1_u2c1Gm75(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView75::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t209_aiv1, p_1_u2c1Gm75);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView76 t15_u2c1Gm76(t15_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView76::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u2c1Gm76, t209_aiv1);  // online_softmax_attn.pto:21:43
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TEXP(t177_aiv1, t174_aiv1);  // online_softmax_attn.pto:18:21
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+                TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t180_aiv0, 12288);  // online_softmax_attn.pto:19:21
+                TileT180Aiv1 t180_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t180_aiv1, 20480);  // online_softmax_attn.pto:19:21
+                TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_aiv0, 28672);  // online_softmax_attn.pto:19:17
+                TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_aiv1, 36864);  // online_softmax_attn.pto:19:17
+                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                GmView51 s_u2c1Gm51(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView51::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                TLOAD(t180_aiv0, s_u2c1Gm51);  // online_softmax_attn.pto:19:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp10(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp10, 57344);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                GmView52 p_1_u2c1Gm52(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView52::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                TSTORE(p_1_u2c1Gm52, t187_aiv0);  // online_softmax_attn.pto:19:17
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:19:21
+                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView53 s_u2c1Gm53(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView53::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t180_aiv1, s_u2c1Gm53);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp11, 57344);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp11, t170_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp11);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView54 p_1_u2c1Gm54(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView54::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c1Gm54, t187_aiv1);  // online_softmax_attn.pto:19:17
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t191_aiv0, 2048);  // online_softmax_attn.pto:20:20
+            TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t191_aiv1, 3072);  // online_softmax_attn.pto:20:20
+            TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t193_aiv0, 4096);  // online_softmax_attn.pto:20:32
+            TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t193_aiv1, 5120);  // online_softmax_attn.pto:20:32
+            pipe_barrier(PIPE_V);
+            TMUL(t191_aiv0, t116_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:20:20
+                TMUL(t191_aiv1, t116_aiv1, t177_aiv1);  // online_softmax_attn.pto:20:20
+                TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
+                TileT195Aiv0 t195_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t195_aiv0, 12288);  // online_softmax_attn.pto:20:32
+                TileT195Aiv1 t195_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t195_aiv1, 20480);  // online_softmax_attn.pto:20:32
+                TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_aiv0, 0);  // online_softmax_attn.pto:20:32
+                TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_aiv1, 1024);  // online_softmax_attn.pto:20:32
+                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                GmView55 p_1_u2c1Gm55(p_1_u2c1 + _qb2 * 64 * 64 + _k194 * 64, GmView55::Shape(t195_aiv0.GetValidRow(), t195_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                TLOAD(t195_aiv0, p_1_u2c1Gm55);  // online_softmax_attn.pto:20:32
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp0 tmp12;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp12, 57344);  // online_softmax_attn.pto:20:32
+                TROWSUM(t196_aiv0, t195_aiv0, tmp12);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                TADD(t193_aiv0, t193_aiv0, t196_aiv0);  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:32
+                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView56 p_1_u2c1Gm56(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _k194 * 64, GmView56::Shape(t195_aiv1.GetValidRow(), t195_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t195_aiv1, p_1_u2c1Gm56);  // online_softmax_attn.pto:20:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp13, 57344);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t196_aiv1, t195_aiv1, tmp13);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
+                    TADD(t193_aiv1, t193_aiv1, t196_aiv1);  // online_softmax_attn.pto:20:32
+                }
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t200_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView57 lGm57(l + _qb2 * 64, GmView57::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TSTORE(lGm57, t200_aiv0);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:20
+                TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView58 lGm58(l + _qb2 * 64 + 32, GmView58::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm58, t200_aiv1);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t203_aiv0, 12288);  // online_softmax_attn.pto:21:22
+                TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t203_aiv1, 20480);  // online_softmax_attn.pto:21:22
+                TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t206_aiv0, 28672);  // online_softmax_attn.pto:21:22
+                TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t206_aiv1, 36864);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView59 accGm59(acc + _qb2 * 64 * D + _g202 * 64, GmView59::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t203_aiv0, accGm59);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp14, 57344);  // online_softmax_attn.pto:21:22
+                TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                TROWEXPANDMUL(t206_aiv0, t203_aiv0, tmp14);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView60 t13_u2c1Gm60(t13_u2c1 + _qb2 * 64 * D + _g202 * 64, GmView60::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(t13_u2c1Gm60, t206_aiv0);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:21:22
+                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView61 accGm61(acc + (_qb2 * 64 + 32) * D + _g202 * 64, GmView61::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t203_aiv1, accGm61);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp15, 57344);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t206_aiv1, t203_aiv1, tmp15);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView62 t13_u2c1Gm62(t13_u2c1 + (_qb2 * 64 + 32) * D + _g202 * 64, GmView62::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_u2c1Gm62, t206_aiv1);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
+                TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t209_aiv0, 8192);  // online_softmax_attn.pto:21:43
+                TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t209_aiv1, 16384);  // online_softmax_attn.pto:21:43
+                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView63 p_1_u2c1Gm63(p_1_u2c1 + _qb2 * 64 * 64 + _g208 * 64, GmView63::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TLOAD(t209_aiv0, p_1_u2c1Gm63);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView64 t15_u2c1Gm64(t15_u2c1 + _qb2 * 64 * 64 + _g208 * 64, GmView64::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t15_u2c1Gm64, t209_aiv0);  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:43
+                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView65 p_1_u2c1Gm65(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g208 * 64, GmView65::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t209_aiv1, p_1_u2c1Gm65);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView66 t15_u2c1Gm66(t15_u2c1 + (_qb2 * 64 + 32) * 64 + _g208 * 64, GmView66::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_u2c1Gm66, t209_aiv1);  // online_softmax_attn.pto:21:43
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -1321,32 +1160,32 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
-                TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
-                TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView77 vj_u2c1Gm77(vj_u2c1 + _g212 * 64, GmView77::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t216, vj_u2c1Gm77);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t217, t216);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT213 t213(min_i64(S - _qb2 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
                 TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView78 t15_u2c1Gm78(t15_u2c1 + _qb2 * 64 * 64, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t214, t15_u2c1Gm78);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView67 t15_u2c1Gm67(t15_u2c1 + _qb2 * 64 * 64, GmView67::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t214, t15_u2c1Gm67);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT215 t215(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t215, t214);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView68 vj_u2c1Gm68(vj_u2c1 + _g212 * 64, GmView68::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t216, vj_u2c1Gm68);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t217, t216);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -1358,9 +1197,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                     TileT219 t219(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
-                    using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView79 t15_u2c1Gm79(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView79::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t219, t15_u2c1Gm79);  // online_softmax_attn.pto:21:36
+                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView69 t15_u2c1Gm69(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView69::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t219, t15_u2c1Gm69);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT220 t220(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
@@ -1370,9 +1209,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView80 vj_u2c1Gm80(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView80::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView80::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t221, vj_u2c1Gm80);  // online_softmax_attn.pto:21:36
+                    using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView70 vj_u2c1Gm70(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView70::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t221, vj_u2c1Gm70);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT222 t222(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t222, 0);  // online_softmax_attn.pto:21:36
@@ -1386,9 +1225,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView81 t14_u2c1Gm81(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView81::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView81::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c1Gm81, t213);  // online_softmax_attn.pto:21:36
+                using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView71 t14_u2c1Gm71(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView71::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c1Gm71, t213);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1398,119 +1237,99 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g223 = _qb2 * 4; _g223 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g223) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT225Aiv0 t225_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t225_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t225_aiv1, 16384);  // online_softmax_attn.pto:21:22
+                TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t226_aiv0, 24576);  // online_softmax_attn.pto:21:22
+                TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t226_aiv1, 32768);  // online_softmax_attn.pto:21:22
+                TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t227_aiv0, 40960);  // online_softmax_attn.pto:21:22
+                TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t227_aiv1, 49152);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView72 t13_u2c1Gm72(t13_u2c1 + _qb2 * 64 * D + _g224 * 64, GmView72::Shape(t225_aiv0.GetValidRow(), t225_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t225_aiv0, t13_u2c1Gm72);  // online_softmax_attn.pto:21:22
+                using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView73 t14_u2c1Gm73(t14_u2c1 + _qb2 * 64 * D + _g224 * 64, GmView73::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t226_aiv0, t14_u2c1Gm73);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TADD(t227_aiv0, t225_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT225Aiv0 t225_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t225_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t225_aiv1, 2048);  // online_softmax_attn.pto:21:22
-                    TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t226_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                    TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t226_aiv1, 6144);  // online_softmax_attn.pto:21:22
-                    TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t227_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t227_aiv1, 10240);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView82 t13_u2c1Gm82(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView82::Shape(t225_aiv0.GetValidRow(), t225_aiv0.GetValidCol()), GmView82::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t225_aiv0, t13_u2c1Gm82);  // online_softmax_attn.pto:21:22
-                    using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView83 t14_u2c1Gm83(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView83::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView83::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t226_aiv0, t14_u2c1Gm83);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView74 accGm74(acc + _qb2 * 64 * D + _g224 * 64, GmView74::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm74, t227_aiv0);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:22
+                    using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView75 t13_u2c1Gm75(t13_u2c1 + (_qb2 * 64 + 32) * D + _g224 * 64, GmView75::Shape(t225_aiv1.GetValidRow(), t225_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t225_aiv1, t13_u2c1Gm75);  // online_softmax_attn.pto:21:22
+                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView76 t14_u2c1Gm76(t14_u2c1 + (_qb2 * 64 + 32) * D + _g224 * 64, GmView76::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t226_aiv1, t14_u2c1Gm76);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TADD(t227_aiv0, t225_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView84 accGm84(acc + _g223 * 16 * D + _g224 * 64, GmView84::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView84::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm84, t227_aiv0);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:22
-                        using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView85 t13_u2c1Gm85(t13_u2c1 + (_g223 * 16 + 8) * D + _g224 * 64, GmView85::Shape(t225_aiv1.GetValidRow(), t225_aiv1.GetValidCol()), GmView85::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t225_aiv1, t13_u2c1Gm85);  // online_softmax_attn.pto:21:22
-                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView86 t14_u2c1Gm86(t14_u2c1 + (_g223 * 16 + 8) * D + _g224 * 64, GmView86::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView86::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226_aiv1, t14_u2c1Gm86);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        TADD(t227_aiv1, t225_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView87 accGm87(acc + (_g223 * 16 + 8) * D + _g224 * 64, GmView87::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm87, t227_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    TADD(t227_aiv1, t225_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView77 accGm77(acc + (_qb2 * 64 + 32) * D + _g224 * 64, GmView77::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm77, t227_aiv1);  // online_softmax_attn.pto:21:22
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT229Aiv0 t229_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8));  // online_softmax_attn.pto:22:13
-                TASSIGN(t229_aiv0, 0);  // online_softmax_attn.pto:22:13
-                TileT229Aiv1 t229_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
-                TASSIGN(t229_aiv1, 256);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView88 m_new_u2c1Gm88(m_new_u2c1 + _g223 * 16, GmView88::Shape(t229_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TLOAD(t229_aiv0, m_new_u2c1Gm88);  // online_softmax_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView89 mGm89(m + _g223 * 16, GmView89::Shape(t229_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm89, t229_aiv0);  // online_softmax_attn.pto:22:13
-                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
-                    using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView90 m_new_u2c1Gm90(m_new_u2c1 + _g223 * 16 + 8, GmView90::Shape(t229_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t229_aiv1, m_new_u2c1Gm90);  // online_softmax_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView91 mGm91(m + _g223 * 16 + 8, GmView91::Shape(t229_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm91, t229_aiv1);  // online_softmax_attn.pto:22:13
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+            GmView78 mGm78(m + _qb2 * 64, GmView78::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+            TSTORE(mGm78, t170_aiv0);  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:22:13
+                using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView79 mGm79(m + _qb2 * 64 + 32, GmView79::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm79, t170_aiv1);  // online_softmax_attn.pto:22:13
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
@@ -1527,35 +1346,37 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
         for (int64_t j_u2 = 0; j_u2 < max_i64((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
             __gm__ float* kj_u2c0 = k + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ float* vj_u2c0 = v + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:9:14
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+            }
             wait_flag_dev(0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t67, 0);  // online_softmax_attn.pto:10:13
-                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t68, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView0 kj_u2c0Gm0(kj_u2c0 + _g63 * 64 * D, GmView0::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t67, kj_u2c0Gm0);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t68, t67);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t64, 0);  // online_softmax_attn.pto:10:13
                 TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView1 qGm1(q + _qb2 * 64 * D, GmView1::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t65, qGm1);  // online_softmax_attn.pto:10:13
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t65, qGm0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t66, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t66, t65);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t67, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView1 kj_u2c0Gm1(kj_u2c0 + _g63 * 64 * D, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t67, kj_u2c0Gm1);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t68, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t68, t67);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -1603,76 +1424,70 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                 GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(t0_u2c0Gm4, t64);  // online_softmax_attn.pto:10:13
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                }
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-            for (int64_t _g74 = _qb2 * 4; _g74 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g74) {  // online_softmax_attn.pto:10:13
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+            }
+            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                 }
-                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                    }
+            }
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+            }
+            for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
                 }
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+            }
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+            }
+            for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                 }
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    }
-                }
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                    }
-                }
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                    }
-                }
-                for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                    }
+            }
+            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
                 }
             }
             wait_flag_dev(2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(6);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag_dev(6);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
-                TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
-                TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView31 vj_u2c0Gm31(vj_u2c0 + _g128 * 64, GmView31::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t132, vj_u2c0Gm31);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t133, t132);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
                 TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView32 t15_u2c0Gm32(t15_u2c0 + _qb2 * 64 * 64, GmView32::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t130, t15_u2c0Gm32);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView29 t15_u2c0Gm29(t15_u2c0 + _qb2 * 64 * 64, GmView29::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t130, t15_u2c0Gm29);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t131, t130);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView30 vj_u2c0Gm30(vj_u2c0 + _g128 * 64, GmView30::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t132, vj_u2c0Gm30);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t133, t132);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -1684,9 +1499,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
                     TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
-                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView33 t15_u2c0Gm33(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView33::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t135, t15_u2c0Gm33);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 t15_u2c0Gm31(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView31::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t135, t15_u2c0Gm31);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
@@ -1696,9 +1511,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT137 t137(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView34 vj_u2c0Gm34(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView34::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t137, vj_u2c0Gm34);  // online_softmax_attn.pto:21:36
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView32 vj_u2c0Gm32(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView32::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t137, vj_u2c0Gm32);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT138 t138(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t138, 0);  // online_softmax_attn.pto:21:36
@@ -1712,9 +1527,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView35 t14_u2c0Gm35(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView35::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c0Gm35, t129);  // online_softmax_attn.pto:21:36
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView33 t14_u2c0Gm33(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView33::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c0Gm33, t129);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1725,45 +1540,43 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-            for (int64_t _g139 = _qb2 * 4; _g139 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g139) {  // online_softmax_attn.pto:21:22
-                for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                    }
-                }
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
-                }
-            }
             __gm__ float* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ float* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
+            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                }
+            }
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+            }
             wait_flag_dev(3);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
-                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView46 kj_u2c1Gm46(kj_u2c1 + _g147 * 64 * D, GmView46::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t151, kj_u2c1Gm46);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t152, t151);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT148 t148(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t148, 0);  // online_softmax_attn.pto:10:13
                 TileT149 t149(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView47 qGm47(q + _qb2 * 64 * D, GmView47::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149, qGm47);  // online_softmax_attn.pto:10:13
+                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView42 qGm42(q + _qb2 * 64 * D, GmView42::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149, qGm42);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT150 t150(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t150, t149);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView43 kj_u2c1Gm43(kj_u2c1 + _g147 * 64 * D, GmView43::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t151, kj_u2c1Gm43);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t152, t151);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -1777,9 +1590,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView48 qGm48(q + _qb2 * 64 * D + _k153 * 64, GmView48::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t154, qGm48);  // online_softmax_attn.pto:10:13
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView44 qGm44(q + _qb2 * 64 * D + _k153 * 64, GmView44::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t154, qGm44);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
@@ -1790,9 +1603,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView49 kj_u2c1Gm49(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView49::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t156, kj_u2c1Gm49);  // online_softmax_attn.pto:10:13
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView45 kj_u2c1Gm45(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView45::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t156, kj_u2c1Gm45);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
@@ -1808,79 +1621,73 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView50 t0_u2c1Gm50(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView50::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c1Gm50, t148);  // online_softmax_attn.pto:10:13
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView46 t0_u2c1Gm46(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView46::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_u2c1Gm46, t148);  // online_softmax_attn.pto:10:13
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:10:13
+                }
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-            for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:17:32
+            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:17:21
+            }
+            for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:19:21
                 }
-                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:10:13
-                    }
+            }
+            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:20:20
+            }
+            for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:32
                 }
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:17:21
+            }
+            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:20
+            }
+            for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:21:22
                 }
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:19:21
-                    }
-                }
-                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:32
-                    }
-                }
-                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:22
-                    }
-                }
-                for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:43
-                    }
+            }
+            for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:43
                 }
             }
             wait_flag_dev(5);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag_dev(6);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag_dev(6);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
-                TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
-                TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView77 vj_u2c1Gm77(vj_u2c1 + _g212 * 64, GmView77::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t216, vj_u2c1Gm77);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t217, t216);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT213 t213(min_i64(S - _qb2 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
                 TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView78 t15_u2c1Gm78(t15_u2c1 + _qb2 * 64 * 64, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t214, t15_u2c1Gm78);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView67 t15_u2c1Gm67(t15_u2c1 + _qb2 * 64 * 64, GmView67::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t214, t15_u2c1Gm67);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT215 t215(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t215, t214);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView68 vj_u2c1Gm68(vj_u2c1 + _g212 * 64, GmView68::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t216, vj_u2c1Gm68);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t217, t216);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -1892,9 +1699,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                     TileT219 t219(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
-                    using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView79 t15_u2c1Gm79(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView79::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t219, t15_u2c1Gm79);  // online_softmax_attn.pto:21:36
+                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView69 t15_u2c1Gm69(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView69::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t219, t15_u2c1Gm69);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT220 t220(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
@@ -1904,9 +1711,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView80 vj_u2c1Gm80(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView80::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView80::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t221, vj_u2c1Gm80);  // online_softmax_attn.pto:21:36
+                    using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView70 vj_u2c1Gm70(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView70::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t221, vj_u2c1Gm70);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT222 t222(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t222, 0);  // online_softmax_attn.pto:21:36
@@ -1920,9 +1727,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView81 t14_u2c1Gm81(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView81::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView81::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c1Gm81, t213);  // online_softmax_attn.pto:21:36
+                using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView71 t14_u2c1Gm71(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView71::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t14_u2c1Gm71, t213);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1933,13 +1740,11 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g223 = _qb2 * 4; _g223 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g223) {  // online_softmax_attn.pto:21:22
-                for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:22
-                    }
+            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:22
                 }
-                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
-                }
+            }
+            for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:22:13
             }
         }
         wait_flag_dev(5);
@@ -1959,1307 +1764,1108 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t j_u2 = 0; j_u2 < max_i64((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
             __gm__ float* kj_u2c0 = k + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ float* vj_u2c0 = v + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:9:14
+            TileT79Aiv0 t79_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+            TASSIGN(t79_aiv0, 0);  // online_softmax_attn.pto:17:32
+            TileT79Aiv1 t79_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+            TASSIGN(t79_aiv1, 1024);  // online_softmax_attn.pto:17:32
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t79_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                if (!ptodsl_aiv0) {
+                    TEXPANDS(t79_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+            }
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
             for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                 for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                 }
-            }
-            wait_flag_dev(1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag_dev(6);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g74 = _qb2 * 4; _g74 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g74) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileT79Aiv0 t79_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_aiv0, 0);  // online_softmax_attn.pto:17:32
-                TileT79Aiv1 t79_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_aiv1, 256);  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                TileT76Aiv0 t76_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_aiv0, 2048);  // online_softmax_attn.pto:10:13
+                TileT76Aiv1 t76_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_aiv1, 10240);  // online_softmax_attn.pto:10:13
+                TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_aiv0, 18432);  // online_softmax_attn.pto:10:13
+                TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_aiv1, 26624);  // online_softmax_attn.pto:10:13
+                TileT82Aiv0 t82_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_aiv0, 34816);  // online_softmax_attn.pto:17:32
+                TileT82Aiv1 t82_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_aiv1, 35840);  // online_softmax_attn.pto:17:32
+                wait_flag_dev(6);
+                if (ptodsl_aiv0) {
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76_aiv0.GetValidRow(), t76_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TEXPANDS(t79_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                    if (!ptodsl_aiv0) {
-                        TEXPANDS(t79_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    }
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
-                    TileT76Aiv0 t76_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT76Aiv1 t76_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT82Aiv0 t82_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_aiv0, 8704);  // online_softmax_attn.pto:17:32
-                    TileT82Aiv1 t82_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_aiv1, 8960);  // online_softmax_attn.pto:17:32
-                    if (ptodsl_aiv0) {
-                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView5 t0_u2c0Gm5(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView5::Shape(t76_aiv0.GetValidRow(), t76_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TMULS(t77_aiv0, t76_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView6 s_u2c0Gm6(s_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView6::Shape(t77_aiv0.GetValidRow(), t77_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c0Gm6, t77_aiv0);  // online_softmax_attn.pto:10:13
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t82_aiv0, t77_aiv0, tmp0);  // online_softmax_attn.pto:17:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TMAX(t79_aiv0, t79_aiv0, t82_aiv0);  // online_softmax_attn.pto:17:32
-                    }
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        if (!ptodsl_aiv0) {
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView7 t0_u2c0Gm7(t0_u2c0 + (_g74 * 16 + 8) * 64 + _g75 * 64, GmView7::Shape(t76_aiv1.GetValidRow(), t76_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t76_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TMULS(t77_aiv1, t76_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView8 s_u2c0Gm8(s_u2c0 + (_g74 * 16 + 8) * 64 + _g75 * 64, GmView8::Shape(t77_aiv1.GetValidRow(), t77_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u2c0Gm8, t77_aiv1);  // online_softmax_attn.pto:10:13
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp1, 12288);  // online_softmax_attn.pto:17:32
-                            TROWMAX(t82_aiv1, t77_aiv1, tmp1);  // online_softmax_attn.pto:17:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TMAX(t79_aiv1, t79_aiv1, t82_aiv1);  // online_softmax_attn.pto:17:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_aiv0, 512);  // online_softmax_attn.pto:17:21
-                TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_aiv1, 768);  // online_softmax_attn.pto:17:21
-                TileT86Aiv0 t86_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_aiv0, 1024);  // online_softmax_attn.pto:17:21
-                TileT86Aiv1 t86_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_aiv1, 1280);  // online_softmax_attn.pto:17:21
-                TileT90Aiv0 t90_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_aiv0, 1536);  // online_softmax_attn.pto:18:25
-                TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_aiv1, 1792);  // online_softmax_attn.pto:18:25
-                TileT93Aiv0 t93_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:18:21
-                TASSIGN(t93_aiv0, 2048);  // online_softmax_attn.pto:18:21
-                TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
-                TASSIGN(t93_aiv1, 2304);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView9 mGm9(m + _g74 * 16, GmView9::Shape(t84_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_aiv0, mGm9);  // online_softmax_attn.pto:17:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    TMAX(t86_aiv0, t84_aiv0, t79_aiv0);  // online_softmax_attn.pto:17:21
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView10 m_new_u2c0Gm10(m_new_u2c0 + _g74 * 16, GmView10::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_u2c0Gm10, t86_aiv0);  // online_softmax_attn.pto:17:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    TSUB(t90_aiv0, t84_aiv0, t86_aiv0);  // online_softmax_attn.pto:18:25
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TEXP(t93_aiv0, t90_aiv0);  // online_softmax_attn.pto:18:21
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                    if (!ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView11 mGm11(m + _g74 * 16 + 8, GmView11::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t84_aiv1, mGm11);  // online_softmax_attn.pto:17:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (!ptodsl_aiv0) {
-                        TMAX(t86_aiv1, t84_aiv1, t79_aiv1);  // online_softmax_attn.pto:17:21
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView12 m_new_u2c0Gm12(m_new_u2c0 + _g74 * 16 + 8, GmView12::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TSTORE(m_new_u2c0Gm12, t86_aiv1);  // online_softmax_attn.pto:17:21
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TSUB(t90_aiv1, t84_aiv1, t86_aiv1);  // online_softmax_attn.pto:18:25
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TEXP(t93_aiv1, t90_aiv1);  // online_softmax_attn.pto:18:21
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_aiv0, 2560);  // online_softmax_attn.pto:19:21
-                    TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_aiv1, 4608);  // online_softmax_attn.pto:19:21
-                    TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_aiv0, 6656);  // online_softmax_attn.pto:19:17
-                    TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_aiv1, 8704);  // online_softmax_attn.pto:19:17
-                    if (ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView13 s_u2c0Gm13(s_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView13::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t96_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp2(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp2, 12288);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_u2c0Gm14(p_1_u2c0 + _g74 * 16 * 64 + _g95 * 64, GmView14::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c0Gm14, t103_aiv0);  // online_softmax_attn.pto:19:17
-                    }
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        if (!ptodsl_aiv0) {
-                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView15 s_u2c0Gm15(s_u2c0 + (_g74 * 16 + 8) * 64 + _g95 * 64, GmView15::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t96_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp3, 12288);  // online_softmax_attn.pto:19:17
-                            TROWEXPAND(tmp3, t86_aiv1);  // online_softmax_attn.pto:19:17
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                            TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _g95 * 64, GmView16::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u2c0Gm16, t103_aiv1);  // online_softmax_attn.pto:19:17
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_aiv1, 256);  // online_softmax_attn.pto:20:20
-                TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_aiv0, 512);  // online_softmax_attn.pto:20:20
-                TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_aiv1, 768);  // online_softmax_attn.pto:20:20
-                TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_aiv0, 1024);  // online_softmax_attn.pto:20:32
-                TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_aiv1, 1280);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView17 lGm17(l + _g74 * 16, GmView17::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_aiv0, lGm17);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    TMUL(t107_aiv0, t105_aiv0, t93_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t109_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                    if (!ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView18 lGm18(l + _g74 * 16 + 8, GmView18::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t105_aiv1, lGm18);  // online_softmax_attn.pto:20:20
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (!ptodsl_aiv0) {
-                        TMUL(t107_aiv1, t105_aiv1, t93_aiv1);  // online_softmax_attn.pto:20:20
-                        TEXPANDS(t109_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
-                    TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t111_aiv0, 2560);  // online_softmax_attn.pto:20:32
-                    TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t111_aiv1, 4608);  // online_softmax_attn.pto:20:32
-                    TileT112Aiv0 t112_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_aiv0, 0);  // online_softmax_attn.pto:20:32
-                    TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_aiv1, 256);  // online_softmax_attn.pto:20:32
-                    if (ptodsl_aiv0) {
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView19 p_1_u2c0Gm19(p_1_u2c0 + _g74 * 16 * 64 + _k110 * 64, GmView19::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t111_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:20:32
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp4, 12288);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t112_aiv0, t111_aiv0, tmp4);  // online_softmax_attn.pto:20:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TADD(t109_aiv0, t109_aiv0, t112_aiv0);  // online_softmax_attn.pto:20:32
-                    }
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                        if (!ptodsl_aiv0) {
-                            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                            GmView20 p_1_u2c0Gm20(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _k110 * 64, GmView20::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                            TLOAD(t111_aiv1, p_1_u2c0Gm20);  // online_softmax_attn.pto:20:32
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp5, 12288);  // online_softmax_attn.pto:20:32
-                            TROWSUM(t112_aiv1, t111_aiv1, tmp5);  // online_softmax_attn.pto:20:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TADD(t109_aiv1, t109_aiv1, t112_aiv1);  // online_softmax_attn.pto:20:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_aiv1, 256);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TADD(t116_aiv0, t107_aiv0, t109_aiv0);  // online_softmax_attn.pto:20:20
+                    TMULS(t77_aiv0, t76_aiv0, scale);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                 if (ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView21 lGm21(l + _g74 * 16, GmView21::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm21, t116_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77_aiv0.GetValidRow(), t77_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c0Gm6, t77_aiv0);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp0, 57344);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t82_aiv0, t77_aiv0, tmp0);  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TMAX(t79_aiv0, t79_aiv0, t82_aiv0);  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                     if (!ptodsl_aiv0) {
-                        TADD(t116_aiv1, t107_aiv1, t109_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView7::Shape(t76_aiv1.GetValidRow(), t76_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TMULS(t77_aiv1, t76_aiv1, scale);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView22 lGm22(l + _g74 * 16 + 8, GmView22::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm22, t116_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView8::Shape(t77_aiv1.GetValidRow(), t77_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c0Gm8, t77_aiv1);  // online_softmax_attn.pto:10:13
                     }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t119_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t119_aiv1, 2560);  // online_softmax_attn.pto:21:22
-                    TileT122Aiv0 t122_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t122_aiv0, 4608);  // online_softmax_attn.pto:21:22
-                    TileT122Aiv1 t122_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t122_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView23 accGm23(acc + _g74 * 16 * D + _g118 * 64, GmView23::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t119_aiv0, accGm23);  // online_softmax_attn.pto:21:22
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 57344);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t82_aiv1, t77_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                     }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp6(min_i64(min_i64(S - _g74 * 16, 16), 8));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp6, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t122_aiv0, t119_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView24 t13_u2c0Gm24(t13_u2c0 + _g74 * 16 * D + _g118 * 64, GmView24::Shape(t122_aiv0.GetValidRow(), t122_aiv0.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u2c0Gm24, t122_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                        if (!ptodsl_aiv0) {
-                            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView25 accGm25(acc + (_g74 * 16 + 8) * D + _g118 * 64, GmView25::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t119_aiv1, accGm25);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp7, 12288);  // online_softmax_attn.pto:21:22
-                            TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                            TROWEXPANDMUL(t122_aiv1, t119_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView26 t13_u2c0Gm26(t13_u2c0 + (_g74 * 16 + 8) * D + _g118 * 64, GmView26::Shape(t122_aiv1.GetValidRow(), t122_aiv1.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(t13_u2c0Gm26, t122_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
-                    TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _g74 * 16, 16), 8), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t125_aiv0, 0);  // online_softmax_attn.pto:21:43
-                    TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _g74 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t125_aiv1, 2048);  // online_softmax_attn.pto:21:43
-                    if (ptodsl_aiv0) {
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView27 p_1_u2c0Gm27(p_1_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView27::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t125_aiv0, p_1_u2c0Gm27);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView28 t15_u2c0Gm28(t15_u2c0 + _g74 * 16 * 64 + _g124 * 64, GmView28::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u2c0Gm28, t125_aiv0);  // online_softmax_attn.pto:21:43
-                    }
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _g74 * 16, 16) - 8, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                        if (!ptodsl_aiv0) {
-                            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView29 p_1_u2c0Gm29(p_1_u2c0 + (_g74 * 16 + 8) * 64 + _g124 * 64, GmView29::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t125_aiv1, p_1_u2c0Gm29);  // online_softmax_attn.pto:21:43
-                        }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView30 t15_u2c0Gm30(t15_u2c0 + (_g74 * 16 + 8) * 64 + _g124 * 64, GmView30::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t15_u2c0Gm30, t125_aiv1);  // online_softmax_attn.pto:21:43
-                        }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t79_aiv1, t79_aiv1, t82_aiv1);  // online_softmax_attn.pto:17:32
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+            TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t84_aiv0, 2048);  // online_softmax_attn.pto:17:21
+            TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t84_aiv1, 3072);  // online_softmax_attn.pto:17:21
+            TileT86Aiv0 t86_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t86_aiv0, 4096);  // online_softmax_attn.pto:17:21
+            TileT86Aiv1 t86_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t86_aiv1, 5120);  // online_softmax_attn.pto:17:21
+            TileT90Aiv0 t90_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+            TASSIGN(t90_aiv0, 6144);  // online_softmax_attn.pto:18:25
+            TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+            TASSIGN(t90_aiv1, 7168);  // online_softmax_attn.pto:18:25
+            TileT93Aiv0 t93_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+            TASSIGN(t93_aiv0, 8192);  // online_softmax_attn.pto:18:21
+            TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+            TASSIGN(t93_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView9 mGm9(m + _qb2 * 64, GmView9::Shape(t84_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMAX(t86_aiv0, t84_aiv0, t79_aiv0);  // online_softmax_attn.pto:17:21
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TSUB(t90_aiv0, t84_aiv0, t86_aiv0);  // online_softmax_attn.pto:18:25
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXP(t93_aiv0, t90_aiv0);  // online_softmax_attn.pto:18:21
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                if (!ptodsl_aiv0) {
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView10 mGm10(m + _qb2 * 64 + 32, GmView10::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_aiv1, mGm10);  // online_softmax_attn.pto:17:21
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TMAX(t86_aiv1, t84_aiv1, t79_aiv1);  // online_softmax_attn.pto:17:21
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TSUB(t90_aiv1, t84_aiv1, t86_aiv1);  // online_softmax_attn.pto:18:25
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TEXP(t93_aiv1, t90_aiv1);  // online_softmax_attn.pto:18:21
+                }
+            }
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t96_aiv0, 10240);  // online_softmax_attn.pto:19:21
+                TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t96_aiv1, 18432);  // online_softmax_attn.pto:19:21
+                TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_aiv0, 26624);  // online_softmax_attn.pto:19:17
+                TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_aiv1, 34816);  // online_softmax_attn.pto:19:17
+                if (ptodsl_aiv0) {
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView11 s_u2c0Gm11(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView11::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t96_aiv0, s_u2c0Gm11);  // online_softmax_attn.pto:19:21
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 57344);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView12 p_1_u2c0Gm12(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView12::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c0Gm12, t103_aiv0);  // online_softmax_attn.pto:19:17
+                }
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                    if (!ptodsl_aiv0) {
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView13 s_u2c0Gm13(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView13::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t96_aiv1, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp3, 57344);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp3, t86_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp3);  // online_softmax_attn.pto:19:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView14 p_1_u2c0Gm14(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView14::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c0Gm14, t103_aiv1);  // online_softmax_attn.pto:19:17
+                    }
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t105_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t105_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t107_aiv0, 2048);  // online_softmax_attn.pto:20:20
+            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t107_aiv1, 3072);  // online_softmax_attn.pto:20:20
+            TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t109_aiv0, 6144);  // online_softmax_attn.pto:20:32
+            TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t109_aiv1, 7168);  // online_softmax_attn.pto:20:32
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView15 lGm15(l + _qb2 * 64, GmView15::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_aiv0, lGm15);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMUL(t107_aiv0, t105_aiv0, t93_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t109_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                if (!ptodsl_aiv0) {
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView16 lGm16(l + _qb2 * 64 + 32, GmView16::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_aiv1, lGm16);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    TMUL(t107_aiv1, t105_aiv1, t93_aiv1);  // online_softmax_attn.pto:20:20
+                    TEXPANDS(t109_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
+                TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t111_aiv0, 10240);  // online_softmax_attn.pto:20:32
+                TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t111_aiv1, 18432);  // online_softmax_attn.pto:20:32
+                TileT112Aiv0 t112_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_aiv0, 0);  // online_softmax_attn.pto:20:32
+                TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_aiv1, 1024);  // online_softmax_attn.pto:20:32
+                if (ptodsl_aiv0) {
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView17 p_1_u2c0Gm17(p_1_u2c0 + _qb2 * 64 * 64 + _k110 * 64, GmView17::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t111_aiv0, p_1_u2c0Gm17);  // online_softmax_attn.pto:20:32
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp4, 57344);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t112_aiv0, t111_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t109_aiv0, t109_aiv0, t112_aiv0);  // online_softmax_attn.pto:20:32
+                }
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                    if (!ptodsl_aiv0) {
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView18 p_1_u2c0Gm18(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _k110 * 64, GmView18::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t111_aiv1, p_1_u2c0Gm18);  // online_softmax_attn.pto:20:32
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 57344);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t112_aiv1, t111_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TADD(t109_aiv1, t109_aiv1, t112_aiv1);  // online_softmax_attn.pto:20:32
+                    }
+                }
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t116_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TADD(t116_aiv0, t107_aiv0, t109_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView19 lGm19(l + _qb2 * 64, GmView19::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm19, t116_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+                if (!ptodsl_aiv0) {
+                    TADD(t116_aiv1, t107_aiv1, t109_aiv1);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView20 lGm20(l + _qb2 * 64 + 32, GmView20::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm20, t116_aiv1);  // online_softmax_attn.pto:20:20
+                }
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t119_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t119_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT122Aiv0 t122_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t122_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT122Aiv1 t122_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t122_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView21 accGm21(acc + _qb2 * 64 * D + _g118 * 64, GmView21::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t119_aiv0, accGm21);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp6(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp6, 57344);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t122_aiv0, t119_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                if (ptodsl_aiv0) {
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView22 t13_u2c0Gm22(t13_u2c0 + _qb2 * 64 * D + _g118 * 64, GmView22::Shape(t122_aiv0.GetValidRow(), t122_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_u2c0Gm22, t122_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                    if (!ptodsl_aiv0) {
+                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView23 accGm23(acc + (_qb2 * 64 + 32) * D + _g118 * 64, GmView23::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t119_aiv1, accGm23);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp7, 57344);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t122_aiv1, t119_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView24 t13_u2c0Gm24(t13_u2c0 + (_qb2 * 64 + 32) * D + _g118 * 64, GmView24::Shape(t122_aiv1.GetValidRow(), t122_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_u2c0Gm24, t122_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            }
+            wait_flag_dev(1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
+                TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t125_aiv0, 6144);  // online_softmax_attn.pto:21:43
+                TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t125_aiv1, 14336);  // online_softmax_attn.pto:21:43
+                if (ptodsl_aiv0) {
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView25 p_1_u2c0Gm25(p_1_u2c0 + _qb2 * 64 * 64 + _g124 * 64, GmView25::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t125_aiv0, p_1_u2c0Gm25);  // online_softmax_attn.pto:21:43
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView26 t15_u2c0Gm26(t15_u2c0 + _qb2 * 64 * 64 + _g124 * 64, GmView26::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_u2c0Gm26, t125_aiv0);  // online_softmax_attn.pto:21:43
+                }
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                    if (!ptodsl_aiv0) {
+                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView27 p_1_u2c0Gm27(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g124 * 64, GmView27::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t125_aiv1, p_1_u2c0Gm27);  // online_softmax_attn.pto:21:43
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView28 t15_u2c0Gm28(t15_u2c0 + (_qb2 * 64 + 32) * 64 + _g124 * 64, GmView28::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_u2c0Gm28, t125_aiv1);  // online_softmax_attn.pto:21:43
+                    }
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
                 }
             }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag_dev(6);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g139 = _qb2 * 4; _g139 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g139) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t141_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t141_aiv1, 2048);  // online_softmax_attn.pto:21:22
-                    TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t142_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                    TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t142_aiv1, 6144);  // online_softmax_attn.pto:21:22
-                    TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t143_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t143_aiv1, 10240);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView36 t13_u2c0Gm36(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView36::Shape(t141_aiv0.GetValidRow(), t141_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t141_aiv0, t13_u2c0Gm36);  // online_softmax_attn.pto:21:22
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView37 t14_u2c0Gm37(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView37::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142_aiv0, t14_u2c0Gm37);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        TADD(t143_aiv0, t141_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView38 accGm38(acc + _g139 * 16 * D + _g140 * 64, GmView38::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm38, t143_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                        if (!ptodsl_aiv0) {
-                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView39 t13_u2c0Gm39(t13_u2c0 + (_g139 * 16 + 8) * D + _g140 * 64, GmView39::Shape(t141_aiv1.GetValidRow(), t141_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t141_aiv1, t13_u2c0Gm39);  // online_softmax_attn.pto:21:22
-                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView40 t14_u2c0Gm40(t14_u2c0 + (_g139 * 16 + 8) * D + _g140 * 64, GmView40::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t142_aiv1, t14_u2c0Gm40);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            TADD(t143_aiv1, t141_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView41 accGm41(acc + (_g139 * 16 + 8) * D + _g140 * 64, GmView41::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView41::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm41, t143_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                TileT145Aiv0 t145_aiv0(min_i64(min_i64(S - _g139 * 16, 16), 8));  // online_softmax_attn.pto:22:13
-                TASSIGN(t145_aiv0, 0);  // online_softmax_attn.pto:22:13
-                TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(S - _g139 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
-                TASSIGN(t145_aiv1, 256);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView42 m_new_u2c0Gm42(m_new_u2c0 + _g139 * 16, GmView42::Shape(t145_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t145_aiv0, m_new_u2c0Gm42);  // online_softmax_attn.pto:22:13
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView43 mGm43(m + _g139 * 16, GmView43::Shape(t145_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm43, t145_aiv0);  // online_softmax_attn.pto:22:13
-                }
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _g139 * 16, 16) - 8, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
-                    if (!ptodsl_aiv0) {
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView44 m_new_u2c0Gm44(m_new_u2c0 + _g139 * 16 + 8, GmView44::Shape(t145_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TLOAD(t145_aiv1, m_new_u2c0Gm44);  // online_softmax_attn.pto:22:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView45 mGm45(m + _g139 * 16 + 8, GmView45::Shape(t145_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm45, t145_aiv1);  // online_softmax_attn.pto:22:13
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             __gm__ float* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ float* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag_dev(6);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t141_aiv0, 6144);  // online_softmax_attn.pto:21:22
+                TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t141_aiv1, 14336);  // online_softmax_attn.pto:21:22
+                TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t142_aiv0, 22528);  // online_softmax_attn.pto:21:22
+                TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t142_aiv1, 30720);  // online_softmax_attn.pto:21:22
+                TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t143_aiv0, 38912);  // online_softmax_attn.pto:21:22
+                TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t143_aiv1, 47104);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView34 t13_u2c0Gm34(t13_u2c0 + _qb2 * 64 * D + _g140 * 64, GmView34::Shape(t141_aiv0.GetValidRow(), t141_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t141_aiv0, t13_u2c0Gm34);  // online_softmax_attn.pto:21:22
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView35 t14_u2c0Gm35(t14_u2c0 + _qb2 * 64 * D + _g140 * 64, GmView35::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t142_aiv0, t14_u2c0Gm35);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TADD(t143_aiv0, t141_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView36 accGm36(acc + _qb2 * 64 * D + _g140 * 64, GmView36::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm36, t143_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                    if (!ptodsl_aiv0) {
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView37 t13_u2c0Gm37(t13_u2c0 + (_qb2 * 64 + 32) * D + _g140 * 64, GmView37::Shape(t141_aiv1.GetValidRow(), t141_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t141_aiv1, t13_u2c0Gm37);  // online_softmax_attn.pto:21:22
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView38 t14_u2c0Gm38(t14_u2c0 + (_qb2 * 64 + 32) * D + _g140 * 64, GmView38::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_aiv1, t14_u2c0Gm38);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TADD(t143_aiv1, t141_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView39 accGm39(acc + (_qb2 * 64 + 32) * D + _g140 * 64, GmView39::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm39, t143_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+            TASSIGN(t163_aiv0, 2048);  // online_softmax_attn.pto:17:32
+            TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+            TASSIGN(t163_aiv1, 3072);  // online_softmax_attn.pto:17:32
+            if (ptodsl_aiv0) {
+                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView40 mGm40(m + _qb2 * 64, GmView40::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm40, t86_aiv0);  // online_softmax_attn.pto:22:13
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+                if (!ptodsl_aiv0) {
+                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView41 mGm41(m + _qb2 * 64 + 32, GmView41::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm41, t86_aiv1);  // online_softmax_attn.pto:22:13
+                    TEXPANDS(t163_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
                 for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                 }
+                TileT160Aiv0 t160_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_aiv0, 6144);  // online_softmax_attn.pto:10:13
+                TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_aiv1, 14336);  // online_softmax_attn.pto:10:13
+                TileT161Aiv0 t161_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_aiv0, 22528);  // online_softmax_attn.pto:10:13
+                TileT161Aiv1 t161_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_aiv1, 30720);  // online_softmax_attn.pto:10:13
+                TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_aiv0, 38912);  // online_softmax_attn.pto:17:32
+                TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_aiv1, 39936);  // online_softmax_attn.pto:17:32
+                wait_flag_dev(6);
+                if (ptodsl_aiv0) {
+                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView47 t0_u2c1Gm47(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView47::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_aiv0, t0_u2c1Gm47);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                if (ptodsl_aiv0) {
+                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView48 s_u2c1Gm48(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView48::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c1Gm48, t161_aiv0);  // online_softmax_attn.pto:10:13
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp8, 57344);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t166_aiv0, t161_aiv0, tmp8);  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TMAX(t163_aiv0, t163_aiv0, t166_aiv0);  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:10:13
+                    if (!ptodsl_aiv0) {
+                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView49 t0_u2c1Gm49(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView49::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_aiv1, t0_u2c1Gm49);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView50 s_u2c1Gm50(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView50::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c1Gm50, t161_aiv1);  // online_softmax_attn.pto:10:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp9, 57344);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t166_aiv1, t161_aiv1, tmp9);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t163_aiv1, t163_aiv1, t166_aiv1);  // online_softmax_attn.pto:17:32
+                    }
+                }
             }
-            wait_flag_dev(4);
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag_dev(6);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _g158 = _qb2 * 4; _g158 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g158) {  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_aiv0, 0);  // online_softmax_attn.pto:17:32
-                TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_aiv1, 256);  // online_softmax_attn.pto:17:32
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:17:32
-                    if (!ptodsl_aiv0) {
-                        TEXPANDS(t163_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    }
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                pipe_barrier(PIPE_V);
-                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
-                    TileT160Aiv0 t160_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_aiv0, 512);  // online_softmax_attn.pto:10:13
-                    TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_aiv1, 2560);  // online_softmax_attn.pto:10:13
-                    TileT161Aiv0 t161_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_aiv0, 4608);  // online_softmax_attn.pto:10:13
-                    TileT161Aiv1 t161_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_aiv1, 6656);  // online_softmax_attn.pto:10:13
-                    TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_aiv0, 8704);  // online_softmax_attn.pto:17:32
-                    TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_aiv1, 8960);  // online_softmax_attn.pto:17:32
-                    if (ptodsl_aiv0) {
-                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView51 t0_u2c1Gm51(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView51::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160_aiv0, t0_u2c1Gm51);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView52 s_u2c1Gm52(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView52::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c1Gm52, t161_aiv0);  // online_softmax_attn.pto:10:13
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp8, 12288);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t166_aiv0, t161_aiv0, tmp8);  // online_softmax_attn.pto:17:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TMAX(t163_aiv0, t163_aiv0, t166_aiv0);  // online_softmax_attn.pto:17:32
-                    }
-                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:10:13
-                        if (!ptodsl_aiv0) {
-                            using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView53 t0_u2c1Gm53(t0_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView53::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t160_aiv1, t0_u2c1Gm53);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView54 s_u2c1Gm54(s_u2c1 + (_g158 * 16 + 8) * 64 + _g159 * 64, GmView54::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u2c1Gm54, t161_aiv1);  // online_softmax_attn.pto:10:13
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp9, 12288);  // online_softmax_attn.pto:17:32
-                            TROWMAX(t166_aiv1, t161_aiv1, tmp9);  // online_softmax_attn.pto:17:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TMAX(t163_aiv1, t163_aiv1, t166_aiv1);  // online_softmax_attn.pto:17:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT168Aiv0 t168_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t168_aiv0, 512);  // online_softmax_attn.pto:17:21
-                TileT168Aiv1 t168_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t168_aiv1, 768);  // online_softmax_attn.pto:17:21
-                TileT170Aiv0 t170_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_aiv0, 1024);  // online_softmax_attn.pto:17:21
-                TileT170Aiv1 t170_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_aiv1, 1280);  // online_softmax_attn.pto:17:21
-                TileT174Aiv0 t174_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_aiv0, 1536);  // online_softmax_attn.pto:18:25
-                TileT174Aiv1 t174_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_aiv1, 1792);  // online_softmax_attn.pto:18:25
-                TileT177Aiv0 t177_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:18:21
-                TASSIGN(t177_aiv0, 2048);  // online_softmax_attn.pto:18:21
-                TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:18:21
-                TASSIGN(t177_aiv1, 2304);  // online_softmax_attn.pto:18:21
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView55 mGm55(m + _g158 * 16, GmView55::Shape(t168_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t168_aiv0, mGm55);  // online_softmax_attn.pto:17:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    TMAX(t170_aiv0, t168_aiv0, t163_aiv0);  // online_softmax_attn.pto:17:21
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView56 m_new_u2c1Gm56(m_new_u2c1 + _g158 * 16, GmView56::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TSTORE(m_new_u2c1Gm56, t170_aiv0);  // online_softmax_attn.pto:17:21
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    TSUB(t174_aiv0, t168_aiv0, t170_aiv0);  // online_softmax_attn.pto:18:25
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TEXP(t177_aiv0, t174_aiv0);  // online_softmax_attn.pto:18:21
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:17:21
-                    if (!ptodsl_aiv0) {
-                        using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView57 mGm57(m + _g158 * 16 + 8, GmView57::Shape(t168_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t168_aiv1, mGm57);  // online_softmax_attn.pto:17:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (!ptodsl_aiv0) {
-                        TMAX(t170_aiv1, t168_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView58 m_new_u2c1Gm58(m_new_u2c1 + _g158 * 16 + 8, GmView58::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TSTORE(m_new_u2c1Gm58, t170_aiv1);  // online_softmax_attn.pto:17:21
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TSUB(t174_aiv1, t168_aiv1, t170_aiv1);  // online_softmax_attn.pto:18:25
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TEXP(t177_aiv1, t174_aiv1);  // online_softmax_attn.pto:18:21
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_aiv0, 2560);  // online_softmax_attn.pto:19:21
-                    TileT180Aiv1 t180_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_aiv1, 4608);  // online_softmax_attn.pto:19:21
-                    TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_aiv0, 6656);  // online_softmax_attn.pto:19:17
-                    TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_aiv1, 8704);  // online_softmax_attn.pto:19:17
-                    if (ptodsl_aiv0) {
-                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView59 s_u2c1Gm59(s_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView59::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t180_aiv0, s_u2c1Gm59);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp10(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp10, 12288);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView60 p_1_u2c1Gm60(p_1_u2c1 + _g158 * 16 * 64 + _g179 * 64, GmView60::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c1Gm60, t187_aiv0);  // online_softmax_attn.pto:19:17
-                    }
-                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:19:21
-                        if (!ptodsl_aiv0) {
-                            using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView61 s_u2c1Gm61(s_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView61::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t180_aiv1, s_u2c1Gm61);  // online_softmax_attn.pto:19:21
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp11, 12288);  // online_softmax_attn.pto:19:17
-                            TROWEXPAND(tmp11, t170_aiv1);  // online_softmax_attn.pto:19:17
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                            TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp11);  // online_softmax_attn.pto:19:17
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView62 p_1_u2c1Gm62(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g179 * 64, GmView62::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u2c1Gm62, t187_aiv1);  // online_softmax_attn.pto:19:17
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                TileT189Aiv0 t189_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t189_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT189Aiv1 t189_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t189_aiv1, 256);  // online_softmax_attn.pto:20:20
-                TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_aiv0, 512);  // online_softmax_attn.pto:20:20
-                TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_aiv1, 768);  // online_softmax_attn.pto:20:20
-                TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_aiv0, 1024);  // online_softmax_attn.pto:20:32
-                TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_aiv1, 1280);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView63 lGm63(l + _g158 * 16, GmView63::Shape(t189_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t189_aiv0, lGm63);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    TMUL(t191_aiv0, t189_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:20
-                    if (!ptodsl_aiv0) {
-                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView64 lGm64(l + _g158 * 16 + 8, GmView64::Shape(t189_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t189_aiv1, lGm64);  // online_softmax_attn.pto:20:20
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (!ptodsl_aiv0) {
-                        TMUL(t191_aiv1, t189_aiv1, t177_aiv1);  // online_softmax_attn.pto:20:20
-                        TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-                    TileT195Aiv0 t195_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t195_aiv0, 2560);  // online_softmax_attn.pto:20:32
-                    TileT195Aiv1 t195_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t195_aiv1, 4608);  // online_softmax_attn.pto:20:32
-                    TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_aiv0, 0);  // online_softmax_attn.pto:20:32
-                    TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_aiv1, 256);  // online_softmax_attn.pto:20:32
-                    if (ptodsl_aiv0) {
-                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView65 p_1_u2c1Gm65(p_1_u2c1 + _g158 * 16 * 64 + _k194 * 64, GmView65::Shape(t195_aiv0.GetValidRow(), t195_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t195_aiv0, p_1_u2c1Gm65);  // online_softmax_attn.pto:20:32
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp12;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp12, 12288);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t196_aiv0, t195_aiv0, tmp12);  // online_softmax_attn.pto:20:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TADD(t193_aiv0, t193_aiv0, t196_aiv0);  // online_softmax_attn.pto:20:32
-                    }
-                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:32
-                        if (!ptodsl_aiv0) {
-                            using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                            GmView66 p_1_u2c1Gm66(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _k194 * 64, GmView66::Shape(t195_aiv1.GetValidRow(), t195_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                            TLOAD(t195_aiv1, p_1_u2c1Gm66);  // online_softmax_attn.pto:20:32
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp13, 12288);  // online_softmax_attn.pto:20:32
-                            TROWSUM(t196_aiv1, t195_aiv1, tmp13);  // online_softmax_attn.pto:20:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TADD(t193_aiv1, t193_aiv1, t196_aiv1);  // online_softmax_attn.pto:20:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
-                TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_aiv1, 256);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                if (ptodsl_aiv0) {
-                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView67 lGm67(l + _g158 * 16, GmView67::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm67, t200_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:20:20
-                    if (!ptodsl_aiv0) {
-                        TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView68 lGm68(l + _g158 * 16 + 8, GmView68::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm68, t200_aiv1);  // online_softmax_attn.pto:20:20
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t203_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t203_aiv1, 2560);  // online_softmax_attn.pto:21:22
-                    TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t206_aiv0, 4608);  // online_softmax_attn.pto:21:22
-                    TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t206_aiv1, 6656);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView69 accGm69(acc + _g158 * 16 * D + _g202 * 64, GmView69::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t203_aiv0, accGm69);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp14(min_i64(min_i64(S - _g158 * 16, 16), 8));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp14, 12288);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t206_aiv0, t203_aiv0, tmp14);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView70 t13_u2c1Gm70(t13_u2c1 + _g158 * 16 * D + _g202 * 64, GmView70::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u2c1Gm70, t206_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:22
-                        if (!ptodsl_aiv0) {
-                            using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView71 accGm71(acc + (_g158 * 16 + 8) * D + _g202 * 64, GmView71::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t203_aiv1, accGm71);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp15, 12288);  // online_softmax_attn.pto:21:22
-                            TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                            TROWEXPANDMUL(t206_aiv1, t203_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView72 t13_u2c1Gm72(t13_u2c1 + (_g158 * 16 + 8) * D + _g202 * 64, GmView72::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(t13_u2c1Gm72, t206_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-                    TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _g158 * 16, 16), 8), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t209_aiv0, 0);  // online_softmax_attn.pto:21:43
-                    TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _g158 * 16, 16) - 8, 8), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t209_aiv1, 2048);  // online_softmax_attn.pto:21:43
-                    if (ptodsl_aiv0) {
-                        using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView73 p_1_u2c1Gm73(p_1_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView73::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t209_aiv0, p_1_u2c1Gm73);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView74 t15_u2c1Gm74(t15_u2c1 + _g158 * 16 * 64 + _g208 * 64, GmView74::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u2c1Gm74, t209_aiv0);  // online_softmax_attn.pto:21:43
-                    }
-                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _g158 * 16, 16) - 8, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:43
-                        if (!ptodsl_aiv0) {
-                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView75 p_1_u2c1Gm75(p_1_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView75::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t209_aiv1, p_1_u2c1Gm75);  // online_softmax_attn.pto:21:43
-                        }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView76 t15_u2c1Gm76(t15_u2c1 + (_g158 * 16 + 8) * 64 + _g208 * 64, GmView76::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t15_u2c1Gm76, t209_aiv1);  // online_softmax_attn.pto:21:43
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            TileT170Aiv0 t170_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+            TASSIGN(t170_aiv0, 6144);  // online_softmax_attn.pto:17:21
+            TileT170Aiv1 t170_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+            TASSIGN(t170_aiv1, 7168);  // online_softmax_attn.pto:17:21
+            TileT174Aiv0 t174_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+            TASSIGN(t174_aiv0, 8192);  // online_softmax_attn.pto:18:25
+            TileT174Aiv1 t174_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+            TASSIGN(t174_aiv1, 9216);  // online_softmax_attn.pto:18:25
+            TileT177Aiv0 t177_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+            TASSIGN(t177_aiv0, 10240);  // online_softmax_attn.pto:18:21
+            TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+            TASSIGN(t177_aiv1, 11264);  // online_softmax_attn.pto:18:21
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMAX(t170_aiv0, t86_aiv0, t163_aiv0);  // online_softmax_attn.pto:17:21
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TSUB(t174_aiv0, t86_aiv0, t170_aiv0);  // online_softmax_attn.pto:18:25
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXP(t177_aiv0, t174_aiv0);  // online_softmax_attn.pto:18:21
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:17:21
+                if (!ptodsl_aiv0) {
+                    TMAX(t170_aiv1, t86_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TSUB(t174_aiv1, t86_aiv1, t170_aiv1);  // online_softmax_attn.pto:18:25
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TEXP(t177_aiv1, t174_aiv1);  // online_softmax_attn.pto:18:21
+                }
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+                TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t180_aiv0, 12288);  // online_softmax_attn.pto:19:21
+                TileT180Aiv1 t180_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t180_aiv1, 20480);  // online_softmax_attn.pto:19:21
+                TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_aiv0, 28672);  // online_softmax_attn.pto:19:17
+                TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_aiv1, 36864);  // online_softmax_attn.pto:19:17
+                if (ptodsl_aiv0) {
+                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView51 s_u2c1Gm51(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView51::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t180_aiv0, s_u2c1Gm51);  // online_softmax_attn.pto:19:21
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp10(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp10, 57344);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView52 p_1_u2c1Gm52(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView52::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c1Gm52, t187_aiv0);  // online_softmax_attn.pto:19:17
+                }
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:19:21
+                    if (!ptodsl_aiv0) {
+                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView53 s_u2c1Gm53(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView53::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t180_aiv1, s_u2c1Gm53);  // online_softmax_attn.pto:19:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp11, 57344);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp11, t170_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp11);  // online_softmax_attn.pto:19:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView54 p_1_u2c1Gm54(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView54::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c1Gm54, t187_aiv1);  // online_softmax_attn.pto:19:17
+                    }
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t191_aiv0, 2048);  // online_softmax_attn.pto:20:20
+            TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t191_aiv1, 3072);  // online_softmax_attn.pto:20:20
+            TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t193_aiv0, 4096);  // online_softmax_attn.pto:20:32
+            TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t193_aiv1, 5120);  // online_softmax_attn.pto:20:32
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TMUL(t191_aiv0, t116_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:20:20
+                if (!ptodsl_aiv0) {
+                    TMUL(t191_aiv1, t116_aiv1, t177_aiv1);  // online_softmax_attn.pto:20:20
+                    TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
+                TileT195Aiv0 t195_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t195_aiv0, 12288);  // online_softmax_attn.pto:20:32
+                TileT195Aiv1 t195_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+                TASSIGN(t195_aiv1, 20480);  // online_softmax_attn.pto:20:32
+                TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_aiv0, 0);  // online_softmax_attn.pto:20:32
+                TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_aiv1, 1024);  // online_softmax_attn.pto:20:32
+                if (ptodsl_aiv0) {
+                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                    GmView55 p_1_u2c1Gm55(p_1_u2c1 + _qb2 * 64 * 64 + _k194 * 64, GmView55::Shape(t195_aiv0.GetValidRow(), t195_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
+                    TLOAD(t195_aiv0, p_1_u2c1Gm55);  // online_softmax_attn.pto:20:32
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp12;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp12, 57344);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t196_aiv0, t195_aiv0, tmp12);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t193_aiv0, t193_aiv0, t196_aiv0);  // online_softmax_attn.pto:20:32
+                }
+                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:32
+                    if (!ptodsl_aiv0) {
+                        using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+                        GmView56 p_1_u2c1Gm56(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _k194 * 64, GmView56::Shape(t195_aiv1.GetValidRow(), t195_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
+                        TLOAD(t195_aiv1, p_1_u2c1Gm56);  // online_softmax_attn.pto:20:32
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp13, 57344);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t196_aiv1, t195_aiv1, tmp13);  // online_softmax_attn.pto:20:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TADD(t193_aiv1, t193_aiv1, t196_aiv1);  // online_softmax_attn.pto:20:32
+                    }
+                }
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
+            TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t200_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            if (ptodsl_aiv0) {
+                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView57 lGm57(l + _qb2 * 64, GmView57::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm57, t200_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:20
+                if (!ptodsl_aiv0) {
+                    TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView58 lGm58(l + _qb2 * 64 + 32, GmView58::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm58, t200_aiv1);  // online_softmax_attn.pto:20:20
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t203_aiv0, 12288);  // online_softmax_attn.pto:21:22
+                TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t203_aiv1, 20480);  // online_softmax_attn.pto:21:22
+                TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t206_aiv0, 28672);  // online_softmax_attn.pto:21:22
+                TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t206_aiv1, 36864);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView59 accGm59(acc + _qb2 * 64 * D + _g202 * 64, GmView59::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t203_aiv0, accGm59);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp14, 57344);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t206_aiv0, t203_aiv0, tmp14);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                if (ptodsl_aiv0) {
+                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView60 t13_u2c1Gm60(t13_u2c1 + _qb2 * 64 * D + _g202 * 64, GmView60::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(t13_u2c1Gm60, t206_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:21:22
+                    if (!ptodsl_aiv0) {
+                        using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView61 accGm61(acc + (_qb2 * 64 + 32) * D + _g202 * 64, GmView61::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t203_aiv1, accGm61);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp15, 57344);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t206_aiv1, t203_aiv1, tmp15);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView62 t13_u2c1Gm62(t13_u2c1 + (_qb2 * 64 + 32) * D + _g202 * 64, GmView62::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(t13_u2c1Gm62, t206_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            }
+            wait_flag_dev(4);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
+                TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t209_aiv0, 8192);  // online_softmax_attn.pto:21:43
+                TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t209_aiv1, 16384);  // online_softmax_attn.pto:21:43
+                if (ptodsl_aiv0) {
+                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView63 p_1_u2c1Gm63(p_1_u2c1 + _qb2 * 64 * 64 + _g208 * 64, GmView63::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t209_aiv0, p_1_u2c1Gm63);  // online_softmax_attn.pto:21:43
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView64 t15_u2c1Gm64(t15_u2c1 + _qb2 * 64 * 64 + _g208 * 64, GmView64::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t15_u2c1Gm64, t209_aiv0);  // online_softmax_attn.pto:21:43
+                }
+                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:43
+                    if (!ptodsl_aiv0) {
+                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView65 p_1_u2c1Gm65(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g208 * 64, GmView65::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t209_aiv1, p_1_u2c1Gm65);  // online_softmax_attn.pto:21:43
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView66 t15_u2c1Gm66(t15_u2c1 + (_qb2 * 64 + 32) * 64 + _g208 * 64, GmView66::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t15_u2c1Gm66, t209_aiv1);  // online_softmax_attn.pto:21:43
+                    }
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
                 for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                 }
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID6);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag_dev(6);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g223 = _qb2 * 4; _g223 < min_i64(_qb2 * 4 + 4, (S + 15) / 16); ++_g223) {  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT225Aiv0 t225_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t225_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t225_aiv1, 16384);  // online_softmax_attn.pto:21:22
+                TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t226_aiv0, 24576);  // online_softmax_attn.pto:21:22
+                TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t226_aiv1, 32768);  // online_softmax_attn.pto:21:22
+                TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t227_aiv0, 40960);  // online_softmax_attn.pto:21:22
+                TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t227_aiv1, 49152);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView72 t13_u2c1Gm72(t13_u2c1 + _qb2 * 64 * D + _g224 * 64, GmView72::Shape(t225_aiv0.GetValidRow(), t225_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t225_aiv0, t13_u2c1Gm72);  // online_softmax_attn.pto:21:22
+                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView73 t14_u2c1Gm73(t14_u2c1 + _qb2 * 64 * D + _g224 * 64, GmView73::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t226_aiv0, t14_u2c1Gm73);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TADD(t227_aiv0, t225_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    TileT225Aiv0 t225_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t225_aiv0, 0);  // online_softmax_attn.pto:21:22
-                    TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t225_aiv1, 2048);  // online_softmax_attn.pto:21:22
-                    TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t226_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                    TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t226_aiv1, 6144);  // online_softmax_attn.pto:21:22
-                    TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t227_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t227_aiv1, 10240);  // online_softmax_attn.pto:21:22
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView82 t13_u2c1Gm82(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView82::Shape(t225_aiv0.GetValidRow(), t225_aiv0.GetValidCol()), GmView82::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t225_aiv0, t13_u2c1Gm82);  // online_softmax_attn.pto:21:22
-                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView83 t14_u2c1Gm83(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView83::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView83::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226_aiv0, t14_u2c1Gm83);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView74 accGm74(acc + _qb2 * 64 * D + _g224 * 64, GmView74::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm74, t227_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:22
+                    if (!ptodsl_aiv0) {
+                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView75 t13_u2c1Gm75(t13_u2c1 + (_qb2 * 64 + 32) * D + _g224 * 64, GmView75::Shape(t225_aiv1.GetValidRow(), t225_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t225_aiv1, t13_u2c1Gm75);  // online_softmax_attn.pto:21:22
+                        using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView76 t14_u2c1Gm76(t14_u2c1 + (_qb2 * 64 + 32) * D + _g224 * 64, GmView76::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_aiv1, t14_u2c1Gm76);  // online_softmax_attn.pto:21:22
                     }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        TADD(t227_aiv0, t225_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView84 accGm84(acc + _g223 * 16 * D + _g224 * 64, GmView84::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView84::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm84, t227_aiv0);  // online_softmax_attn.pto:21:22
-                    }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:22
-                        if (!ptodsl_aiv0) {
-                            using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView85 t13_u2c1Gm85(t13_u2c1 + (_g223 * 16 + 8) * D + _g224 * 64, GmView85::Shape(t225_aiv1.GetValidRow(), t225_aiv1.GetValidCol()), GmView85::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t225_aiv1, t13_u2c1Gm85);  // online_softmax_attn.pto:21:22
-                            using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView86 t14_u2c1Gm86(t14_u2c1 + (_g223 * 16 + 8) * D + _g224 * 64, GmView86::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView86::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t226_aiv1, t14_u2c1Gm86);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            TADD(t227_aiv1, t225_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView87 accGm87(acc + (_g223 * 16 + 8) * D + _g224 * 64, GmView87::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm87, t227_aiv1);  // online_softmax_attn.pto:21:22
-                        }
-                    }
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                TileT229Aiv0 t229_aiv0(min_i64(min_i64(S - _g223 * 16, 16), 8));  // online_softmax_attn.pto:22:13
-                TASSIGN(t229_aiv0, 0);  // online_softmax_attn.pto:22:13
-                TileT229Aiv1 t229_aiv1(max_i64(min_i64(min_i64(S - _g223 * 16, 16) - 8, 8), 1));  // online_softmax_attn.pto:22:13
-                TASSIGN(t229_aiv1, 256);  // online_softmax_attn.pto:22:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView88 m_new_u2c1Gm88(m_new_u2c1 + _g223 * 16, GmView88::Shape(t229_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TLOAD(t229_aiv0, m_new_u2c1Gm88);  // online_softmax_attn.pto:22:13
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView89 mGm89(m + _g223 * 16, GmView89::Shape(t229_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm89, t229_aiv0);  // online_softmax_attn.pto:22:13
-                }
-                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _g223 * 16, 16) - 8, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
-                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView90 m_new_u2c1Gm90(m_new_u2c1 + _g223 * 16 + 8, GmView90::Shape(t229_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TLOAD(t229_aiv1, m_new_u2c1Gm90);  // online_softmax_attn.pto:22:13
+                        TADD(t227_aiv1, t225_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView91 mGm91(m + _g223 * 16 + 8, GmView91::Shape(t229_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm91, t229_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView77 accGm77(acc + (_qb2 * 64 + 32) * D + _g224 * 64, GmView77::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm77, t227_aiv1);  // online_softmax_attn.pto:21:22
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            if (ptodsl_aiv0) {
+                using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView78 mGm78(m + _qb2 * 64, GmView78::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm78, t170_aiv0);  // online_softmax_attn.pto:22:13
+            }
+            for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:22:13
+                if (!ptodsl_aiv0) {
+                    using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView79 mGm79(m + _qb2 * 64 + 32, GmView79::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm79, t170_aiv1);  // online_softmax_attn.pto:22:13
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag_dev(4);
         wait_flag_dev(1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     }
 #endif

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/attn_f16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches attn_f16_k0 on an NPU stream (mixed core).
-extern "C" void attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, float* acc, float* t0_first_twin, float* s_first_twin, float* p_first_twin, half* t5_first_twin, int64_t S, int64_t D, int64_t L, float scale)
+extern "C" void attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale)
 {
-    attn_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ half*)k, (__gm__ half*)v, (__gm__ half*)q, (__gm__ float*)t0_first, (__gm__ float*)s_first, (__gm__ float*)m, (__gm__ float*)p_first, (__gm__ float*)l, (__gm__ half*)t5_first, (__gm__ float*)acc, (__gm__ float*)t0_first_twin, (__gm__ float*)s_first_twin, (__gm__ float*)p_first_twin, (__gm__ half*)t5_first_twin, S, D, L, scale);
+    attn_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ half*)k, (__gm__ half*)v, (__gm__ half*)q, (__gm__ float*)t0_first, (__gm__ float*)s_first, (__gm__ float*)m, (__gm__ float*)p_first, (__gm__ float*)l, (__gm__ half*)t5_first, (__gm__ float*)acc, S, D, L, scale);
 }

@@ -14,11 +14,11 @@
 #include <utility>
 #include <vector>
 
-extern "C" void attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, float* acc, float* t0_first_twin, float* s_first_twin, float* p_first_twin, half* t5_first_twin, int64_t S, int64_t D, int64_t L, float scale);
+extern "C" void attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void attn_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
-extern "C" void attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u2c0, float* s_u2c0, float* m, float* m_new_u2c0, float* p_1_u2c0, float* l, float* acc, float* t13_u2c0, half* t15_u2c0, float* t14_u2c0, float* t0_u2c1, float* s_u2c1, float* m_new_u2c1, float* p_1_u2c1, float* t13_u2c1, half* t15_u2c1, float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale);
-extern "C" void attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u1c0, float* s_u1c0, float* m, float* m_new_u1c0, float* p_1_u1c0, float* l, float* acc, float* t13_u1c0, half* t15_u1c0, float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale);
-extern "C" void attn_f16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* m_new_last, float* p_1_last, float* l, float* acc, float* t13_last, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u2c0, float* s_u2c0, float* m, float* p_1_u2c0, float* l, float* acc, float* t13_u2c0, half* t15_u2c0, float* t14_u2c0, float* t0_u2c1, float* s_u2c1, float* p_1_u2c1, float* t13_u2c1, half* t15_u2c1, float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u1c0, float* s_u1c0, float* m, float* p_1_u1c0, float* l, float* acc, float* t13_u1c0, half* t15_u1c0, float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_f16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* p_1_last, float* l, float* acc, float* t13_last, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -250,41 +250,21 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace t0_first_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-        return -1;  // online_softmax_attn.pto:10:13
-    }
-    float* t0_first_twin = reinterpret_cast<float*>(t0_first_twin_bytes.data());  // online_softmax_attn.pto:10:13
     DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_first_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-        return -1;  // online_softmax_attn.pto:10:13
-    }
-    float* s_first_twin = reinterpret_cast<float*>(s_first_twin_bytes.data());  // online_softmax_attn.pto:10:13
     DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:13:17
         return -1;  // online_softmax_attn.pto:13:17
     }
     float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // online_softmax_attn.pto:13:17
-    DeviceWorkspace p_first_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
-    if (ptodsl_failed) {  // online_softmax_attn.pto:13:17
-        return -1;  // online_softmax_attn.pto:13:17
-    }
-    float* p_first_twin = reinterpret_cast<float*>(p_first_twin_bytes.data());  // online_softmax_attn.pto:13:17
     DeviceWorkspace t5_first_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:15:29
     if (ptodsl_failed) {  // online_softmax_attn.pto:15:29
         return -1;  // online_softmax_attn.pto:15:29
     }
     half* t5_first = reinterpret_cast<half*>(t5_first_bytes.data());  // online_softmax_attn.pto:15:29
-    DeviceWorkspace t5_first_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:15:29
-    if (ptodsl_failed) {  // online_softmax_attn.pto:15:29
-        return -1;  // online_softmax_attn.pto:15:29
-    }
-    half* t5_first_twin = reinterpret_cast<half*>(t5_first_twin_bytes.data());  // online_softmax_attn.pto:15:29
     if ((L + 63) / 64 >= 1) {  // online_softmax_attn.pto:7:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // online_softmax_attn.pto:7:5
             {  // online_softmax_attn.pto:7:5
@@ -293,7 +273,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
                 if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
                     return -1;  // online_softmax_attn.pto:7:5
                 }
-                attn_f16_k0_launch(attn_f16_k0_blocks, ptodsl_stream, ffts, k, v, q, t0_first, s_first, m, p_first, l, t5_first, acc, t0_first_twin, s_first_twin, p_first_twin, t5_first_twin, S, D, L, scale);  // online_softmax_attn.pto:7:5
+                attn_f16_k0_launch(attn_f16_k0_blocks, ptodsl_stream, ffts, k, v, q, t0_first, s_first, m, p_first, l, t5_first, acc, S, D, L, scale);  // online_softmax_attn.pto:7:5
                 if (!launched("the launch of attn_f16_k0")) {  // online_softmax_attn.pto:7:5
                     return -1;  // online_softmax_attn.pto:7:5
                 }
@@ -319,11 +299,6 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace m_new_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
-        return -1;  // online_softmax_attn.pto:17:21
-    }
-    float* m_new_u2c0 = reinterpret_cast<float*>(m_new_u2c0_bytes.data());  // online_softmax_attn.pto:17:21
     DeviceWorkspace p_1_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
@@ -354,11 +329,6 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace m_new_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
-        return -1;  // online_softmax_attn.pto:17:21
-    }
-    float* m_new_u2c1 = reinterpret_cast<float*>(m_new_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
     DeviceWorkspace p_1_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
@@ -389,11 +359,6 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace m_new_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
-        return -1;  // online_softmax_attn.pto:17:21
-    }
-    float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
     DeviceWorkspace p_1_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
@@ -420,7 +385,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
-        attn_f16_k2_launch(attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0_u2c0, s_u2c0, m, m_new_u2c0, p_1_u2c0, l, acc, t13_u2c0, t15_u2c0, t14_u2c0, t0_u2c1, s_u2c1, m_new_u2c1, p_1_u2c1, t13_u2c1, t15_u2c1, t14_u2c1, S, L, D, scale);  // online_softmax_attn.pto:7:5
+        attn_f16_k2_launch(attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0_u2c0, s_u2c0, m, p_1_u2c0, l, acc, t13_u2c0, t15_u2c0, t14_u2c0, t0_u2c1, s_u2c1, p_1_u2c1, t13_u2c1, t15_u2c1, t14_u2c1, S, L, D, scale);  // online_softmax_attn.pto:7:5
         if (!launched("the launch of attn_f16_k2")) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
@@ -435,11 +400,6 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace m_new_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-    if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
-        return -1;  // online_softmax_attn.pto:17:21
-    }
-    float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
     DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
@@ -466,7 +426,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
-        attn_f16_k3_launch(attn_f16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_u1c0, s_u1c0, m, m_new_u1c0, p_1_u1c0, l, acc, t13_u1c0, t15_u1c0, t14_u1c0, S, L, D, scale);  // online_softmax_attn.pto:7:5
+        attn_f16_k3_launch(attn_f16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_u1c0, s_u1c0, m, p_1_u1c0, l, acc, t13_u1c0, t15_u1c0, t14_u1c0, S, L, D, scale);  // online_softmax_attn.pto:7:5
         if (!launched("the launch of attn_f16_k3")) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
@@ -478,7 +438,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
             if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
                 return -1;  // online_softmax_attn.pto:7:5
             }
-            attn_f16_k4_launch(attn_f16_k4_blocks, ptodsl_stream, ffts_3, k, v, q, t0_last, s_last, m, m_new_last, p_1_last, l, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // online_softmax_attn.pto:7:5
+            attn_f16_k4_launch(attn_f16_k4_blocks, ptodsl_stream, ffts_3, k, v, q, t0_last, s_last, m, p_1_last, l, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // online_softmax_attn.pto:7:5
             if (!launched("the launch of attn_f16_k4")) {  // online_softmax_attn.pto:7:5
                 return -1;  // online_softmax_attn.pto:7:5
             }

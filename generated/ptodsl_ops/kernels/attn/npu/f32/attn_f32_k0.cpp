@@ -2,7 +2,7 @@
 #include "../../cpu/f32/attn_f32_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches attn_f32_k0 on an NPU stream (mixed core).
-extern "C" void attn_f32_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, float* t5_first, float* acc, float* t0_first_twin, float* s_first_twin, float* p_first_twin, float* t5_first_twin, int64_t S, int64_t D, int64_t L, float scale)
+extern "C" void attn_f32_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* k, float* v, float* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, float* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale)
 {
-    attn_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ float*)k, (__gm__ float*)v, (__gm__ float*)q, (__gm__ float*)t0_first, (__gm__ float*)s_first, (__gm__ float*)m, (__gm__ float*)p_first, (__gm__ float*)l, (__gm__ float*)t5_first, (__gm__ float*)acc, (__gm__ float*)t0_first_twin, (__gm__ float*)s_first_twin, (__gm__ float*)p_first_twin, (__gm__ float*)t5_first_twin, S, D, L, scale);
+    attn_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ float*)k, (__gm__ float*)v, (__gm__ float*)q, (__gm__ float*)t0_first, (__gm__ float*)s_first, (__gm__ float*)m, (__gm__ float*)p_first, (__gm__ float*)l, (__gm__ float*)t5_first, (__gm__ float*)acc, S, D, L, scale);
 }
