@@ -33,16 +33,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
 {
     using TileT5E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
     using TileT6E = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT2E = TileAcc<float, 32, 64, DYNAMIC, 64>;
-    using TileT3E = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT4E = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
-    using TileT31E = TileAcc<float, 32, 64, DYNAMIC, 64>;
-    using TileT32E = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT33E = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
+    using TileT2E = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4E = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT31E = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT32E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT33E = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT34E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
     using TileT35E = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT37E = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT38E = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
+    using TileT37E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT38E = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT39E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT40E = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT8EAiv0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -89,16 +89,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT29EAiv1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT5O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
     using TileT6O = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT2O = TileAcc<float, 32, 64, DYNAMIC, 64>;
-    using TileT3O = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT4O = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
-    using TileT31O = TileAcc<float, 32, 64, DYNAMIC, 64>;
-    using TileT32O = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT33O = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
+    using TileT2O = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT3O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT4O = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT31O = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT32O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT33O = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT34O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
     using TileT35O = TileRight<bfloat16_t, 64, 64, 64, 64>;
-    using TileT37O = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT38O = TileLeft<bfloat16_t, 32, 64, DYNAMIC, DYNAMIC>;
+    using TileT37O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT38O = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT39O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT40O = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT8OAiv0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -149,12 +149,12 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb0_sk = 0; _qb0_sk < ceil_div(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) + 1, 2); ++_qb0_sk) {  // ffn.pto:10:9
+    for (int64_t _qb0_sk = 0; _qb0_sk < ceil_div(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) + 1, 2); ++_qb0_sk) {  // ffn.pto:10:9
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2, 0), 1); ++_sk0) {  // ffn.pto:10:9
+        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk0) {  // ffn.pto:10:9
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -167,22 +167,22 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm0(w1 + _g1 * 64);  // ffn.pto:10:9
                 TLOAD(t5_e, w1Gm0);  // ffn.pto:10:9
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t6_e, t5_e);  // ffn.pto:10:9
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT2E t2_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:10:9
+                TileT2E t2_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t2_e, 0);  // ffn.pto:10:9
-                TileT3E t3_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:10:9
+                TileT3E t3_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t3_e, 0);  // ffn.pto:10:9
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView1 xGm1(x + (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 * 64, GmView1::Shape(t3_e.GetValidRow()));  // ffn.pto:10:9
+                GmView1 xGm1(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView1::Shape(t3_e.GetValidRow()));  // ffn.pto:10:9
                 TLOAD(t3_e, xGm1);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT4E t4_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4E t4_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t4_e, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t4_e, t3_e);  // ffn.pto:10:9
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -203,22 +203,20 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         }
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _sk1 = 0; _sk1 < min_i64(max_i64(_qb0_sk * 2, 0), 1); ++_sk1) {  // ffn.pto:10:9
-            TileT31E t31_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32, 32));  // ffn.pto:16:12
+            TileT31E t31_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t31_e, 0);  // ffn.pto:16:12
-            TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32, 32));  // ffn.pto:16:12
+            TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t32_e, 0);  // ffn.pto:16:12
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
             GmView3 a_twinGm3(a_twin, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
             TLOAD(t32_e, a_twinGm3);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32, 32));  // ffn.pto:16:12
+            TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t33_e, 0);  // ffn.pto:16:12
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t33_e, t32_e);  // ffn.pto:16:12
@@ -241,21 +239,19 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k36 = 1; _k36 < 4; ++_k36) {  // ffn.pto:16:12
-                TileT37E t37_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32, 32), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
+                TileT37E t37_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t37_e, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
                 GmView5 a_twinGm5(a_twin + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
                 TLOAD(t37_e, a_twinGm5);  // ffn.pto:16:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT38E t38_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32, 32), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT38E t38_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t38_e, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t38_e, t37_e);  // ffn.pto:16:12
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT39E t39_e(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
@@ -264,11 +260,10 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
                 GmView6 w2Gm6(w2 + _k36 * 64 * 64, GmView6::Shape(t39_e.GetValidRow()));  // ffn.pto:16:12
                 TLOAD(t39_e, w2Gm6);  // ffn.pto:16:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT40E t40_e(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t40_e, 0);  // ffn.pto:16:12
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t40_e, t39_e);  // ffn.pto:16:12
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -277,12 +272,11 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-            GmView7 yGm7(y + (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32 * 64, GmView7::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
+            GmView7 yGm7(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView7::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
             TSTORE(yGm7, t31_e);  // ffn.pto:16:12
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -290,13 +284,13 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // ffn.pto:10:9
+        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // ffn.pto:10:9
             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g7 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2; _g7 < min_i64((block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2 + 2, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
+                for (int64_t _g7 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g7 < min_i64((block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
                     pipe_barrier(PIPE_V);
                     TileT8EAiv0 t8_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
                     TASSIGN(t8_e_aiv0, 0);  // ffn.pto:13:16
@@ -332,7 +326,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t15_e_aiv1, 106496);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView8 hGm8(h + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32) * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    GmView8 hGm8(h + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
                     TLOAD(t8_e_aiv0, hGm8);  // ffn.pto:13:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -354,14 +348,14 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView9 aGm9(a + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32) * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    GmView9 aGm9(a + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
                     TSTORE(aGm9, t9_e_aiv0);  // ffn.pto:13:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
                         using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView10 hGm10(h + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        GmView10 hGm10(h + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
                         TLOAD(t8_e_aiv1, hGm10);  // ffn.pto:13:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -381,7 +375,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView11 aGm11(a + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        GmView11 aGm11(a + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
                         TSTORE(aGm11, t9_e_aiv1);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
@@ -402,7 +396,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g16 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2; _g16 < min_i64((block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2 + 2, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
+                for (int64_t _g16 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g16 < min_i64((block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
                     pipe_barrier(PIPE_V);
                     TileT17EAiv0 t17_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
                     TASSIGN(t17_e_aiv0, 0);  // ffn.pto:15:16
@@ -458,7 +452,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t29_e_aiv1, 188416);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView12 hGm12(h + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32) * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    GmView12 hGm12(h + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
                     TLOAD(t17_e_aiv0, hGm12);  // ffn.pto:15:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -490,14 +484,14 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView13 aGm13(a + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32) * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    GmView13 aGm13(a + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
                     TSTORE(aGm13, t18_e_aiv0);  // ffn.pto:15:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
                         using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView14 hGm14(h + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        GmView14 hGm14(h + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
                         TLOAD(t17_e_aiv1, hGm14);  // ffn.pto:15:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -527,7 +521,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView15 aGm15(a + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        GmView15 aGm15(a + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
                         TSTORE(aGm15, t18_e_aiv1);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -544,7 +538,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk0) {  // ffn.pto:10:9
+        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk0) {  // ffn.pto:10:9
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -557,22 +551,22 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm16(w1 + _g1 * 64);  // ffn.pto:10:9
                 TLOAD(t5_o, w1Gm16);  // ffn.pto:10:9
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t6_o, t5_o);  // ffn.pto:10:9
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT2O t2_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32, 32));  // ffn.pto:10:9
+                TileT2O t2_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t2_o, 0);  // ffn.pto:10:9
-                TileT3O t3_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32, 32));  // ffn.pto:10:9
+                TileT3O t3_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t3_o, 0);  // ffn.pto:10:9
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView17 xGm17(x + (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32 * 64, GmView17::Shape(t3_o.GetValidRow()));  // ffn.pto:10:9
+                GmView17 xGm17(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView17::Shape(t3_o.GetValidRow()));  // ffn.pto:10:9
                 TLOAD(t3_o, xGm17);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT4O t4_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32, 32));  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4O t4_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t4_o, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t4_o, t3_o);  // ffn.pto:10:9
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -593,23 +587,21 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         }
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2, 0), 1); ++_sk3) {  // ffn.pto:10:9
+        for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk3) {  // ffn.pto:10:9
             for (int64_t _sk1 = 0; _sk1 < min_i64(max_i64(_qb0_sk * 2 + 1, 0), 1); ++_sk1) {  // ffn.pto:10:9
-                TileT31O t31_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:16:12
+                TileT31O t31_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t31_o, 0);  // ffn.pto:16:12
-                TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:16:12
+                TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t32_o, 0);  // ffn.pto:16:12
                 using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
                 GmView19 aGm19(a, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
                 TLOAD(t32_o, aGm19);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:16:12
+                TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t33_o, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t33_o, t32_o);  // ffn.pto:16:12
@@ -632,21 +624,19 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _k36 = 1; _k36 < 4; ++_k36) {  // ffn.pto:16:12
-                    TileT37O t37_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
+                    TileT37O t37_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                     TASSIGN(t37_o, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
                     GmView21 aGm21(a + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
                     TLOAD(t37_o, aGm21);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT38O t38_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT38O t38_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                     TASSIGN(t38_o, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t38_o, t37_o);  // ffn.pto:16:12
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT39O t39_o(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
@@ -655,11 +645,10 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
                     GmView22 w2Gm22(w2 + _k36 * 64 * 64, GmView22::Shape(t39_o.GetValidRow()));  // ffn.pto:16:12
                     TLOAD(t39_o, w2Gm22);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT40O t40_o(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                     TASSIGN(t40_o, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t40_o, t39_o);  // ffn.pto:16:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -668,12 +657,11 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 }
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                GmView23 yGm23(y + (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 * 64, GmView23::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
+                GmView23 yGm23(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView23::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
                 TSTORE(yGm23, t31_o);  // ffn.pto:16:12
             }
         }
@@ -683,13 +671,13 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // ffn.pto:10:9
+        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // ffn.pto:10:9
             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g7 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 2; _g7 < min_i64(block_index * ceil_div((B + 31) / 32, block_count) * 2 + _qb0_sk * 4 + 4, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
+                for (int64_t _g7 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 4; _g7 < min_i64(block_index * ceil_div((B + 63) / 64, block_count) * 4 + _qb0_sk * 8 + 8, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
                     pipe_barrier(PIPE_V);
                     TileT8OAiv0 t8_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
                     TASSIGN(t8_o_aiv0, 0);  // ffn.pto:13:16
@@ -725,7 +713,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t15_o_aiv1, 106496);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView24 h_twinGm24(h_twin + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32) * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    GmView24 h_twinGm24(h_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
                     TLOAD(t8_o_aiv0, h_twinGm24);  // ffn.pto:13:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -747,14 +735,14 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView25 a_twinGm25(a_twin + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32) * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    GmView25 a_twinGm25(a_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
                     TSTORE(a_twinGm25, t9_o_aiv0);  // ffn.pto:13:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
                         using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView26 h_twinGm26(h_twin + (_g7 * 16 - block_index * ceil_div((B + 31) / 32, block_count) * 32 - _qb0_sk * 64 - 24) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        GmView26 h_twinGm26(h_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
                         TLOAD(t8_o_aiv1, h_twinGm26);  // ffn.pto:13:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -774,7 +762,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView27 a_twinGm27(a_twin + (_g7 * 16 - block_index * ceil_div((B + 31) / 32, block_count) * 32 - _qb0_sk * 64 - 24) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        GmView27 a_twinGm27(a_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
                         TSTORE(a_twinGm27, t9_o_aiv1);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -795,7 +783,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g16 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 2; _g16 < min_i64(block_index * ceil_div((B + 31) / 32, block_count) * 2 + _qb0_sk * 4 + 4, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
+                for (int64_t _g16 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 4; _g16 < min_i64(block_index * ceil_div((B + 63) / 64, block_count) * 4 + _qb0_sk * 8 + 8, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
                     pipe_barrier(PIPE_V);
                     TileT17OAiv0 t17_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
                     TASSIGN(t17_o_aiv0, 0);  // ffn.pto:15:16
@@ -851,7 +839,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t29_o_aiv1, 188416);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView28 h_twinGm28(h_twin + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32) * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    GmView28 h_twinGm28(h_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
                     TLOAD(t17_o_aiv0, h_twinGm28);  // ffn.pto:15:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -883,14 +871,14 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView29 a_twinGm29(a_twin + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32) * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    GmView29 a_twinGm29(a_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
                     TSTORE(a_twinGm29, t18_o_aiv0);  // ffn.pto:15:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
                         using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView30 h_twinGm30(h_twin + (_g16 * 16 - block_index * ceil_div((B + 31) / 32, block_count) * 32 - _qb0_sk * 64 - 24) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        GmView30 h_twinGm30(h_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
                         TLOAD(t17_o_aiv1, h_twinGm30);  // ffn.pto:15:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -920,7 +908,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView31 a_twinGm31(a_twin + (_g16 * 16 - block_index * ceil_div((B + 31) / 32, block_count) * 32 - _qb0_sk * 64 - 24) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        GmView31 a_twinGm31(a_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
                         TSTORE(a_twinGm31, t18_o_aiv1);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -950,12 +938,12 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _qb0_sk = 0; _qb0_sk < ceil_div(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) + 1, 2); ++_qb0_sk) {  // ffn.pto:10:9
+    for (int64_t _qb0_sk = 0; _qb0_sk < ceil_div(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) + 1, 2); ++_qb0_sk) {  // ffn.pto:10:9
         wait_flag_dev(0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2, 0), 1); ++_sk0) {  // ffn.pto:10:9
+        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk0) {  // ffn.pto:10:9
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -968,22 +956,22 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm0(w1 + _g1 * 64);  // ffn.pto:10:9
                 TLOAD(t5_e, w1Gm0);  // ffn.pto:10:9
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t6_e, t5_e);  // ffn.pto:10:9
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT2E t2_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:10:9
+                TileT2E t2_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t2_e, 0);  // ffn.pto:10:9
-                TileT3E t3_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:10:9
+                TileT3E t3_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t3_e, 0);  // ffn.pto:10:9
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView1 xGm1(x + (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 * 64, GmView1::Shape(t3_e.GetValidRow()));  // ffn.pto:10:9
+                GmView1 xGm1(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView1::Shape(t3_e.GetValidRow()));  // ffn.pto:10:9
                 TLOAD(t3_e, xGm1);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT4E t4_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4E t4_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t4_e, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t4_e, t3_e);  // ffn.pto:10:9
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -1006,22 +994,20 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _sk1 = 0; _sk1 < min_i64(max_i64(_qb0_sk * 2, 0), 1); ++_sk1) {  // ffn.pto:10:9
-            TileT31E t31_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32, 32));  // ffn.pto:16:12
+            TileT31E t31_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t31_e, 0);  // ffn.pto:16:12
-            TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32, 32));  // ffn.pto:16:12
+            TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t32_e, 0);  // ffn.pto:16:12
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
             GmView3 a_twinGm3(a_twin, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
             TLOAD(t32_e, a_twinGm3);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32, 32));  // ffn.pto:16:12
+            TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t33_e, 0);  // ffn.pto:16:12
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t33_e, t32_e);  // ffn.pto:16:12
@@ -1044,21 +1030,19 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k36 = 1; _k36 < 4; ++_k36) {  // ffn.pto:16:12
-                TileT37E t37_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32, 32), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
+                TileT37E t37_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t37_e, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
                 GmView5 a_twinGm5(a_twin + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
                 TLOAD(t37_e, a_twinGm5);  // ffn.pto:16:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT38E t38_e(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32, 32), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT38E t38_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t38_e, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t38_e, t37_e);  // ffn.pto:16:12
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT39E t39_e(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
@@ -1067,11 +1051,10 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
                 GmView6 w2Gm6(w2 + _k36 * 64 * 64, GmView6::Shape(t39_e.GetValidRow()));  // ffn.pto:16:12
                 TLOAD(t39_e, w2Gm6);  // ffn.pto:16:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT40E t40_e(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t40_e, 0);  // ffn.pto:16:12
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t40_e, t39_e);  // ffn.pto:16:12
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -1080,27 +1063,26 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-            GmView7 yGm7(y + (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 - 1) * 32 * 64, GmView7::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
+            GmView7 yGm7(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 64, GmView7::Shape(t31_e.GetValidRow()));  // ffn.pto:16:12
             TSTORE(yGm7, t31_e);  // ffn.pto:16:12
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // ffn.pto:10:9
+        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // ffn.pto:10:9
             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
-                for (int64_t _g7 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2; _g7 < min_i64((block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2 + 2, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
+                for (int64_t _g7 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g7 < min_i64((block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
                     }
                 }
             }
             for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(act, -act), 0); ++_br1) {  // ffn.pto:12:5
-                for (int64_t _g16 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2; _g16 < min_i64((block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2 + 2, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
+                for (int64_t _g16 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g16 < min_i64((block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
                     }
                 }
@@ -1110,7 +1092,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk0) {  // ffn.pto:10:9
+        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk0) {  // ffn.pto:10:9
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -1123,22 +1105,22 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm16(w1 + _g1 * 64);  // ffn.pto:10:9
                 TLOAD(t5_o, w1Gm16);  // ffn.pto:10:9
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t6_o, t5_o);  // ffn.pto:10:9
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT2O t2_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32, 32));  // ffn.pto:10:9
+                TileT2O t2_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t2_o, 0);  // ffn.pto:10:9
-                TileT3O t3_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32, 32));  // ffn.pto:10:9
+                TileT3O t3_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t3_o, 0);  // ffn.pto:10:9
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:10:9
-                GmView17 xGm17(x + (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32 * 64, GmView17::Shape(t3_o.GetValidRow()));  // ffn.pto:10:9
+                GmView17 xGm17(x + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 64, GmView17::Shape(t3_o.GetValidRow()));  // ffn.pto:10:9
                 TLOAD(t3_o, xGm17);  // ffn.pto:10:9
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT4O t4_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32, 32));  // ffn.pto:10:9
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT4O t4_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64, 64));  // ffn.pto:10:9
                 TASSIGN(t4_o, 0);  // ffn.pto:10:9
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t4_o, t3_o);  // ffn.pto:10:9
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -1160,24 +1142,22 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag_dev(4);
-        for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2, 0), 1); ++_sk3) {  // ffn.pto:10:9
+        for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk3) {  // ffn.pto:10:9
             for (int64_t _sk1 = 0; _sk1 < min_i64(max_i64(_qb0_sk * 2 + 1, 0), 1); ++_sk1) {  // ffn.pto:10:9
-                TileT31O t31_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:16:12
+                TileT31O t31_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t31_o, 0);  // ffn.pto:16:12
-                TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:16:12
+                TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t32_o, 0);  // ffn.pto:16:12
                 using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
                 GmView19 aGm19(a, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
                 TLOAD(t32_o, aGm19);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32));  // ffn.pto:16:12
+                TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t33_o, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t33_o, t32_o);  // ffn.pto:16:12
@@ -1200,21 +1180,19 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _k36 = 1; _k36 < 4; ++_k36) {  // ffn.pto:16:12
-                    TileT37O t37_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
+                    TileT37O t37_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                     TASSIGN(t37_o, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
                     GmView21 aGm21(a + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
                     TLOAD(t37_o, aGm21);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT38O t38_o(min_i64(B - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32, 32), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT38O t38_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                     TASSIGN(t38_o, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t38_o, t37_o);  // ffn.pto:16:12
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT39O t39_o(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
@@ -1223,11 +1201,10 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
                     GmView22 w2Gm22(w2 + _k36 * 64 * 64, GmView22::Shape(t39_o.GetValidRow()));  // ffn.pto:16:12
                     TLOAD(t39_o, w2Gm22);  // ffn.pto:16:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT40O t40_o(min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                     TASSIGN(t40_o, 0);  // ffn.pto:16:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t40_o, t39_o);  // ffn.pto:16:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -1236,12 +1213,11 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 }
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:16:12
-                GmView23 yGm23(y + (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 * 64, GmView23::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
+                GmView23 yGm23(y + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 64, GmView23::Shape(t31_o.GetValidRow()));  // ffn.pto:16:12
                 TSTORE(yGm23, t31_o);  // ffn.pto:16:12
             }
         }
@@ -1249,15 +1225,15 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // ffn.pto:10:9
+        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // ffn.pto:10:9
             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
-                for (int64_t _g7 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 2; _g7 < min_i64(block_index * ceil_div((B + 31) / 32, block_count) * 2 + _qb0_sk * 4 + 4, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
+                for (int64_t _g7 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 4; _g7 < min_i64(block_index * ceil_div((B + 63) / 64, block_count) * 4 + _qb0_sk * 8 + 8, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
                     }
                 }
             }
             for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(act, -act), 0); ++_br1) {  // ffn.pto:12:5
-                for (int64_t _g16 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 2; _g16 < min_i64(block_index * ceil_div((B + 31) / 32, block_count) * 2 + _qb0_sk * 4 + 4, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
+                for (int64_t _g16 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 4; _g16 < min_i64(block_index * ceil_div((B + 63) / 64, block_count) * 4 + _qb0_sk * 8 + 8, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
                     }
                 }
@@ -1280,9 +1256,9 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-    for (int64_t _qb0_sk = 0; _qb0_sk < ceil_div(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) + 1, 2); ++_qb0_sk) {  // ffn.pto:10:9
+    for (int64_t _qb0_sk = 0; _qb0_sk < ceil_div(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) + 1, 2); ++_qb0_sk) {  // ffn.pto:10:9
         pipe_barrier(PIPE_V);
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2, 0), 1); ++_sk0) {  // ffn.pto:10:9
+        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk0) {  // ffn.pto:10:9
             for (int64_t _g1 = 0; _g1 < 4; ++_g1) {  // ffn.pto:10:9
             }
         }
@@ -1294,13 +1270,13 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag_dev(4);
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // ffn.pto:10:9
+        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk2) {  // ffn.pto:10:9
             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g7 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2; _g7 < min_i64((block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2 + 2, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
+                for (int64_t _g7 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g7 < min_i64((block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
                     pipe_barrier(PIPE_V);
                     TileT8EAiv0 t8_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
                     TASSIGN(t8_e_aiv0, 0);  // ffn.pto:13:16
@@ -1337,7 +1313,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView8 hGm8(h + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32) * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        GmView8 hGm8(h + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
                         TLOAD(t8_e_aiv0, hGm8);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1375,7 +1351,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView9 aGm9(a + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32) * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        GmView9 aGm9(a + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
                         TSTORE(aGm9, t9_e_aiv0);  // ffn.pto:13:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
@@ -1384,7 +1360,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
                         if (!ptodsl_aiv0) {
                             using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView10 hGm10(h + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            GmView10 hGm10(h + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
                             TLOAD(t8_e_aiv1, hGm10);  // ffn.pto:13:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1420,7 +1396,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView11 aGm11(a + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            GmView11 aGm11(a + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
                             TSTORE(aGm11, t9_e_aiv1);  // ffn.pto:13:16
                         }
                     }
@@ -1442,7 +1418,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g16 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2; _g16 < min_i64((block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 2 + 2, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
+                for (int64_t _g16 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4; _g16 < min_i64((block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 4 + 4, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
                     pipe_barrier(PIPE_V);
                     TileT17EAiv0 t17_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
                     TASSIGN(t17_e_aiv0, 0);  // ffn.pto:15:16
@@ -1499,7 +1475,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView12 hGm12(h + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32) * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        GmView12 hGm12(h + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
                         TLOAD(t17_e_aiv0, hGm12);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1557,7 +1533,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView13 aGm13(a + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32) * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        GmView13 aGm13(a + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
                         TSTORE(aGm13, t18_e_aiv0);  // ffn.pto:15:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1566,7 +1542,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
                         if (!ptodsl_aiv0) {
                             using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView14 hGm14(h + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            GmView14 hGm14(h + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
                             TLOAD(t17_e_aiv1, hGm14);  // ffn.pto:15:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1622,7 +1598,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView15 aGm15(a + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2) * 32 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            GmView15 aGm15(a + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
                             TSTORE(aGm15, t18_e_aiv1);  // ffn.pto:15:16
                         }
                     }
@@ -1639,11 +1615,11 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk0) {  // ffn.pto:10:9
+        for (int64_t _sk0 = 0; _sk0 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk0) {  // ffn.pto:10:9
             for (int64_t _g1 = 0; _g1 < 4; ++_g1) {  // ffn.pto:10:9
             }
         }
-        for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2, 0), 1); ++_sk3) {  // ffn.pto:10:9
+        for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2, 0), 1); ++_sk3) {  // ffn.pto:10:9
             for (int64_t _sk1 = 0; _sk1 < min_i64(max_i64(_qb0_sk * 2 + 1, 0), 1); ++_sk1) {  // ffn.pto:10:9
                 for (int64_t _k36 = 1; _k36 < 4; ++_k36) {  // ffn.pto:16:12
                 }
@@ -1654,13 +1630,13 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag_dev(6);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // ffn.pto:10:9
+        for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(min_i64(ceil_div((B + 63) / 64, block_count), (B + 63) / 64 - block_index * ceil_div((B + 63) / 64, block_count)) - _qb0_sk * 2 - 1, 0), 1); ++_sk2) {  // ffn.pto:10:9
             for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(act, -act), 0); ++_br0) {  // ffn.pto:12:5
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g7 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 2; _g7 < min_i64(block_index * ceil_div((B + 31) / 32, block_count) * 2 + _qb0_sk * 4 + 4, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
+                for (int64_t _g7 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 4; _g7 < min_i64(block_index * ceil_div((B + 63) / 64, block_count) * 4 + _qb0_sk * 8 + 8, (B + 15) / 16); ++_g7) {  // ffn.pto:13:16
                     pipe_barrier(PIPE_V);
                     TileT8OAiv0 t8_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
                     TASSIGN(t8_o_aiv0, 0);  // ffn.pto:13:16
@@ -1697,7 +1673,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView24 h_twinGm24(h_twin + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32) * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        GmView24 h_twinGm24(h_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
                         TLOAD(t8_o_aiv0, h_twinGm24);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1735,7 +1711,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView25 a_twinGm25(a_twin + (_g7 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32) * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        GmView25 a_twinGm25(a_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
                         TSTORE(a_twinGm25, t9_o_aiv0);  // ffn.pto:13:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1744,7 +1720,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
                         if (!ptodsl_aiv0) {
                             using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView26 h_twinGm26(h_twin + (_g7 * 16 - block_index * ceil_div((B + 31) / 32, block_count) * 32 - _qb0_sk * 64 - 24) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            GmView26 h_twinGm26(h_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
                             TLOAD(t8_o_aiv1, h_twinGm26);  // ffn.pto:13:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1780,7 +1756,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView27 a_twinGm27(a_twin + (_g7 * 16 - block_index * ceil_div((B + 31) / 32, block_count) * 32 - _qb0_sk * 64 - 24) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            GmView27 a_twinGm27(a_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
                             TSTORE(a_twinGm27, t9_o_aiv1);  // ffn.pto:13:16
                         }
                     }
@@ -1802,7 +1778,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _g16 = (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 2; _g16 < min_i64(block_index * ceil_div((B + 31) / 32, block_count) * 2 + _qb0_sk * 4 + 4, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
+                for (int64_t _g16 = (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 4; _g16 < min_i64(block_index * ceil_div((B + 63) / 64, block_count) * 4 + _qb0_sk * 8 + 8, (B + 15) / 16); ++_g16) {  // ffn.pto:15:16
                     pipe_barrier(PIPE_V);
                     TileT17OAiv0 t17_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
                     TASSIGN(t17_o_aiv0, 0);  // ffn.pto:15:16
@@ -1859,7 +1835,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
                         using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView28 h_twinGm28(h_twin + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32) * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        GmView28 h_twinGm28(h_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
                         TLOAD(t17_o_aiv0, h_twinGm28);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1917,7 +1893,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView29 a_twinGm29(a_twin + (_g16 * 16 - (block_index * ceil_div((B + 31) / 32, block_count) + _qb0_sk * 2 + 1) * 32) * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        GmView29 a_twinGm29(a_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
                         TSTORE(a_twinGm29, t18_o_aiv0);  // ffn.pto:15:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1926,7 +1902,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
                         if (!ptodsl_aiv0) {
                             using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView30 h_twinGm30(h_twin + (_g16 * 16 - block_index * ceil_div((B + 31) / 32, block_count) * 32 - _qb0_sk * 64 - 24) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            GmView30 h_twinGm30(h_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
                             TLOAD(t17_o_aiv1, h_twinGm30);  // ffn.pto:15:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1982,7 +1958,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView31 a_twinGm31(a_twin + (_g16 * 16 - block_index * ceil_div((B + 31) / 32, block_count) * 32 - _qb0_sk * 64 - 24) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            GmView31 a_twinGm31(a_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
                             TSTORE(a_twinGm31, t18_o_aiv1);  // ffn.pto:15:16
                         }
                     }
