@@ -173,6 +173,16 @@ def _nest(kernel: Func, outer: Op) -> list[Op]:
     return nest
 
 
+def _grid_depth(loop: Op) -> int:
+    """How many grid loops deep the nest at ``loop`` is, by its shape alone (each loop's body
+    holding exactly one loop, a grid loop): a cheap bound on ``len(_nest(...))``, whose proofs
+    of independence cost far more."""
+    depth = 1
+    while len(inner := [o for o in loop.regions[0] if o.name == "loop"]) == 1 and inner[0].attrs.get("kind") == "grid":
+        loop, depth = inner[0], depth + 1
+    return depth
+
+
 def _inner_grid(kernel: Func, outer: Op) -> Op | None:
     """The grid loop directly inside ``outer`` (a grid loop shared out as blocks), when the two
     can be shared out as one: both of step 1, the inner one's bounds free of the outer index, its
@@ -662,7 +672,8 @@ def run(module: Module, ctx: PassContext) -> Module:
             # such loops by their alike iterations, which blocks whose count varies break)
             cores = ctx.target.chip.cores(kernel.kind)
             inner = _inner_grid(kernel, loops[0]) if len(loops) == 1 and loops[0].attrs.get("kind") in SHARED else None
-            if inner is not None and tileable(kernel, _nest(kernel, loops[0])):
+            if inner is not None and (kernel.kind == "cube" or _grid_depth(loops[0]) >= 3) \
+                    and tileable(kernel, _nest(kernel, loops[0])):
                 index, count = _block_params(kernel)
                 total = share_out_tiles(kernel, _nest(kernel, loops[0]), index, count)
                 tiles = sym.substitute(total, _launch_env(kernel, op, index, count))
