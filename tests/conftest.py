@@ -70,8 +70,9 @@ SAMPLED = {"test_tune_runs_on_every_library_spec", "test_compiling_from_printed_
 # the everyday suite.
 HEAVY_SPECS = {"online_softmax_attn", "paged_attention", "varlen_attention", "flash_attn", "layernorm_bwd", "rope",
                "gelu_bwd", "reduce_axes", "mha_sdpa", "rmsnorm_bwd", "bmm", "matmul_bwd", "ffn"}
-# Tuning softmax compiles many candidates too; it is the one light spec whose tune is slow.
-HEAVY_FOR = {"test_tune_runs_on_every_library_spec": HEAVY_SPECS | {"softmax"}}
+# Tuning softmax, reshape_heads and argmax_rows compiles many candidates too: the light specs
+# whose tune is slow.
+HEAVY_FOR = {"test_tune_runs_on_every_library_spec": HEAVY_SPECS | {"softmax", "reshape_heads", "argmax_rows"}}
 LIBRARY_WIDE = {"test_tune_runs_on_every_library_spec", "test_bench_runs_every_case_of_every_library_spec",
                 "test_every_library_spec_without_its_schedule", "test_compiling_from_printed_ir_gives_the_same_block_ir",
                 "test_roundtrip_after_every_pass", "test_fixtures_compile_or_fail_as_they_should"}

@@ -9,6 +9,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from ptodsl import cli
 from ptodsl.bench import bench
 from ptodsl.diagnostics import Diagnostics
@@ -67,6 +69,7 @@ def _library(tmp_path: Path, names: tuple[str, ...]) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow  # models matmul and its backward at 4096^3 (seconds); CI runs it under -m slow
 def test_the_library_summary_on_bench_shapes(tmp_path, capsys):
     lib = _library(tmp_path, ("add_one", "matmul", "matmul_bwd", "exp"))  # matmul names matmul_bwd
     text = (lib / "exp.yaml").read_text()
