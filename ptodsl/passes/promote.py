@@ -133,9 +133,11 @@ class _Kernel:
         if any(p is None for p in places):
             return None
         tensor, offsets = places[0]
+        if any(p[0].name != tensor.name for p in places):
+            return None  # two parameters a launch fills with views of one tensor: regions apart
+        # (a view made in the body at offsets it binds names them in the absolute offsets)
         bound = {loop.attrs["index"]} | {o.attrs["index"] for o in walk_ops(body) if o.name == "loop"} | \
             {o.attrs["sym"] for o in walk_ops(body) if o.name == "read"}
-        bound |= {r.name for o in walk_ops(body) for r in o.results}  # a view made in the body
         if any(t.type != ttype or not _same(p[1], offsets) for t, p in zip(tiles, places)) or \
                 any(sym.free_symbols(x) & bound for x in (*offsets, *ttype.valid)):
             return None

@@ -6,11 +6,12 @@ statements, matrix products among them: mha_sdpa's softmax between its products)
 twice or more when it spans several vector tiles: the statistic is complete only after the last tile. When the whole row
 fits the UB, one pass is enough: the row is loaded once, reduced and used from UB.
 
-So tiling compiles such a loop twice, behind ``if (D >= 1 && D <= cap)``: the fit version, a
+So tiling compiles such a loop twice, behind ``if (D >= lo && D <= cap)``: the fit version, a
 copy of the loop (attribute ``fit = D``) tiled with a tile of ``cap`` columns along ``D``, in
 which the tiler knows ``1 <= D <= cap`` (no grid loop along ``D``; every tail is ``D`` itself),
-and the loop as scheduled for the rest. The choice is made at call time, in the control program,
-and visible in the IR. Fusion then forwards the row's second load from the first and hoists the
+and the loop as scheduled for the rest (``lo`` is 1, or for top-level statements one more than
+the scheduled tile's width: rows one tile wide are one pass already, and double buffered there).
+The choice is made at call time, in the control program, and visible in the IR. Fusion then forwards the row's second load from the first and hoists the
 loads of loop-invariant read-only operands (gamma, beta) out of the fit loop
 (:func:`hoist_invariant`), so each block loads them once.
 
