@@ -193,7 +193,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView2 hGm2(h + _g1 * 64, GmView2::Shape(t2_e.GetValidRow()));  // ffn.pto:10:9
+                GmView2 hGm2(h + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256 + _g1 * 64, GmView2::Shape(t2_e.GetValidRow()));  // ffn.pto:10:9
                 TSTORE(hGm2, t2_e);  // ffn.pto:10:9
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
@@ -213,7 +213,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t32_e, 0);  // ffn.pto:16:12
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-            GmView3 a_twinGm3(a_twin, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
+            GmView3 a_twinGm3(a_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 256, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
             TLOAD(t32_e, a_twinGm3);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
@@ -245,7 +245,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t37_e, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView5 a_twinGm5(a_twin + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
+                GmView5 a_twinGm5(a_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 256 + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
                 TLOAD(t37_e, a_twinGm5);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT38E t38_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
@@ -326,7 +326,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t15_e_aiv1, 106496);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView8 hGm8(h + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    GmView8 hGm8(h + _g7 * 16 * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
                     TLOAD(t8_e_aiv0, hGm8);  // ffn.pto:13:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -348,14 +348,14 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView9 aGm9(a + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    GmView9 aGm9(a + _g7 * 16 * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
                     TSTORE(aGm9, t9_e_aiv0);  // ffn.pto:13:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
                         using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView10 hGm10(h + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        GmView10 hGm10(h + (_g7 * 16 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
                         TLOAD(t8_e_aiv1, hGm10);  // ffn.pto:13:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -375,7 +375,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView11 aGm11(a + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        GmView11 aGm11(a + (_g7 * 16 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
                         TSTORE(aGm11, t9_e_aiv1);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
@@ -452,7 +452,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t29_e_aiv1, 188416);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView12 hGm12(h + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    GmView12 hGm12(h + _g16 * 16 * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
                     TLOAD(t17_e_aiv0, hGm12);  // ffn.pto:15:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -484,14 +484,14 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView13 aGm13(a + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    GmView13 aGm13(a + _g16 * 16 * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
                     TSTORE(aGm13, t18_e_aiv0);  // ffn.pto:15:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
                         using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView14 hGm14(h + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        GmView14 hGm14(h + (_g16 * 16 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
                         TLOAD(t17_e_aiv1, hGm14);  // ffn.pto:15:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -521,7 +521,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView15 aGm15(a + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        GmView15 aGm15(a + (_g16 * 16 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
                         TSTORE(aGm15, t18_e_aiv1);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -577,7 +577,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView18 h_twinGm18(h_twin + _g1 * 64, GmView18::Shape(t2_o.GetValidRow()));  // ffn.pto:10:9
+                GmView18 h_twinGm18(h_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 256 + _g1 * 64, GmView18::Shape(t2_o.GetValidRow()));  // ffn.pto:10:9
                 TSTORE(h_twinGm18, t2_o);  // ffn.pto:10:9
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
@@ -598,7 +598,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t32_o, 0);  // ffn.pto:16:12
                 using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView19 aGm19(a, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
+                GmView19 aGm19(a + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
                 TLOAD(t32_o, aGm19);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
@@ -630,7 +630,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t37_o, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView21 aGm21(a + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
+                    GmView21 aGm21(a + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256 + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
                     TLOAD(t37_o, aGm21);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT38O t38_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
@@ -713,7 +713,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t15_o_aiv1, 106496);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView24 h_twinGm24(h_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    GmView24 h_twinGm24(h_twin + _g7 * 16 * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
                     TLOAD(t8_o_aiv0, h_twinGm24);  // ffn.pto:13:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -735,14 +735,14 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView25 a_twinGm25(a_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    GmView25 a_twinGm25(a_twin + _g7 * 16 * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
                     TSTORE(a_twinGm25, t9_o_aiv0);  // ffn.pto:13:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
                         using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView26 h_twinGm26(h_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        GmView26 h_twinGm26(h_twin + (_g7 * 16 + 8) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
                         TLOAD(t8_o_aiv1, h_twinGm26);  // ffn.pto:13:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -762,7 +762,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView27 a_twinGm27(a_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        GmView27 a_twinGm27(a_twin + (_g7 * 16 + 8) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
                         TSTORE(a_twinGm27, t9_o_aiv1);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -839,7 +839,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t29_o_aiv1, 188416);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView28 h_twinGm28(h_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    GmView28 h_twinGm28(h_twin + _g16 * 16 * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
                     TLOAD(t17_o_aiv0, h_twinGm28);  // ffn.pto:15:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -871,14 +871,14 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView29 a_twinGm29(a_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    GmView29 a_twinGm29(a_twin + _g16 * 16 * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
                     TSTORE(a_twinGm29, t18_o_aiv0);  // ffn.pto:15:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
                         using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView30 h_twinGm30(h_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        GmView30 h_twinGm30(h_twin + (_g16 * 16 + 8) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
                         TLOAD(t17_o_aiv1, h_twinGm30);  // ffn.pto:15:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -908,7 +908,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView31 a_twinGm31(a_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        GmView31 a_twinGm31(a_twin + (_g16 * 16 + 8) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
                         TSTORE(a_twinGm31, t18_o_aiv1);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -982,7 +982,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView2 hGm2(h + _g1 * 64, GmView2::Shape(t2_e.GetValidRow()));  // ffn.pto:10:9
+                GmView2 hGm2(h + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256 + _g1 * 64, GmView2::Shape(t2_e.GetValidRow()));  // ffn.pto:10:9
                 TSTORE(hGm2, t2_e);  // ffn.pto:10:9
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
@@ -1004,7 +1004,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t32_e, 0);  // ffn.pto:16:12
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-            GmView3 a_twinGm3(a_twin, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
+            GmView3 a_twinGm3(a_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 256, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
             TLOAD(t32_e, a_twinGm3);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
@@ -1036,7 +1036,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t37_e, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView5 a_twinGm5(a_twin + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
+                GmView5 a_twinGm5(a_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 256 + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
                 TLOAD(t37_e, a_twinGm5);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT38E t38_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
@@ -1131,7 +1131,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView18 h_twinGm18(h_twin + _g1 * 64, GmView18::Shape(t2_o.GetValidRow()));  // ffn.pto:10:9
+                GmView18 h_twinGm18(h_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 256 + _g1 * 64, GmView18::Shape(t2_o.GetValidRow()));  // ffn.pto:10:9
                 TSTORE(h_twinGm18, t2_o);  // ffn.pto:10:9
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
@@ -1154,7 +1154,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t32_o, 0);  // ffn.pto:16:12
                 using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView19 aGm19(a, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
+                GmView19 aGm19(a + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
                 TLOAD(t32_o, aGm19);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
@@ -1186,7 +1186,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t37_o, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView21 aGm21(a + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
+                    GmView21 aGm21(a + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256 + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
                     TLOAD(t37_o, aGm21);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT38O t38_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
@@ -1313,7 +1313,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView8 hGm8(h + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        GmView8 hGm8(h + _g7 * 16 * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
                         TLOAD(t8_e_aiv0, hGm8);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1351,7 +1351,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView9 aGm9(a + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        GmView9 aGm9(a + _g7 * 16 * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
                         TSTORE(aGm9, t9_e_aiv0);  // ffn.pto:13:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
@@ -1360,7 +1360,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
                         if (!ptodsl_aiv0) {
                             using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView10 hGm10(h + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            GmView10 hGm10(h + (_g7 * 16 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
                             TLOAD(t8_e_aiv1, hGm10);  // ffn.pto:13:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1396,7 +1396,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView11 aGm11(a + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            GmView11 aGm11(a + (_g7 * 16 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
                             TSTORE(aGm11, t9_e_aiv1);  // ffn.pto:13:16
                         }
                     }
@@ -1475,7 +1475,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView12 hGm12(h + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        GmView12 hGm12(h + _g16 * 16 * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
                         TLOAD(t17_e_aiv0, hGm12);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1533,7 +1533,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView13 aGm13(a + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        GmView13 aGm13(a + _g16 * 16 * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
                         TSTORE(aGm13, t18_e_aiv0);  // ffn.pto:15:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1542,7 +1542,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
                         if (!ptodsl_aiv0) {
                             using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView14 hGm14(h + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            GmView14 hGm14(h + (_g16 * 16 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
                             TLOAD(t17_e_aiv1, hGm14);  // ffn.pto:15:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1598,7 +1598,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView15 aGm15(a + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            GmView15 aGm15(a + (_g16 * 16 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
                             TSTORE(aGm15, t18_e_aiv1);  // ffn.pto:15:16
                         }
                     }
@@ -1673,7 +1673,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView24 h_twinGm24(h_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        GmView24 h_twinGm24(h_twin + _g7 * 16 * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
                         TLOAD(t8_o_aiv0, h_twinGm24);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1711,7 +1711,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView25 a_twinGm25(a_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        GmView25 a_twinGm25(a_twin + _g7 * 16 * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
                         TSTORE(a_twinGm25, t9_o_aiv0);  // ffn.pto:13:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1720,7 +1720,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
                         if (!ptodsl_aiv0) {
                             using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView26 h_twinGm26(h_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            GmView26 h_twinGm26(h_twin + (_g7 * 16 + 8) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
                             TLOAD(t8_o_aiv1, h_twinGm26);  // ffn.pto:13:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1756,7 +1756,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView27 a_twinGm27(a_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            GmView27 a_twinGm27(a_twin + (_g7 * 16 + 8) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
                             TSTORE(a_twinGm27, t9_o_aiv1);  // ffn.pto:13:16
                         }
                     }
@@ -1835,7 +1835,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
                         using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView28 h_twinGm28(h_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        GmView28 h_twinGm28(h_twin + _g16 * 16 * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
                         TLOAD(t17_o_aiv0, h_twinGm28);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1893,7 +1893,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView29 a_twinGm29(a_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        GmView29 a_twinGm29(a_twin + _g16 * 16 * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
                         TSTORE(a_twinGm29, t18_o_aiv0);  // ffn.pto:15:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1902,7 +1902,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
                         if (!ptodsl_aiv0) {
                             using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView30 h_twinGm30(h_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            GmView30 h_twinGm30(h_twin + (_g16 * 16 + 8) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
                             TLOAD(t17_o_aiv1, h_twinGm30);  // ffn.pto:15:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1958,7 +1958,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView31 a_twinGm31(a_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            GmView31 a_twinGm31(a_twin + (_g16 * 16 + 8) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
                             TSTORE(a_twinGm31, t18_o_aiv1);  // ffn.pto:15:16
                         }
                     }
