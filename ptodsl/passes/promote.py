@@ -64,7 +64,7 @@ class _Kernel:
         self.views = {op.result.name: (op.operands[0], op.attrs["offsets"]) for op in func.walk()
                       if op.name == "view" and set(op.attrs) == {"offsets"}
                       and op.result.type.rank == op.operands[0].type.rank}
-        self.params = {p.name: Value(p.name, p.type) for p in func.params if p.is_tensor}
+        self.params = {p.name: p.value or Value(p.name, p.type) for p in func.params if p.is_tensor}
         taken = {v.name for op in func.walk() for v in (*op.operands, *op.results)}
         self.names = (f"_held{n}" for n in itertools.count() if f"_held{n}" not in taken)
         self.indices = (f"_once{n}" for n in itertools.count() if f"_once{n}" not in taken)
