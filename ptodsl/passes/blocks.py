@@ -24,7 +24,9 @@ of the call (an ``alloc`` of the control program: hoisted by partitioning, one p
 left on one block, since all blocks would share that workspace, unless the launch runs once per
 call and the loop's proof holds with the workspace shared (each iteration writes its own part):
 ``passes/parallel.py``'s, or for a row block loop ``passes/rowgrid.py``'s (``rows_interchanged``),
-whose iterations touch only their own rows of every tensor written, workspaces included. A
+whose iterations touch only their own rows of every tensor written, workspaces included; a
+workspace rowgrid gave one row block's rows (``alloc {within}`` the row block loop) gets a copy
+per block (:func:`row_private`, :func:`privatize`). A
 ``mixed`` kernel's blocks go to the cube cores (one AIC and the AIVs beside it per block).
 
 Otherwise a kernel launched once per call whose body is a nest of loops of the user's down to a
@@ -150,13 +152,39 @@ def _writes_workspace(kernel: Func, launch: Op, workspaces: set[str]) -> bool:
     return bool(bound & _written_params(kernel))
 
 
-def _shares_disjointly(kernel: Func, loops: list[Op]) -> bool:
+def banded(kernel: Func, loops: list[Op], private: list[str]) -> bool:
+    """Whether each row block loop of ``loops`` reaches every tensor the kernel writes (but the
+    ``private`` ones, a copy per block) only by tile loads and stores at rows its index names:
+    the shape of ``passes/rowgrid.py``'s bands, checked again here because blocks run them at
+    once. A pass between that left a band's rows fixed (one row block's buffer shared by all)
+    would otherwise make the blocks race; it keeps the kernel on one block instead."""
+    written = _written_params(kernel) - set(private)
+    roots: dict[str, tuple[str, sym.Expr]] = {p.name: (p.name, 0) for p in kernel.params if p.is_tensor}
+    for op in kernel.walk():
+        if op.name == "view" and op.operands[0].name in roots and op.attrs.get("offsets"):
+            root, first = roots[op.operands[0].name]
+            roots[op.result.name] = (root, sym.add(first, op.attrs["offsets"][0]))
+    for loop in loops:
+        for op in loop.walk():
+            if op.name in ("tile.load", "tile.store"):
+                root, first = roots.get(op.operands[1 if op.name == "tile.load" else 0].name, ("", 0))
+                offsets = op.attrs.get("offsets") or (0,)
+                if root in written and loop.attrs["index"] not in sym.free_symbols(sym.add(first, offsets[0])):
+                    return False
+            elif any(roots.get(v.name, ("",))[0] in written for vs in indexed_gm(op) for v in vs):
+                return False
+    return True
+
+
+def _shares_disjointly(kernel: Func, loops: list[Op], private: list[str]) -> bool:
     """Whether the loops' iterations stay independent with the call's workspaces shared by every
     block: in the kernel a workspace is a parameter, not an allocation of the iteration, so the
     proof (``parallel.independent``) needs each iteration's writes to it disjoint (a grid nest
     filling its rows of a reduction's result), not a workspace per iteration."""
     if all(loop.attrs.get("rows_interchanged") == 1 for loop in loops):
-        return True  # passes/rowgrid.py's proof: each iteration touches its own rows of everything written
+        # passes/rowgrid.py's proof: each iteration touches its own rows of everything written,
+        # a workspace of one row block's rows (``row_private``) once each block has its own
+        return banded(kernel, loops, private)
     origins = origins_of(kernel)
     return origins is not None and all(independent(loop, origins) for loop in loops)
 
@@ -358,6 +386,18 @@ def private_share(kernel: Func, launch: Op, allocs: dict[str, Op]) -> tuple[Op, 
     if origins is None or not independent(loop, origins, frozenset(outer), frozenset(private)):
         return None
     return loop, private
+
+
+def row_private(kernel: Func, loops: list[Op], launch: Op, allocs: dict[str, Op]) -> list[str]:
+    """The workspaces (parameters of ``kernel``) a row block loop of ``loops`` writes that belong
+    to one of its row blocks (``alloc {within}`` naming the loop: ``passes/rowgrid.py`` gives a
+    statement run's intermediates one row block's rows): the proof that row blocks are disjoint
+    holds for them only with a copy per block."""
+    indices = {loop.attrs["index"] for loop in loops if loop.attrs.get("rows_interchanged") == 1}
+    launched = {p.name: v.name for p, v in zip([p for p in kernel.params if p.is_tensor], launch.operands)}
+    return [name for name in sorted(_written_params(kernel))
+            if (alloc := allocs.get(launched.get(name, ""))) is not None
+            and indices & set(alloc.attrs.get("within", ()))]
 
 
 def privatize(kernel: Func, launch: Op, control: Func, names: list[str]) -> None:
@@ -660,8 +700,9 @@ def run(module: Module, ctx: PassContext) -> Module:
             if nests is not None:  # each proved independent with the call's workspaces shared
                 _share_nests(kernel, nests, op, ctx.target.chip.cores(kernel.kind))
                 continue
+            private = row_private(kernel, loops, op, allocs) if loops is not None else []
             if loops is None or _writes_workspace(kernel, op, workspaces) and \
-                    not (id(op) in outer and _shares_disjointly(kernel, loops)):
+                    not (id(op) in outer and _shares_disjointly(kernel, loops, private)):
                 # else blocks would share a workspace every iteration writes anew: one copy each
                 plan = private_share(kernel, op, allocs) if id(op) in outer else None
                 if plan is not None:
@@ -682,10 +723,12 @@ def run(module: Module, ctx: PassContext) -> Module:
                 share_out_nest(kernel, loops[0], inner, op, cores)
             else:
                 share_out(kernel, loops, op, cores)
+            if private:
+                privatize(kernel, op, control, private)
         _shared_footprints(control)
     return fresh
 
 
 PASS = Pass("blocks", "block", "block", run, frozenset({"partitioned", "independent-marked"}), frozenset({"blocked"}))
 
-__all__ = ["PASS", "blockable", "run", "share_out", "split_nests"]
+__all__ = ["PASS", "blockable", "row_private", "run", "share_out", "split_nests"]

@@ -429,10 +429,11 @@ def interchange(func: Func) -> Func | None:
             bound = set().union(*(bound_within(x) for x in statements))
             wrapper = _Wrapper(grids, rows, tile_rows, bound, count, dtypes if n > 1 else None)
             new = wrapper.ops(statements)
-            # (a run's workspaces keep a band per row block: shrunk to one row block's buffer, as
-            # an earlier version did, every block wrote that buffer at once, since the blocks
-            # pass takes a row-interchanged loop's rows as disjoint; a buffer per block would
-            # need a copy per block first)
+            if n > 1:
+                inside = {id(o) for x in statements for o in x.walk()}
+                elsewhere = {v.name for o in func.walk() if id(o) not in inside for v in o.operands}
+                new = [_localize(x, rows, tile_rows, elsewhere) if x.attrs.get("rows_interchanged") else x
+                       for x in new]
             hoisted = _hoist_workspaces(new, bound | {f"{OUTER}{n}" for n in range(count, wrapper.count)})
             if any(o.name == "alloc" for x in new for o in x.walk()):
                 out += statements  # a workspace per row block could not be seen by a later row block loop
@@ -445,6 +446,51 @@ def interchange(func: Func) -> Func | None:
     if count == 0:
         return None
     return Func(func.name, func.params, body, func.kind, dict(func.attrs), func.span)
+
+
+def _localize(loop: Op, rows: sym.Expr, tile_rows: int, elsewhere: set[str]) -> Op:
+    """``loop`` (a run's row block loop) with each workspace of rows ``rows`` that only tile loads
+    and stores in it touch (and nothing outside the run, ``elsewhere`` naming the values the rest
+    of the function uses) allocated in its body at one row block's rows, the offsets of those
+    accesses moved up by the block's first row: a row block's intermediates (an FFN's hidden
+    activations) then live in a buffer of one row block, rather than in bands of a tensor of every
+    row. Each such workspace records the loop as the one it belongs to (``within``, as
+    partitioning records a workspace it hoists out of a loop), which the blocks pass reads to give
+    each block a copy of its own (``passes/blocks.py``): shared, every block would fill the one
+    buffer at once."""
+    allocs = [o for o in loop.walk() if o.name == "alloc" and "fill" not in o.attrs
+              and o.result.type.shape and sym.sub(o.result.type.shape[0], rows) == 0]
+    first = sym.mul(sym.Sym(loop.attrs["index"]), tile_rows)
+    moved: list[Op] = []
+    for alloc in allocs:
+        v = alloc.result
+        if v.name in elsewhere:
+            continue
+        users = [o for o in loop.walk() if any(x is v for x in o.operands)]
+        if any(o.name not in ("tile.load", "tile.store") for o in users):
+            continue
+        for o in users:
+            offsets = list(o.attrs["offsets"])
+            offsets[0] = sym.sub(offsets[0], first)
+            o.attrs = dict(o.attrs) | {"offsets": tuple(offsets)}
+        t = v.type
+        v.type = TensorType(t.dtype, (tile_rows, *t.shape[1:]), None)
+        alloc.attrs = dict(alloc.attrs) | {"within": (loop.attrs["index"],)}
+        moved.append(alloc)
+    if not moved:
+        return loop
+    body = [*moved, *_without(loop.regions[0], {id(a) for a in moved})]
+    return Op("loop", [], dict(loop.attrs), [], [body], loop.span)
+
+
+def _without(ops: list[Op], drop: set[int]) -> list[Op]:
+    out = []
+    for op in ops:
+        if id(op) in drop:
+            continue
+        op.regions = [_without(r, drop) for r in op.regions]
+        out.append(op)
+    return out
 
 
 def unwrap_one_trip(ops: list[Op], ranges: dict[str, tuple[sym.Expr, sym.Expr]] | None = None) -> list[Op]:

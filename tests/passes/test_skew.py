@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ptodsl
+from ptodsl import sym
 from ptodsl.ir import Op
 
 RNG = np.random.default_rng(53)
@@ -133,3 +134,47 @@ def test_a_run_after_a_column_mean_leaves_its_accumulator_alone(write_spec):
     y, z = op(x, a, b, v, backend="sim")
     np.testing.assert_allclose(y, np.broadcast_to(x.astype(np.float64).mean(axis=0), (37, 20)), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(z, a.T.astype(np.float64) @ b + v, rtol=1e-4, atol=1e-4)
+
+
+def test_each_block_fills_intermediates_of_its_own(write_spec):
+    # a statement run's h and a hold one row block's rows: run as blocks, each block needs its own
+    # (shared, every block filled the one buffer at once and the cpu backend computed wrong)
+    op = ptodsl.load(write_spec("k", FFN, _yaml("row_interchange: true")))
+    kernel = next(f for f in op.compiled.stages["block"].funcs if f.kind == "mixed")
+    index, count = kernel.attrs["block_index"], kernel.attrs["block_count"]
+    at = {o.operands[0].name: o.attrs["offsets"][0] for o in kernel.body if o.name == "view"}
+    workspaces = [p for p in kernel.params if p.is_tensor and p.name not in ("x", "w1", "w2", "y")]
+    assert {p.name for p in workspaces} == {"h", "a", "h_twin", "a_twin"}
+    for p in workspaces:
+        assert sym.free_symbols(p.type.shape[0]) == {count}
+        assert sym.free_symbols(at[p.name]) == {index}
+
+
+def _row_loop(store: str, load: str = "0") -> tuple[object, list[Op]]:
+    from ptodsl.ir import parse
+
+    text = ('module @m level block attributes {target = "ascend910b"} {\n'
+            '  vector @m(%x: tensor<f32 [B, 64]>, %w: tensor<f32 [16, 64]> inout, %y: tensor<f32 [B, 64]> out,'
+            ' B: i64) {\n'
+            '    loop() {index = "_qb0", lo = 0, hi = cdiv(B, 16), step = 1, parallel = 1, rows_interchanged = 1}'
+            ' region {\n'
+            '      %t = tile.alloc() : tile<ub f32 [16, 64] valid [16, 64]>\n'
+            '      tile.load(%t, %x) {offsets = [_qb0 * 16, 0]}\n'
+            f'      tile.store(%w, %t) {{offsets = [{store}, 0]}}\n'
+            f'      tile.load(%t, %w) {{offsets = [{load}, 0]}}\n'
+            '      tile.store(%y, %t) {offsets = [_qb0 * 16, 0]}\n'
+            '    }\n  }\n}\n')
+    kernel = parse(text).funcs[0]
+    return kernel, [o for o in kernel.body if o.name == "loop"]
+
+
+def test_blocks_recheck_that_a_row_block_loop_keeps_to_its_rows():
+    from ptodsl.passes.blocks import banded
+
+    kernel, loops = _row_loop("0")
+    assert not banded(kernel, loops, [])  # every block would fill w's rows 0..15 at once
+    assert banded(kernel, loops, ["w"])  # unless each has its own w
+    kernel, loops = _row_loop("_qb0 * 16")
+    assert not banded(kernel, loops, [])  # the load of w at row 0 is not its band either
+    kernel, loops = _row_loop("_qb0 * 16", "_qb0 * 16")
+    assert banded(kernel, loops, [])

@@ -65,13 +65,13 @@ extern "C" int ffn_bf16(bfloat16_t* x, bfloat16_t* w1, bfloat16_t* w2, bfloat16_
 #endif
     try {
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // ffn.pto:10:9
-        std::vector<unsigned char> h_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
+        std::vector<unsigned char> h_bytes = workspace((max_i64(ceil_div((B + 63) / 64, max_i64(((B + 63) / 64 + 23) / 24, 1)), 1) * 64 * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
         bfloat16_t* h = reinterpret_cast<bfloat16_t*>(h_bytes.data());  // ffn.pto:10:9
-        std::vector<unsigned char> h_twin_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
+        std::vector<unsigned char> h_twin_bytes = workspace((max_i64(ceil_div((B + 63) / 64, max_i64(((B + 63) / 64 + 23) / 24, 1)), 1) * 64 * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
         bfloat16_t* h_twin = reinterpret_cast<bfloat16_t*>(h_twin_bytes.data());  // ffn.pto:10:9
-        std::vector<unsigned char> a_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
+        std::vector<unsigned char> a_bytes = workspace((max_i64(ceil_div((B + 63) / 64, max_i64(((B + 63) / 64 + 23) / 24, 1)), 1) * 64 * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
         bfloat16_t* a = reinterpret_cast<bfloat16_t*>(a_bytes.data());  // ffn.pto:11:9
-        std::vector<unsigned char> a_twin_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
+        std::vector<unsigned char> a_twin_bytes = workspace((max_i64(ceil_div((B + 63) / 64, max_i64(((B + 63) / 64 + 23) / 24, 1)), 1) * 64 * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
         bfloat16_t* a_twin = reinterpret_cast<bfloat16_t*>(a_twin_bytes.data());  // ffn.pto:11:9
         {  // ffn.pto:10:9
             const int64_t ffn_bf16_k0_blocks = max_i64(ceil_div((B + 63) / 64, max_i64(((B + 63) / 64 + 23) / 24, 1)), 1);  // ffn.pto:10:9

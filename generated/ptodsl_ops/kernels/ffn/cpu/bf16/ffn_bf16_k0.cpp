@@ -144,6 +144,10 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT29OAiv0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT29OAiv1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    __gm__ bfloat16_t* h_own = h + block_index * 64 * 256;  // ffn.pto:10:9
+    __gm__ bfloat16_t* a_own = a + block_index * 64 * 256;  // ffn.pto:10:9
+    __gm__ bfloat16_t* h_own_twin = h_twin + block_index * 64 * 256;  // ffn.pto:10:9
+    __gm__ bfloat16_t* a_own_twin = a_twin + block_index * 64 * 256;  // ffn.pto:10:9
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -193,8 +197,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView2 hGm2(h + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256 + _g1 * 64, GmView2::Shape(t2_e.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(hGm2, t2_e);  // ffn.pto:10:9
+                GmView2 h_ownGm2(h_own + _g1 * 64, GmView2::Shape(t2_e.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_ownGm2, t2_e);  // ffn.pto:10:9
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -213,8 +217,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t32_e, 0);  // ffn.pto:16:12
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-            GmView3 a_twinGm3(a_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 256, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
-            TLOAD(t32_e, a_twinGm3);  // ffn.pto:16:12
+            GmView3 a_own_twinGm3(a_own_twin, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
+            TLOAD(t32_e, a_own_twinGm3);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t33_e, 0);  // ffn.pto:16:12
@@ -245,8 +249,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t37_e, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView5 a_twinGm5(a_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 256 + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
-                TLOAD(t37_e, a_twinGm5);  // ffn.pto:16:12
+                GmView5 a_own_twinGm5(a_own_twin + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
+                TLOAD(t37_e, a_own_twinGm5);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT38E t38_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t38_e, 0);  // ffn.pto:16:12
@@ -326,8 +330,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t15_e_aiv1, 106496);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView8 hGm8(h + _g7 * 16 * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TLOAD(t8_e_aiv0, hGm8);  // ffn.pto:13:16
+                    GmView8 h_ownGm8(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TLOAD(t8_e_aiv0, h_ownGm8);  // ffn.pto:13:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t10_e_aiv0, t8_e_aiv0, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -348,15 +352,15 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView9 aGm9(a + _g7 * 16 * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TSTORE(aGm9, t9_e_aiv0);  // ffn.pto:13:16
+                    GmView9 a_ownGm9(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TSTORE(a_ownGm9, t9_e_aiv0);  // ffn.pto:13:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
                         using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView10 hGm10(h + (_g7 * 16 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_e_aiv1, hGm10);  // ffn.pto:13:16
+                        GmView10 h_ownGm10(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_e_aiv1, h_ownGm10);  // ffn.pto:13:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t10_e_aiv1, t8_e_aiv1, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -375,8 +379,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView11 aGm11(a + (_g7 * 16 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(aGm11, t9_e_aiv1);  // ffn.pto:13:16
+                        GmView11 a_ownGm11(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_ownGm11, t9_e_aiv1);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -452,8 +456,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t29_e_aiv1, 188416);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView12 hGm12(h + _g16 * 16 * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TLOAD(t17_e_aiv0, hGm12);  // ffn.pto:15:16
+                    GmView12 h_ownGm12(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TLOAD(t17_e_aiv0, h_ownGm12);  // ffn.pto:15:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t19_e_aiv0, t17_e_aiv0, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -484,15 +488,15 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView13 aGm13(a + _g16 * 16 * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TSTORE(aGm13, t18_e_aiv0);  // ffn.pto:15:16
+                    GmView13 a_ownGm13(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TSTORE(a_ownGm13, t18_e_aiv0);  // ffn.pto:15:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
                         using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView14 hGm14(h + (_g16 * 16 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_e_aiv1, hGm14);  // ffn.pto:15:16
+                        GmView14 h_ownGm14(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_e_aiv1, h_ownGm14);  // ffn.pto:15:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t19_e_aiv1, t17_e_aiv1, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -521,8 +525,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView15 aGm15(a + (_g16 * 16 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(aGm15, t18_e_aiv1);  // ffn.pto:15:16
+                        GmView15 a_ownGm15(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_ownGm15, t18_e_aiv1);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -577,8 +581,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView18 h_twinGm18(h_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 256 + _g1 * 64, GmView18::Shape(t2_o.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_twinGm18, t2_o);  // ffn.pto:10:9
+                GmView18 h_own_twinGm18(h_own_twin + _g1 * 64, GmView18::Shape(t2_o.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm18, t2_o);  // ffn.pto:10:9
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -598,8 +602,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t32_o, 0);  // ffn.pto:16:12
                 using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView19 aGm19(a + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
-                TLOAD(t32_o, aGm19);  // ffn.pto:16:12
+                GmView19 a_ownGm19(a_own, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
+                TLOAD(t32_o, a_ownGm19);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t33_o, 0);  // ffn.pto:16:12
@@ -630,8 +634,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t37_o, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView21 aGm21(a + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256 + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
-                    TLOAD(t37_o, aGm21);  // ffn.pto:16:12
+                    GmView21 a_ownGm21(a_own + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_o, a_ownGm21);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT38O t38_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                     TASSIGN(t38_o, 0);  // ffn.pto:16:12
@@ -713,8 +717,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t15_o_aiv1, 106496);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView24 h_twinGm24(h_twin + _g7 * 16 * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TLOAD(t8_o_aiv0, h_twinGm24);  // ffn.pto:13:16
+                    GmView24 h_own_twinGm24(h_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TLOAD(t8_o_aiv0, h_own_twinGm24);  // ffn.pto:13:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t10_o_aiv0, t8_o_aiv0, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -735,15 +739,15 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                    GmView25 a_twinGm25(a_twin + _g7 * 16 * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                    TSTORE(a_twinGm25, t9_o_aiv0);  // ffn.pto:13:16
+                    GmView25 a_own_twinGm25(a_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                    TSTORE(a_own_twinGm25, t9_o_aiv0);  // ffn.pto:13:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
                         using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView26 h_twinGm26(h_twin + (_g7 * 16 + 8) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_o_aiv1, h_twinGm26);  // ffn.pto:13:16
+                        GmView26 h_own_twinGm26(h_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_o_aiv1, h_own_twinGm26);  // ffn.pto:13:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t10_o_aiv1, t8_o_aiv1, RoundMode::CAST_RINT);  // ffn.pto:13:16
@@ -762,8 +766,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView27 a_twinGm27(a_twin + (_g7 * 16 + 8) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(a_twinGm27, t9_o_aiv1);  // ffn.pto:13:16
+                        GmView27 a_own_twinGm27(a_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_own_twinGm27, t9_o_aiv1);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -839,8 +843,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t29_o_aiv1, 188416);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView28 h_twinGm28(h_twin + _g16 * 16 * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TLOAD(t17_o_aiv0, h_twinGm28);  // ffn.pto:15:16
+                    GmView28 h_own_twinGm28(h_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TLOAD(t17_o_aiv0, h_own_twinGm28);  // ffn.pto:15:16
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCVT(t19_o_aiv0, t17_o_aiv0, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -871,15 +875,15 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                    GmView29 a_twinGm29(a_twin + _g16 * 16 * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                    TSTORE(a_twinGm29, t18_o_aiv0);  // ffn.pto:15:16
+                    GmView29 a_own_twinGm29(a_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                    TSTORE(a_own_twinGm29, t18_o_aiv0);  // ffn.pto:15:16
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
                         using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView30 h_twinGm30(h_twin + (_g16 * 16 + 8) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_o_aiv1, h_twinGm30);  // ffn.pto:15:16
+                        GmView30 h_own_twinGm30(h_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_o_aiv1, h_own_twinGm30);  // ffn.pto:15:16
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         TCVT(t19_o_aiv1, t17_o_aiv1, RoundMode::CAST_RINT);  // ffn.pto:15:16
@@ -908,8 +912,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView31 a_twinGm31(a_twin + (_g16 * 16 + 8) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(a_twinGm31, t18_o_aiv1);  // ffn.pto:15:16
+                        GmView31 a_own_twinGm31(a_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_own_twinGm31, t18_o_aiv1);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -934,6 +938,10 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
     {
+    __gm__ bfloat16_t* h_own = h + block_index * 64 * 256;  // ffn.pto:10:9
+    __gm__ bfloat16_t* a_own = a + block_index * 64 * 256;  // ffn.pto:10:9
+    __gm__ bfloat16_t* h_own_twin = h_twin + block_index * 64 * 256;  // ffn.pto:10:9
+    __gm__ bfloat16_t* a_own_twin = a_twin + block_index * 64 * 256;  // ffn.pto:10:9
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -982,8 +990,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView2 hGm2(h + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256 + _g1 * 64, GmView2::Shape(t2_e.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(hGm2, t2_e);  // ffn.pto:10:9
+                GmView2 h_ownGm2(h_own + _g1 * 64, GmView2::Shape(t2_e.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_ownGm2, t2_e);  // ffn.pto:10:9
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1004,8 +1012,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT32E t32_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t32_e, 0);  // ffn.pto:16:12
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-            GmView3 a_twinGm3(a_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 256, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
-            TLOAD(t32_e, a_twinGm3);  // ffn.pto:16:12
+            GmView3 a_own_twinGm3(a_own_twin, GmView3::Shape(t32_e.GetValidRow()));  // ffn.pto:16:12
+            TLOAD(t32_e, a_own_twinGm3);  // ffn.pto:16:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT33E t33_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64));  // ffn.pto:16:12
             TASSIGN(t33_e, 0);  // ffn.pto:16:12
@@ -1036,8 +1044,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t37_e, 0);  // ffn.pto:16:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView5 a_twinGm5(a_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64 * 256 + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
-                TLOAD(t37_e, a_twinGm5);  // ffn.pto:16:12
+                GmView5 a_own_twinGm5(a_own_twin + _k36 * 64, GmView5::Shape(t37_e.GetValidRow(), t37_e.GetValidCol()));  // ffn.pto:16:12
+                TLOAD(t37_e, a_own_twinGm5);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT38E t38_e(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 - 1) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t38_e, 0);  // ffn.pto:16:12
@@ -1131,8 +1139,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:10:9
-                GmView18 h_twinGm18(h_twin + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64 * 256 + _g1 * 64, GmView18::Shape(t2_o.GetValidRow()));  // ffn.pto:10:9
-                TSTORE(h_twinGm18, t2_o);  // ffn.pto:10:9
+                GmView18 h_own_twinGm18(h_own_twin + _g1 * 64, GmView18::Shape(t2_o.GetValidRow()));  // ffn.pto:10:9
+                TSTORE(h_own_twinGm18, t2_o);  // ffn.pto:10:9
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1154,8 +1162,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT32O t32_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t32_o, 0);  // ffn.pto:16:12
                 using GmView19 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                GmView19 aGm19(a + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
-                TLOAD(t32_o, aGm19);  // ffn.pto:16:12
+                GmView19 a_ownGm19(a_own, GmView19::Shape(t32_o.GetValidRow()));  // ffn.pto:16:12
+                TLOAD(t32_o, a_ownGm19);  // ffn.pto:16:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT33O t33_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64));  // ffn.pto:16:12
                 TASSIGN(t33_o, 0);  // ffn.pto:16:12
@@ -1186,8 +1194,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t37_o, 0);  // ffn.pto:16:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:16:12
-                    GmView21 aGm21(a + (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 * 256 + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
-                    TLOAD(t37_o, aGm21);  // ffn.pto:16:12
+                    GmView21 a_ownGm21(a_own + _k36 * 64, GmView21::Shape(t37_o.GetValidRow(), t37_o.GetValidCol()));  // ffn.pto:16:12
+                    TLOAD(t37_o, a_ownGm21);  // ffn.pto:16:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT38O t38_o(min_i64(B - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64, 64), min_i64(256 - _k36 * 64, 64));  // ffn.pto:16:12
                     TASSIGN(t38_o, 0);  // ffn.pto:16:12
@@ -1251,6 +1259,10 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    __gm__ bfloat16_t* h_own = h + block_index * 64 * 256;  // ffn.pto:10:9
+    __gm__ bfloat16_t* a_own = a + block_index * 64 * 256;  // ffn.pto:10:9
+    __gm__ bfloat16_t* h_own_twin = h_twin + block_index * 64 * 256;  // ffn.pto:10:9
+    __gm__ bfloat16_t* a_own_twin = a_twin + block_index * 64 * 256;  // ffn.pto:10:9
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -1313,8 +1325,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView8 hGm8(h + _g7 * 16 * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_e_aiv0, hGm8);  // ffn.pto:13:16
+                        GmView8 h_ownGm8(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_e_aiv0, h_ownGm8);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1351,8 +1363,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView9 aGm9(a + _g7 * 16 * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(aGm9, t9_e_aiv0);  // ffn.pto:13:16
+                        GmView9 a_ownGm9(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView9::Shape(t9_e_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_ownGm9, t9_e_aiv0);  // ffn.pto:13:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -1360,8 +1372,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv0) {  // ffn.pto:13:16
                         if (!ptodsl_aiv0) {
                             using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView10 hGm10(h + (_g7 * 16 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TLOAD(t8_e_aiv1, hGm10);  // ffn.pto:13:16
+                            GmView10 h_ownGm10(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView10::Shape(t8_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TLOAD(t8_e_aiv1, h_ownGm10);  // ffn.pto:13:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1396,8 +1408,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView11 aGm11(a + (_g7 * 16 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TSTORE(aGm11, t9_e_aiv1);  // ffn.pto:13:16
+                            GmView11 a_ownGm11(a_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView11::Shape(t9_e_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TSTORE(a_ownGm11, t9_e_aiv1);  // ffn.pto:13:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
@@ -1475,8 +1487,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView12 hGm12(h + _g16 * 16 * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_e_aiv0, hGm12);  // ffn.pto:15:16
+                        GmView12 h_ownGm12(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_e_aiv0, h_ownGm12);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1533,8 +1545,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView13 aGm13(a + _g16 * 16 * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(aGm13, t18_e_aiv0);  // ffn.pto:15:16
+                        GmView13 a_ownGm13(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView13::Shape(t18_e_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_ownGm13, t18_e_aiv0);  // ffn.pto:15:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1542,8 +1554,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv1) {  // ffn.pto:15:16
                         if (!ptodsl_aiv0) {
                             using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView14 hGm14(h + (_g16 * 16 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TLOAD(t17_e_aiv1, hGm14);  // ffn.pto:15:16
+                            GmView14 h_ownGm14(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView14::Shape(t17_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TLOAD(t17_e_aiv1, h_ownGm14);  // ffn.pto:15:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1598,8 +1610,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView15 aGm15(a + (_g16 * 16 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TSTORE(aGm15, t18_e_aiv1);  // ffn.pto:15:16
+                            GmView15 a_ownGm15(a_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64 + 8) * 256, GmView15::Shape(t18_e_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TSTORE(a_ownGm15, t18_e_aiv1);  // ffn.pto:15:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1673,8 +1685,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView24 h_twinGm24(h_twin + _g7 * 16 * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TLOAD(t8_o_aiv0, h_twinGm24);  // ffn.pto:13:16
+                        GmView24 h_own_twinGm24(h_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TLOAD(t8_o_aiv0, h_own_twinGm24);  // ffn.pto:13:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1711,8 +1723,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                        GmView25 a_twinGm25(a_twin + _g7 * 16 * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
-                        TSTORE(a_twinGm25, t9_o_aiv0);  // ffn.pto:13:16
+                        GmView25 a_own_twinGm25(a_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView25::Shape(t9_o_aiv0.GetValidRow()));  // ffn.pto:13:16
+                        TSTORE(a_own_twinGm25, t9_o_aiv0);  // ffn.pto:13:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1720,8 +1732,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(B - _g7 * 16, 16) - 8, 0), 1); ++_aiv2) {  // ffn.pto:13:16
                         if (!ptodsl_aiv0) {
                             using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView26 h_twinGm26(h_twin + (_g7 * 16 + 8) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TLOAD(t8_o_aiv1, h_twinGm26);  // ffn.pto:13:16
+                            GmView26 h_own_twinGm26(h_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView26::Shape(t8_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TLOAD(t8_o_aiv1, h_own_twinGm26);  // ffn.pto:13:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1756,8 +1768,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
-                            GmView27 a_twinGm27(a_twin + (_g7 * 16 + 8) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
-                            TSTORE(a_twinGm27, t9_o_aiv1);  // ffn.pto:13:16
+                            GmView27 a_own_twinGm27(a_own_twin + (_g7 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView27::Shape(t9_o_aiv1.GetValidRow()));  // ffn.pto:13:16
+                            TSTORE(a_own_twinGm27, t9_o_aiv1);  // ffn.pto:13:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1835,8 +1847,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
                         using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView28 h_twinGm28(h_twin + _g16 * 16 * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TLOAD(t17_o_aiv0, h_twinGm28);  // ffn.pto:15:16
+                        GmView28 h_own_twinGm28(h_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TLOAD(t17_o_aiv0, h_own_twinGm28);  // ffn.pto:15:16
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1893,8 +1905,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     if (ptodsl_aiv0) {
                         using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                        GmView29 a_twinGm29(a_twin + _g16 * 16 * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
-                        TSTORE(a_twinGm29, t18_o_aiv0);  // ffn.pto:15:16
+                        GmView29 a_own_twinGm29(a_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView29::Shape(t18_o_aiv0.GetValidRow()));  // ffn.pto:15:16
+                        TSTORE(a_own_twinGm29, t18_o_aiv0);  // ffn.pto:15:16
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -1902,8 +1914,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(B - _g16 * 16, 16) - 8, 0), 1); ++_aiv3) {  // ffn.pto:15:16
                         if (!ptodsl_aiv0) {
                             using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView30 h_twinGm30(h_twin + (_g16 * 16 + 8) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TLOAD(t17_o_aiv1, h_twinGm30);  // ffn.pto:15:16
+                            GmView30 h_own_twinGm30(h_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView30::Shape(t17_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TLOAD(t17_o_aiv1, h_own_twinGm30);  // ffn.pto:15:16
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1958,8 +1970,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                         if (!ptodsl_aiv0) {
                             using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
-                            GmView31 a_twinGm31(a_twin + (_g16 * 16 + 8) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
-                            TSTORE(a_twinGm31, t18_o_aiv1);  // ffn.pto:15:16
+                            GmView31 a_own_twinGm31(a_own_twin + (_g16 * 16 - block_index * ceil_div((B + 63) / 64, block_count) * 64 - _qb0_sk * 128 - 56) * 256, GmView31::Shape(t18_o_aiv1.GetValidRow()));  // ffn.pto:15:16
+                            TSTORE(a_own_twinGm31, t18_o_aiv1);  // ffn.pto:15:16
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);

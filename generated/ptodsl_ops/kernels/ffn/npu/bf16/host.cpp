@@ -227,22 +227,22 @@ extern "C" int ffn_bf16(int32_t device, void* stream, bfloat16_t* x, bfloat16_t*
         return -1;
     }
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // ffn.pto:10:9
-        DeviceWorkspace h_bytes((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
+        DeviceWorkspace h_bytes((max_i64(ceil_div((B + 63) / 64, max_i64(((B + 63) / 64 + 23) / 24, 1)), 1) * 64 * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
         if (ptodsl_failed) {  // ffn.pto:10:9
             return -1;  // ffn.pto:10:9
         }
         bfloat16_t* h = reinterpret_cast<bfloat16_t*>(h_bytes.data());  // ffn.pto:10:9
-        DeviceWorkspace h_twin_bytes((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
+        DeviceWorkspace h_twin_bytes((max_i64(ceil_div((B + 63) / 64, max_i64(((B + 63) / 64 + 23) / 24, 1)), 1) * 64 * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:10:9
         if (ptodsl_failed) {  // ffn.pto:10:9
             return -1;  // ffn.pto:10:9
         }
         bfloat16_t* h_twin = reinterpret_cast<bfloat16_t*>(h_twin_bytes.data());  // ffn.pto:10:9
-        DeviceWorkspace a_bytes((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
+        DeviceWorkspace a_bytes((max_i64(ceil_div((B + 63) / 64, max_i64(((B + 63) / 64 + 23) / 24, 1)), 1) * 64 * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
         if (ptodsl_failed) {  // ffn.pto:11:9
             return -1;  // ffn.pto:11:9
         }
         bfloat16_t* a = reinterpret_cast<bfloat16_t*>(a_bytes.data());  // ffn.pto:11:9
-        DeviceWorkspace a_twin_bytes((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
+        DeviceWorkspace a_twin_bytes((max_i64(ceil_div((B + 63) / 64, max_i64(((B + 63) / 64 + 23) / 24, 1)), 1) * 64 * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:11:9
         if (ptodsl_failed) {  // ffn.pto:11:9
             return -1;  // ffn.pto:11:9
         }
