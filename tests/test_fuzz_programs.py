@@ -441,6 +441,18 @@ def test_programs_the_fuzzer_found_this_round(seed, backends):
     assert outcome.kind == "ok", outcome
 
 
+@pytest.mark.parametrize("seed", [7979610, 7984462])
+def test_a_chain_over_many_row_blocks_gives_each_block_its_intermediates(seed):
+    """A product, vector work into a local and a second product over 49 or more rows, run as one
+    mixed kernel over row blocks: with a buffer of one row block's rows shared by every block,
+    both seeds computed wrong on the cpu backend's threads (the generator's rows fitted one block
+    before)."""
+    program = generate(seed, SAFE_FEATURES)
+    assert program.shapes["M"] >= 49 and program.options.get("row_interchange")
+    outcome = run_programs([program], ("sim", "cpu"))[0]
+    assert outcome.kind == "ok", outcome
+
+
 def test_a_select_of_two_scalars_has_arms_of_one_dtype(tmp_path):
     """Seed 7530220 drew `where(c, a1, s)` with a1 a bf16 element read and s the f32 scalar, which the
     checker rightly refuses (E0303); the generator now gives the two arms one dtype."""

@@ -195,10 +195,15 @@ def _chain_block(gen: Gen, k: int, rng: random.Random, y: str, product: str, nn:
     written into a local half the time (both arms of a branch on a loop-invariant integer, now and
     then), the second product a statement of its own; every op row-wise, so with row_interchange
     the statements run row block by row block as one mixed kernel."""
-    from .gen import Block
+    from .gen import MAX_ROWS, Block
 
     e = gen.param(f"e{k}", f"T[{nn}, {nn}]", "in", "T", (nn, nn))
     names.append(e)
+    if random.Random(f"chain_rows:{gen.seed}").random() < 0.3:
+        # rows of several row blocks, so that with row_interchange several blocks run the chain at
+        # once, each on its own intermediates (a buffer they shared raced on the cpu backend's
+        # threads, where one block's rows never show it); its own stream keeps the other draws
+        gen.need_rows = max(gen.need_rows, random.Random(f"chain_rows:{gen.seed}:n").randint(49, MAX_ROWS))
     acts = [f"tanh(h{k}) * 0.5 + h{k}", f"relu(h{k}) - h{k} * 0.25", f"exp(h{k} * 0.125)"]
     one, other = rng.sample(acts, 2)
     flags = f", out_dtype={out}" if out != "f32" or rng.random() < 0.3 else ""
