@@ -184,6 +184,13 @@ def can_merge(a: Op, b: Op, acc_a: Access, acc_b: Access, carried_ok: frozenset[
             return False
     if any(base.get(t, t) in written for t in acc_b.scalar_reads):
         return False
+    kinds_a, kinds_b = cores_of([a]), cores_of([b])
+    if kinds_a and kinds_b and not kinds_a & kinds_b and not any(base.get(t, t) in written for t, _ in acc_b.loads):
+        # work of the other kind of core that reads nothing of a's: one loop gains no reuse (each
+        # kind's part runs on its own core either way), and would take b away from the next nest
+        # of its own kind (attention's `acc * alpha` merged into the product with v, instead of
+        # into the `+ pv` after it, went through GM)
+        return False
     for t in acc_b.stored:
         root = base.get(t, t)
         if root in written or root in scalar or (root in loaded and not _tile_war(a, b, t, env, base)):

@@ -55,7 +55,7 @@ from ..ir.schedule import schedule_of
 from .branches import trips_of
 from .context import Pass, PassContext
 from .fuse import forward, sweep
-from .merge import substitute_index
+from .merge import merge_loops, substitute_index
 from .parallel import origins_of
 from .persistent import bound_within
 from .remat import bases
@@ -534,7 +534,7 @@ def run(module: Module, ctx: PassContext) -> Module:
             # the statements fusion saw apart are now one row block's straight-line work: a tile one
             # of them stored and the next loads again is forwarded (attention's rescaled accumulator)
             base = bases(g)
-            g.body = forward(unwrap_one_trip(g.body), {}, base)
+            g.body = forward(merge_loops(unwrap_one_trip(g.body), base), {}, base)
             sweep(g)
         funcs.append(g or f)
     return Module(fresh.name, fresh.level, funcs, dict(fresh.attrs))

@@ -293,11 +293,20 @@ class _Builder:
                 args.append(e.keyword("bias").value)  # the tensor op's optional third operand
         else:
             args = []
-        out = []
-        for a in args:
-            v = self.value(a)
-            out.append((v, None if v is not None else self.t.scalar.get(id(a))))
+        # operands holding a product first: what is left of the expression (`acc * alpha` of
+        # `acc * alpha + matmul(p, v)`) then lies next to the op that reads it, and fusion can keep
+        # it in UB instead of storing it across the product (operands are pure: any order computes
+        # the same)
+        order = sorted(range(len(args)), key=lambda i: not self._has_matmul(args[i]))
+        out: list[tuple[Value | None, sym.Expr | None]] = [(None, None)] * len(args)
+        for i in order:
+            v = self.value(args[i])
+            out[i] = (v, None if v is not None else self.t.scalar.get(id(args[i])))
         return out
+
+    def _has_matmul(self, e: ast.Expr) -> bool:
+        return any(isinstance(n, ast.Call) and id(n) in self.t.call and self.t.call[id(n)].op == "matmul"
+                   for n in ast.walk(e))
 
 
 def run(checked: list[CheckedKernel], name: str, target: str, schedule: Schedule) -> Module:

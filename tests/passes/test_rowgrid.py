@@ -174,4 +174,8 @@ def test_a_column_loop_that_may_run_twice_stays_a_loop():
             .replace("%acc = alloc()", "%s = alloc() : tensor<f32 [S, 64 * L]>\n    %acc = alloc()") + two + TAIL)
     out = rowgrid.run(ir.parse(text), PassContext(load_target("ascend910b")))
     steps = next(o for o in out.walk() if o.name == "loop" and o.attrs["name"] == "steps")
-    assert len([o for o in steps.walk() if o.name == "loop" and o.attrs.get("kind") == "grid"]) == 2
+    grids = [o for o in steps.walk() if o.name == "loop" and o.attrs.get("kind") == "grid"]
+    # still a loop (the two, alike now that they share the row block, merge into one): its
+    # accesses keep the column index
+    assert len(grids) == 1 and any(grids[0].attrs["index"] in str(x) for o in grids[0].walk()
+                                   for x in o.attrs.get("offsets", ()))

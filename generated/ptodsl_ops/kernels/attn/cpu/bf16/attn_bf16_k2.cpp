@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_bf16_k2(__gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ bfloat16_t* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t13_u2c1, __gm__ bfloat16_t* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_bf16_k2(__gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u2c0, __gm__ bfloat16_t* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ bfloat16_t* t14_u2c1, __gm__ float* t13_u2c1, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ bfloat16_t* t15_u2c0, __gm__ float* t14_u2c0, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t13_u2c1, __gm__ bfloat16_t* t15_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u2c0, __gm__ bfloat16_t* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ bfloat16_t* t14_u2c1, __gm__ float* t13_u2c1, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT79Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -56,41 +56,37 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT90Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT93Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT93Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT96Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT105Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT105Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT107Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT107Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT111Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT111Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT112Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT112Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT119Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT119Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT122Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT122Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT125Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT125Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT126Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT126Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT129 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT130 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT131 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT132 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT133 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT135 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT136 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT137 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT138 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT141Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT141Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT120Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT120Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT123 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT124 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT125 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT126 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT127 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT129 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT130 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT131 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT132 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT135Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT135Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT138Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT138Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT142Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT142Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT143Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -118,39 +114,35 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT174Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT177Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT177Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT180Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT180Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT191Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT191Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT195Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT195Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT196Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT196Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT203Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT203Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT206Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT206Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT209Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT209Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT210Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT210Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT213 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT214 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT215 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT216 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT217 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT219 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT220 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT221 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT222 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT225Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT225Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT204Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT204Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT207 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT208 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT209 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT210 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT211 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT213 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT214 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT215 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT216 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT219Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT219Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT226Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT226Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT227Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -159,7 +151,6 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // online_softmax_attn.pto:7:5
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -289,7 +280,7 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TSTORE(s_u2c0Gm6, t77_aiv0);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                TASSIGN(tmp0, 57344);  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp0, 77824);  // online_softmax_attn.pto:17:32
                 TROWMAX(t82_aiv0, t77_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                 pipe_barrier(PIPE_V);
                 TMAX(t79_aiv0, t79_aiv0, t82_aiv0);  // online_softmax_attn.pto:17:32
@@ -307,7 +298,7 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TSTORE(s_u2c0Gm8, t77_aiv1);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp1, 57344);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp1, 77824);  // online_softmax_attn.pto:17:32
                     TROWMAX(t82_aiv1, t77_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t79_aiv1, t79_aiv1, t82_aiv1);  // online_softmax_attn.pto:17:32
@@ -316,6 +307,7 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -335,6 +327,18 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             TASSIGN(t93_aiv0, 8192);  // online_softmax_attn.pto:18:21
             TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
             TASSIGN(t93_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t105_aiv0, 10240);  // online_softmax_attn.pto:20:20
+            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t105_aiv1, 11264);  // online_softmax_attn.pto:20:20
+            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t107_aiv0, 12288);  // online_softmax_attn.pto:20:20
+            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t107_aiv1, 13312);  // online_softmax_attn.pto:20:20
+            TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t109_aiv0, 14336);  // online_softmax_attn.pto:20:32
+            TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t109_aiv1, 15360);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
             GmView9 mGm9(m + _qb2 * 64, GmView9::Shape(t84_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -344,90 +348,12 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMAX(t86_aiv0, t84_aiv0, t79_aiv0);  // online_softmax_attn.pto:17:21
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TSUB(t90_aiv0, t84_aiv0, t86_aiv0);  // online_softmax_attn.pto:18:25
             pipe_barrier(PIPE_V);
             TEXP(t93_aiv0, t90_aiv0);  // online_softmax_attn.pto:18:21
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView10 mGm10(m + _qb2 * 64 + 32, GmView10::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84_aiv1, mGm10);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMAX(t86_aiv1, t84_aiv1, t79_aiv1);  // online_softmax_attn.pto:17:21
-                pipe_barrier(PIPE_V);
-                TSUB(t90_aiv1, t84_aiv1, t86_aiv1);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
-                TEXP(t93_aiv1, t90_aiv1);  // online_softmax_attn.pto:18:21
-            }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t96_aiv0, 10240);  // online_softmax_attn.pto:19:21
-                TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t96_aiv1, 18432);  // online_softmax_attn.pto:19:21
-                TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t103_aiv0, 26624);  // online_softmax_attn.pto:19:17
-                TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t103_aiv1, 34816);  // online_softmax_attn.pto:19:17
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                GmView11 s_u2c0Gm11(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView11::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                TLOAD(t96_aiv0, s_u2c0Gm11);  // online_softmax_attn.pto:19:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                TASSIGN(tmp2, 57344);  // online_softmax_attn.pto:19:17
-                TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                GmView12 p_1_u2c0Gm12(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView12::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                TSTORE(p_1_u2c0Gm12, t103_aiv0);  // online_softmax_attn.pto:19:17
-                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_u2c0Gm13(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView13::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t96_aiv1, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp3, 57344);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp3, t86_aiv1);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_u2c0Gm14(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView14::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c0Gm14, t103_aiv1);  // online_softmax_attn.pto:19:17
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t105_aiv0, 0);  // online_softmax_attn.pto:20:20
-            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t105_aiv1, 1024);  // online_softmax_attn.pto:20:20
-            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t107_aiv0, 2048);  // online_softmax_attn.pto:20:20
-            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t107_aiv1, 3072);  // online_softmax_attn.pto:20:20
-            TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t109_aiv0, 6144);  // online_softmax_attn.pto:20:32
-            TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t109_aiv1, 7168);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView15 lGm15(l + _qb2 * 64, GmView15::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TLOAD(t105_aiv0, lGm15);  // online_softmax_attn.pto:20:20
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView10 lGm10(l + _qb2 * 64, GmView10::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TLOAD(t105_aiv0, lGm10);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -435,184 +361,156 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             pipe_barrier(PIPE_V);
             TEXPANDS(t109_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView16 lGm16(l + _qb2 * 64 + 32, GmView16::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105_aiv1, lGm16);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView11 mGm11(m + _qb2 * 64 + 32, GmView11::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMAX(t86_aiv1, t84_aiv1, t79_aiv1);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
+                TSUB(t90_aiv1, t84_aiv1, t86_aiv1);  // online_softmax_attn.pto:18:25
+                pipe_barrier(PIPE_V);
+                TEXP(t93_aiv1, t90_aiv1);  // online_softmax_attn.pto:18:21
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView12 lGm12(l + _qb2 * 64 + 32, GmView12::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_aiv1, lGm12);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMUL(t107_aiv1, t105_aiv1, t93_aiv1);  // online_softmax_attn.pto:20:20
                 TEXPANDS(t109_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
-                TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t111_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t111_aiv1, 18432);  // online_softmax_attn.pto:20:32
+            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t96_aiv0, 16384);  // online_softmax_attn.pto:19:21
+                TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t96_aiv1, 24576);  // online_softmax_attn.pto:19:21
+                TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_aiv0, 32768);  // online_softmax_attn.pto:19:17
+                TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_aiv1, 40960);  // online_softmax_attn.pto:19:17
                 TileT112Aiv0 t112_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
                 TASSIGN(t112_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t112_aiv1, 1024);  // online_softmax_attn.pto:20:32
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                GmView17 p_1_u2c0Gm17(p_1_u2c0 + _qb2 * 64 * 64 + _k110 * 64, GmView17::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                TLOAD(t111_aiv0, p_1_u2c0Gm17);  // online_softmax_attn.pto:20:32
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                TASSIGN(tmp4, 57344);  // online_softmax_attn.pto:20:32
-                TROWSUM(t112_aiv0, t111_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView13::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                TLOAD(t96_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp2, 77824);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView14::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                TSTORE(p_1_u2c0Gm14, t103_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp3, 77824);  // online_softmax_attn.pto:20:32
+                TROWSUM(t112_aiv0, t103_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 TADD(t109_aiv0, t109_aiv0, t112_aiv0);  // online_softmax_attn.pto:20:32
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView18 p_1_u2c0Gm18(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _k110 * 64, GmView18::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t111_aiv1, p_1_u2c0Gm18);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView15::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t96_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp4, 77824);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp4, t86_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView16::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c0Gm16, t103_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
                     TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp5, 57344);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t112_aiv1, t111_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp5, 77824);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t112_aiv1, t103_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t109_aiv1, t109_aiv1, t112_aiv1);  // online_softmax_attn.pto:20:32
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
             TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
             TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
             TASSIGN(t116_aiv1, 1024);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
             TADD(t116_aiv0, t107_aiv0, t109_aiv0);  // online_softmax_attn.pto:20:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView19 lGm19(l + _qb2 * 64, GmView19::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TSTORE(lGm19, t116_aiv0);  // online_softmax_attn.pto:20:20
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TSTORE(lGm17, t116_aiv0);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 TADD(t116_aiv1, t107_aiv1, t109_aiv1);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView20 lGm20(l + _qb2 * 64 + 32, GmView20::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm20, t116_aiv1);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm18, t116_aiv1);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t119_aiv0, 10240);  // online_softmax_attn.pto:21:22
-                TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t119_aiv1, 18432);  // online_softmax_attn.pto:21:22
-                TileT122Aiv0 t122_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t122_aiv0, 26624);  // online_softmax_attn.pto:21:22
-                TileT122Aiv1 t122_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t122_aiv1, 34816);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView21 accGm21(acc + _qb2 * 64 * D + _g118 * 64, GmView21::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t119_aiv0, accGm21);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp6(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                TASSIGN(tmp6, 57344);  // online_softmax_attn.pto:21:22
-                TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                TROWEXPANDMUL(t122_aiv0, t119_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView22 t13_u2c0Gm22(t13_u2c0 + _qb2 * 64 * D + _g118 * 64, GmView22::Shape(t122_aiv0.GetValidRow(), t122_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(t13_u2c0Gm22, t122_aiv0);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView23 accGm23(acc + (_qb2 * 64 + 32) * D + _g118 * 64, GmView23::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t119_aiv1, accGm23);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp7, 57344);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t122_aiv1, t119_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView24 t13_u2c0Gm24(t13_u2c0 + (_qb2 * 64 + 32) * D + _g118 * 64, GmView24::Shape(t122_aiv1.GetValidRow(), t122_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u2c0Gm24, t122_aiv1);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
-                TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t125_aiv0, 6144);  // online_softmax_attn.pto:21:43
-                TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t125_aiv1, 14336);  // online_softmax_attn.pto:21:43
-                TileT126Aiv0 t126_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t126_aiv0, 22528);  // online_softmax_attn.pto:21:43
-                TileT126Aiv1 t126_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t126_aiv1, 26624);  // online_softmax_attn.pto:21:43
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView25 p_1_u2c0Gm25(p_1_u2c0 + _qb2 * 64 * 64 + _g124 * 64, GmView25::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TLOAD(t125_aiv0, p_1_u2c0Gm25);  // online_softmax_attn.pto:21:43
+            for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
+                TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t119_aiv0, 10240);  // online_softmax_attn.pto:21:43
+                TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t119_aiv1, 18432);  // online_softmax_attn.pto:21:43
+                TileT120Aiv0 t120_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t120_aiv0, 26624);  // online_softmax_attn.pto:21:43
+                TileT120Aiv1 t120_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t120_aiv1, 30720);  // online_softmax_attn.pto:21:43
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView19::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TLOAD(t119_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t126_aiv0, t125_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView26 t15_u2c0Gm26(t15_u2c0 + _qb2 * 64 * 64 + _g124 * 64, GmView26::Shape(t126_aiv0.GetValidRow(), t126_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t15_u2c0Gm26, t126_aiv0);  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView27 p_1_u2c0Gm27(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g124 * 64, GmView27::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t125_aiv1, p_1_u2c0Gm27);  // online_softmax_attn.pto:21:43
+                TCVT(t120_aiv0, t119_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView20::Shape(t120_aiv0.GetValidRow(), t120_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c0Gm20, t120_aiv0);  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView21::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t119_aiv1, p_1_u2c0Gm21);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t126_aiv1, t125_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView28 t15_u2c0Gm28(t15_u2c0 + (_qb2 * 64 + 32) * 64 + _g124 * 64, GmView28::Shape(t126_aiv1.GetValidRow(), t126_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u2c0Gm28, t126_aiv1);  // online_softmax_attn.pto:21:43
+                    TCVT(t120_aiv1, t119_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView22::Shape(t120_aiv1.GetValidRow(), t120_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0Gm22, t120_aiv1);  // online_softmax_attn.pto:21:43
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -620,172 +518,211 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
-                TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
-                TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
+            for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
+                TileT123 t123(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t123, 0);  // online_softmax_attn.pto:21:36
+                TileT124 t124(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t124, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView29 t15_u2c0Gm29(t15_u2c0 + _qb2 * 64 * 64, GmView29::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t130, t15_u2c0Gm29);  // online_softmax_attn.pto:21:36
+                using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView23 t14_u2c0Gm23(t14_u2c0 + _qb2 * 64 * 64, GmView23::Shape(t124.GetValidRow(), t124.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t124, t14_u2c0Gm23);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
+                TileT125 t125(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t125, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t131, t130);  // online_softmax_attn.pto:21:36
+                TMOV(t125, t124);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
+                TileT126 t126(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t126, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 vj_u2c0Gm30(vj_u2c0 + _g128 * 64, GmView30::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t132, vj_u2c0Gm30);  // online_softmax_attn.pto:21:36
+                using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView24 vj_u2c0Gm24(vj_u2c0 + _g122 * 64, GmView24::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t126, vj_u2c0Gm24);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
+                TileT127 t127(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t127, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t133, t132);  // online_softmax_attn.pto:21:36
+                TMOV(t127, t126);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t129, t131, t133);  // online_softmax_attn.pto:21:36
+                TMATMUL(t123, t125, t127);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
-                    TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
-                    using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView31 t15_u2c0Gm31(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView31::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t135, t15_u2c0Gm31);  // online_softmax_attn.pto:21:36
+                for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
+                    TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
+                    using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView25 t14_u2c0Gm25(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView25::Shape(t129.GetValidRow(), t129.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t129, t14_u2c0Gm25);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
+                    TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t136, t135);  // online_softmax_attn.pto:21:36
+                    TMOV(t130, t129);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT137 t137(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
+                    TileT131 t131(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_u2c0Gm32(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView32::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t137, vj_u2c0Gm32);  // online_softmax_attn.pto:21:36
+                    using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView26 vj_u2c0Gm26(vj_u2c0 + _k128 * 64 * D + _g122 * 64, GmView26::Shape(t131.GetValidRow(), t131.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t131, vj_u2c0Gm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT138 t138(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t138, 0);  // online_softmax_attn.pto:21:36
+                    TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t138, t137);  // online_softmax_attn.pto:21:36
+                    TMOV(t132, t131);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t129, t129, t136, t138);  // online_softmax_attn.pto:21:36
+                    TMATMUL_ACC(t123, t123, t130, t132);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView33 t14_u2c0Gm33(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView33::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c0Gm33, t129);  // online_softmax_attn.pto:21:36
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView27 t13_u2c0Gm27(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView27::Shape(t123.GetValidRow(), t123.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_u2c0Gm27, t123);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            __gm__ bfloat16_t* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-            __gm__ bfloat16_t* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t141_aiv0, 6144);  // online_softmax_attn.pto:21:22
-                TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t141_aiv1, 14336);  // online_softmax_attn.pto:21:22
-                TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t142_aiv0, 22528);  // online_softmax_attn.pto:21:22
-                TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t142_aiv1, 30720);  // online_softmax_attn.pto:21:22
-                TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t143_aiv0, 38912);  // online_softmax_attn.pto:21:22
-                TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t143_aiv1, 47104);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView34 t13_u2c0Gm34(t13_u2c0 + _qb2 * 64 * D + _g140 * 64, GmView34::Shape(t141_aiv0.GetValidRow(), t141_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t141_aiv0, t13_u2c0Gm34);  // online_softmax_attn.pto:21:22
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView35 t14_u2c0Gm35(t14_u2c0 + _qb2 * 64 * D + _g140 * 64, GmView35::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t142_aiv0, t14_u2c0Gm35);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TADD(t143_aiv0, t141_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView36 accGm36(acc + _qb2 * 64 * D + _g140 * 64, GmView36::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(accGm36, t143_aiv0);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView37 t13_u2c0Gm37(t13_u2c0 + (_qb2 * 64 + 32) * D + _g140 * 64, GmView37::Shape(t141_aiv1.GetValidRow(), t141_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t141_aiv1, t13_u2c0Gm37);  // online_softmax_attn.pto:21:22
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView38 t14_u2c0Gm38(t14_u2c0 + (_qb2 * 64 + 32) * D + _g140 * 64, GmView38::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t142_aiv1, t14_u2c0Gm38);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TADD(t143_aiv1, t141_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView39 accGm39(acc + (_qb2 * 64 + 32) * D + _g140 * 64, GmView39::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm39, t143_aiv1);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT135Aiv0 t135_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t135_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT135Aiv1 t135_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t135_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT138Aiv0 t138_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t138_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t138_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t142_aiv0, 43008);  // online_softmax_attn.pto:21:22
+                TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t142_aiv1, 51200);  // online_softmax_attn.pto:21:22
+                TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t143_aiv0, 59392);  // online_softmax_attn.pto:21:22
+                TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t143_aiv1, 67584);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView28 accGm28(acc + _qb2 * 64 * D + _g134 * 64, GmView28::Shape(t135_aiv0.GetValidRow(), t135_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t135_aiv0, accGm28);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp6(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp6, 77824);  // online_softmax_attn.pto:21:22
+                TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                TROWEXPANDMUL(t138_aiv0, t135_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView29 t13_u2c0Gm29(t13_u2c0 + _qb2 * 64 * D + _g134 * 64, GmView29::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t142_aiv0, t13_u2c0Gm29);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TADD(t143_aiv0, t138_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView30 accGm30(acc + _qb2 * 64 * D + _g134 * 64, GmView30::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm30, t143_aiv0);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView31 accGm31(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView31::Shape(t135_aiv1.GetValidRow(), t135_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t135_aiv1, accGm31);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp7, 77824);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t138_aiv1, t135_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView32 t13_u2c0Gm32(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 64, GmView32::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t142_aiv1, t13_u2c0Gm32);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TADD(t143_aiv1, t138_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView33 accGm33(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView33::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm33, t143_aiv1);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+            GmView34 mGm34(m + _qb2 * 64, GmView34::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+            TSTORE(mGm34, t86_aiv0);  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView35 mGm35(m + _qb2 * 64 + 32, GmView35::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm35, t86_aiv1);  // online_softmax_attn.pto:22:13
+            }
+            __gm__ bfloat16_t* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+            __gm__ bfloat16_t* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
             TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
             TASSIGN(t163_aiv0, 2048);  // online_softmax_attn.pto:17:32
             TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
             TASSIGN(t163_aiv1, 3072);  // online_softmax_attn.pto:17:32
-            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-            GmView40 mGm40(m + _qb2 * 64, GmView40::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-            TSTORE(mGm40, t86_aiv0);  // online_softmax_attn.pto:22:13
             pipe_barrier(PIPE_V);
             TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
-                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView41 mGm41(m + _qb2 * 64 + 32, GmView41::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm41, t86_aiv1);  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
                 TEXPANDS(t163_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -794,9 +731,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TASSIGN(t148, 0);  // online_softmax_attn.pto:10:13
                 TileT149 t149(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
-                using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView42 qGm42(q + _qb2 * 64 * D, GmView42::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149, qGm42);  // online_softmax_attn.pto:10:13
+                using GmView36 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView36 qGm36(q + _qb2 * 64 * D, GmView36::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149, qGm36);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT150 t150(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
@@ -806,9 +743,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView43 kj_u2c1Gm43(kj_u2c1 + _g147 * 64 * D, GmView43::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t151, kj_u2c1Gm43);  // online_softmax_attn.pto:10:13
+                using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView37 kj_u2c1Gm37(kj_u2c1 + _g147 * 64 * D, GmView37::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t151, kj_u2c1Gm37);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
@@ -827,9 +764,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView44 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView44 qGm44(q + _qb2 * 64 * D + _k153 * 64, GmView44::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t154, qGm44);  // online_softmax_attn.pto:10:13
+                    using GmView38 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView38 qGm38(q + _qb2 * 64 * D + _k153 * 64, GmView38::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t154, qGm38);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
@@ -840,9 +777,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView45 kj_u2c1Gm45(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView45::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t156, kj_u2c1Gm45);  // online_softmax_attn.pto:10:13
+                    using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView39 kj_u2c1Gm39(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView39::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t156, kj_u2c1Gm39);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
@@ -858,9 +795,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView46 t0_u2c1Gm46(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView46::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c1Gm46, t148);  // online_softmax_attn.pto:10:13
+                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView40 t0_u2c1Gm40(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView40::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_u2c1Gm40, t148);  // online_softmax_attn.pto:10:13
                 TileT160Aiv0 t160_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t160_aiv0, 6144);  // online_softmax_attn.pto:10:13
                 TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -873,38 +810,38 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TASSIGN(t166_aiv0, 38912);  // online_softmax_attn.pto:17:32
                 TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                 TASSIGN(t166_aiv1, 39936);  // online_softmax_attn.pto:17:32
-                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView47 t0_u2c1Gm47(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView47::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t160_aiv0, t0_u2c1Gm47);  // online_softmax_attn.pto:10:13
+                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView41 t0_u2c1Gm41(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView41::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t160_aiv0, t0_u2c1Gm41);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView48 s_u2c1Gm48(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView48::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(s_u2c1Gm48, t161_aiv0);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView42 s_u2c1Gm42(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView42::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(s_u2c1Gm42, t161_aiv0);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
-                TASSIGN(tmp8, 57344);  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp8, 77824);  // online_softmax_attn.pto:17:32
                 TROWMAX(t166_aiv0, t161_aiv0, tmp8);  // online_softmax_attn.pto:17:32
                 pipe_barrier(PIPE_V);
                 TMAX(t163_aiv0, t163_aiv0, t166_aiv0);  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:10:13
-                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView49 t0_u2c1Gm49(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView49::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_aiv1, t0_u2c1Gm49);  // online_softmax_attn.pto:10:13
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
+                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView43 t0_u2c1Gm43(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView43::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_aiv1, t0_u2c1Gm43);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView50 s_u2c1Gm50(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView50::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c1Gm50, t161_aiv1);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView44 s_u2c1Gm44(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView44::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c1Gm44, t161_aiv1);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp9, 57344);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp9, 77824);  // online_softmax_attn.pto:17:32
                     TROWMAX(t166_aiv1, t161_aiv1, tmp9);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t163_aiv1, t163_aiv1, t166_aiv1);  // online_softmax_attn.pto:17:32
@@ -913,7 +850,7 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -930,6 +867,14 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             TASSIGN(t177_aiv0, 10240);  // online_softmax_attn.pto:18:21
             TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
             TASSIGN(t177_aiv1, 11264);  // online_softmax_attn.pto:18:21
+            TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t191_aiv0, 12288);  // online_softmax_attn.pto:20:20
+            TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t191_aiv1, 13312);  // online_softmax_attn.pto:20:20
+            TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t193_aiv0, 14336);  // online_softmax_attn.pto:20:32
+            TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t193_aiv1, 15360);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMAX(t170_aiv0, t86_aiv0, t163_aiv0);  // online_softmax_attn.pto:17:21
@@ -938,245 +883,149 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             pipe_barrier(PIPE_V);
             TEXP(t177_aiv0, t174_aiv0);  // online_softmax_attn.pto:18:21
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:17:21
+            TMUL(t191_aiv0, t116_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
                 TMAX(t170_aiv1, t86_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 TSUB(t174_aiv1, t86_aiv1, t170_aiv1);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t177_aiv1, t174_aiv1);  // online_softmax_attn.pto:18:21
+                pipe_barrier(PIPE_V);
+                TMUL(t191_aiv1, t116_aiv1, t177_aiv1);  // online_softmax_attn.pto:20:20
+                TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
                 TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t180_aiv0, 12288);  // online_softmax_attn.pto:19:21
+                TASSIGN(t180_aiv0, 16384);  // online_softmax_attn.pto:19:21
                 TileT180Aiv1 t180_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t180_aiv1, 20480);  // online_softmax_attn.pto:19:21
+                TASSIGN(t180_aiv1, 24576);  // online_softmax_attn.pto:19:21
                 TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t187_aiv0, 28672);  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_aiv0, 32768);  // online_softmax_attn.pto:19:17
                 TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t187_aiv1, 36864);  // online_softmax_attn.pto:19:17
-                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                GmView51 s_u2c1Gm51(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView51::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                TLOAD(t180_aiv0, s_u2c1Gm51);  // online_softmax_attn.pto:19:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp10(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                TASSIGN(tmp10, 57344);  // online_softmax_attn.pto:19:17
-                TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                GmView52 p_1_u2c1Gm52(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView52::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                TSTORE(p_1_u2c1Gm52, t187_aiv0);  // online_softmax_attn.pto:19:17
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:19:21
-                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView53 s_u2c1Gm53(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView53::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t180_aiv1, s_u2c1Gm53);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp11, 57344);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp11, t170_aiv1);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp11);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView54 p_1_u2c1Gm54(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView54::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c1Gm54, t187_aiv1);  // online_softmax_attn.pto:19:17
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t191_aiv0, 2048);  // online_softmax_attn.pto:20:20
-            TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t191_aiv1, 3072);  // online_softmax_attn.pto:20:20
-            TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t193_aiv0, 4096);  // online_softmax_attn.pto:20:32
-            TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t193_aiv1, 5120);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            TMUL(t191_aiv0, t116_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
-            pipe_barrier(PIPE_V);
-            TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:20:20
-                TMUL(t191_aiv1, t116_aiv1, t177_aiv1);  // online_softmax_attn.pto:20:20
-                TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-                TileT195Aiv0 t195_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t195_aiv0, 12288);  // online_softmax_attn.pto:20:32
-                TileT195Aiv1 t195_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t195_aiv1, 20480);  // online_softmax_attn.pto:20:32
+                TASSIGN(t187_aiv1, 40960);  // online_softmax_attn.pto:19:17
                 TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
                 TASSIGN(t196_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t196_aiv1, 1024);  // online_softmax_attn.pto:20:32
-                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                GmView55 p_1_u2c1Gm55(p_1_u2c1 + _qb2 * 64 * 64 + _k194 * 64, GmView55::Shape(t195_aiv0.GetValidRow(), t195_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                TLOAD(t195_aiv0, p_1_u2c1Gm55);  // online_softmax_attn.pto:20:32
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp0 tmp12;  // online_softmax_attn.pto:20:32
-                TASSIGN(tmp12, 57344);  // online_softmax_attn.pto:20:32
-                TROWSUM(t196_aiv0, t195_aiv0, tmp12);  // online_softmax_attn.pto:20:32
+                using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                GmView45 s_u2c1Gm45(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView45::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                TLOAD(t180_aiv0, s_u2c1Gm45);  // online_softmax_attn.pto:19:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp10(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp10, 77824);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                GmView46 p_1_u2c1Gm46(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView46::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                TSTORE(p_1_u2c1Gm46, t187_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp11, 77824);  // online_softmax_attn.pto:20:32
+                TROWSUM(t196_aiv0, t187_aiv0, tmp11);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 TADD(t193_aiv0, t193_aiv0, t196_aiv0);  // online_softmax_attn.pto:20:32
-                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:32
-                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView56 p_1_u2c1Gm56(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _k194 * 64, GmView56::Shape(t195_aiv1.GetValidRow(), t195_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t195_aiv1, p_1_u2c1Gm56);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
+                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView47 s_u2c1Gm47(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView47::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t180_aiv1, s_u2c1Gm47);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp12(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp12, 77824);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp12, t170_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp12);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView48 p_1_u2c1Gm48(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView48::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c1Gm48, t187_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
                     TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp13, 57344);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t196_aiv1, t195_aiv1, tmp13);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp13, 77824);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t196_aiv1, t187_aiv1, tmp13);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t193_aiv1, t193_aiv1, t196_aiv1);  // online_softmax_attn.pto:20:32
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
             TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
             TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
             TASSIGN(t200_aiv1, 1024);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
             TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView57 lGm57(l + _qb2 * 64, GmView57::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TSTORE(lGm57, t200_aiv0);  // online_softmax_attn.pto:20:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView49 lGm49(l + _qb2 * 64, GmView49::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TSTORE(lGm49, t200_aiv0);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:20
+            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
                 TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView58 lGm58(l + _qb2 * 64 + 32, GmView58::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm58, t200_aiv1);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView50 lGm50(l + _qb2 * 64 + 32, GmView50::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm50, t200_aiv1);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t203_aiv0, 12288);  // online_softmax_attn.pto:21:22
-                TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t203_aiv1, 20480);  // online_softmax_attn.pto:21:22
-                TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t206_aiv0, 28672);  // online_softmax_attn.pto:21:22
-                TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t206_aiv1, 36864);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView59 accGm59(acc + _qb2 * 64 * D + _g202 * 64, GmView59::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t203_aiv0, accGm59);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                TASSIGN(tmp14, 57344);  // online_softmax_attn.pto:21:22
-                TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                TROWEXPANDMUL(t206_aiv0, t203_aiv0, tmp14);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView60 t13_u2c1Gm60(t13_u2c1 + _qb2 * 64 * D + _g202 * 64, GmView60::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(t13_u2c1Gm60, t206_aiv0);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:21:22
-                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView61 accGm61(acc + (_qb2 * 64 + 32) * D + _g202 * 64, GmView61::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t203_aiv1, accGm61);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp15, 57344);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t206_aiv1, t203_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView62 t13_u2c1Gm62(t13_u2c1 + (_qb2 * 64 + 32) * D + _g202 * 64, GmView62::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u2c1Gm62, t206_aiv1);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-                TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t209_aiv0, 8192);  // online_softmax_attn.pto:21:43
-                TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t209_aiv1, 16384);  // online_softmax_attn.pto:21:43
-                TileT210Aiv0 t210_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t210_aiv0, 0);  // online_softmax_attn.pto:21:43
-                TileT210Aiv1 t210_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t210_aiv1, 24576);  // online_softmax_attn.pto:21:43
-                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView63 p_1_u2c1Gm63(p_1_u2c1 + _qb2 * 64 * 64 + _g208 * 64, GmView63::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TLOAD(t209_aiv0, p_1_u2c1Gm63);  // online_softmax_attn.pto:21:43
+            for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
+                TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t203_aiv0, 12288);  // online_softmax_attn.pto:21:43
+                TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t203_aiv1, 20480);  // online_softmax_attn.pto:21:43
+                TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t204_aiv0, 0);  // online_softmax_attn.pto:21:43
+                TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t204_aiv1, 28672);  // online_softmax_attn.pto:21:43
+                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView51 p_1_u2c1Gm51(p_1_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView51::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TLOAD(t203_aiv0, p_1_u2c1Gm51);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t210_aiv0, t209_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                using GmView64 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView64 t15_u2c1Gm64(t15_u2c1 + _qb2 * 64 * 64 + _g208 * 64, GmView64::Shape(t210_aiv0.GetValidRow(), t210_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t15_u2c1Gm64, t210_aiv0);  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:43
-                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView65 p_1_u2c1Gm65(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g208 * 64, GmView65::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t209_aiv1, p_1_u2c1Gm65);  // online_softmax_attn.pto:21:43
+                TCVT(t204_aiv0, t203_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView52 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView52 t14_u2c1Gm52(t14_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView52::Shape(t204_aiv0.GetValidRow(), t204_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c1Gm52, t204_aiv0);  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
+                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView53 p_1_u2c1Gm53(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView53::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t203_aiv1, p_1_u2c1Gm53);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t210_aiv1, t209_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    using GmView66 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView66 t15_u2c1Gm66(t15_u2c1 + (_qb2 * 64 + 32) * 64 + _g208 * 64, GmView66::Shape(t210_aiv1.GetValidRow(), t210_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u2c1Gm66, t210_aiv1);  // online_softmax_attn.pto:21:43
+                    TCVT(t204_aiv1, t203_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView54 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView54 t14_u2c1Gm54(t14_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView54::Shape(t204_aiv1.GetValidRow(), t204_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1Gm54, t204_aiv1);  // online_softmax_attn.pto:21:43
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1185,75 +1034,75 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
-                TileT213 t213(min_i64(S - _qb2 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
-                TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
+            for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
+                TileT207 t207(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t207, 0);  // online_softmax_attn.pto:21:36
+                TileT208 t208(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t208, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView67 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView67 t15_u2c1Gm67(t15_u2c1 + _qb2 * 64 * 64, GmView67::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t214, t15_u2c1Gm67);  // online_softmax_attn.pto:21:36
+                using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView55 t14_u2c1Gm55(t14_u2c1 + _qb2 * 64 * 64, GmView55::Shape(t208.GetValidRow(), t208.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t208, t14_u2c1Gm55);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT215 t215(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
+                TileT209 t209(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t209, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t215, t214);  // online_softmax_attn.pto:21:36
+                TMOV(t209, t208);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
+                TileT210 t210(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t210, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView68 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView68 vj_u2c1Gm68(vj_u2c1 + _g212 * 64, GmView68::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t216, vj_u2c1Gm68);  // online_softmax_attn.pto:21:36
+                using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView56 vj_u2c1Gm56(vj_u2c1 + _g206 * 64, GmView56::Shape(t210.GetValidRow(), t210.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t210, vj_u2c1Gm56);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
+                TileT211 t211(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t211, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t217, t216);  // online_softmax_attn.pto:21:36
+                TMOV(t211, t210);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t213, t215, t217);  // online_softmax_attn.pto:21:36
+                TMATMUL(t207, t209, t211);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
-                    TileT219 t219(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
-                    using GmView69 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView69 t15_u2c1Gm69(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView69::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t219, t15_u2c1Gm69);  // online_softmax_attn.pto:21:36
+                for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
+                    TileT213 t213(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
+                    using GmView57 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView57 t14_u2c1Gm57(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView57::Shape(t213.GetValidRow(), t213.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t213, t14_u2c1Gm57);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT220 t220(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
+                    TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t220, t219);  // online_softmax_attn.pto:21:36
+                    TMOV(t214, t213);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
+                    TileT215 t215(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView70 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView70 vj_u2c1Gm70(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView70::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t221, vj_u2c1Gm70);  // online_softmax_attn.pto:21:36
+                    using GmView58 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView58 vj_u2c1Gm58(vj_u2c1 + _k212 * 64 * D + _g206 * 64, GmView58::Shape(t215.GetValidRow(), t215.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t215, vj_u2c1Gm58);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT222 t222(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t222, 0);  // online_softmax_attn.pto:21:36
+                    TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t222, t221);  // online_softmax_attn.pto:21:36
+                    TMOV(t216, t215);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t213, t213, t220, t222);  // online_softmax_attn.pto:21:36
+                    TMATMUL_ACC(t207, t207, t214, t216);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView71 t14_u2c1Gm71(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView71::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c1Gm71, t213);  // online_softmax_attn.pto:21:36
+                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView59 t13_u2c1Gm59(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView59::Shape(t207.GetValidRow(), t207.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_u2c1Gm59, t207);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1263,87 +1112,118 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT225Aiv0 t225_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t225_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t225_aiv1, 16384);  // online_softmax_attn.pto:21:22
-                TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t226_aiv0, 24576);  // online_softmax_attn.pto:21:22
-                TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t226_aiv1, 32768);  // online_softmax_attn.pto:21:22
-                TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t227_aiv0, 40960);  // online_softmax_attn.pto:21:22
-                TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t227_aiv1, 49152);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView72 t13_u2c1Gm72(t13_u2c1 + _qb2 * 64 * D + _g224 * 64, GmView72::Shape(t225_aiv0.GetValidRow(), t225_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t225_aiv0, t13_u2c1Gm72);  // online_softmax_attn.pto:21:22
-                using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView73 t14_u2c1Gm73(t14_u2c1 + _qb2 * 64 * D + _g224 * 64, GmView73::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t226_aiv0, t14_u2c1Gm73);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t227_aiv0, t225_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView74 accGm74(acc + _qb2 * 64 * D + _g224 * 64, GmView74::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(accGm74, t227_aiv0);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:22
-                    using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView75 t13_u2c1Gm75(t13_u2c1 + (_qb2 * 64 + 32) * D + _g224 * 64, GmView75::Shape(t225_aiv1.GetValidRow(), t225_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t225_aiv1, t13_u2c1Gm75);  // online_softmax_attn.pto:21:22
-                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView76 t14_u2c1Gm76(t14_u2c1 + (_qb2 * 64 + 32) * D + _g224 * 64, GmView76::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t226_aiv1, t14_u2c1Gm76);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TADD(t227_aiv1, t225_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView77 accGm77(acc + (_qb2 * 64 + 32) * D + _g224 * 64, GmView77::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm77, t227_aiv1);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT219Aiv0 t219_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t219_aiv0, 12288);  // online_softmax_attn.pto:21:22
+                TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t219_aiv1, 20480);  // online_softmax_attn.pto:21:22
+                TileT222Aiv0 t222_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t222_aiv0, 28672);  // online_softmax_attn.pto:21:22
+                TileT222Aiv1 t222_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t222_aiv1, 36864);  // online_softmax_attn.pto:21:22
+                TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t226_aiv0, 45056);  // online_softmax_attn.pto:21:22
+                TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t226_aiv1, 53248);  // online_softmax_attn.pto:21:22
+                TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t227_aiv0, 61440);  // online_softmax_attn.pto:21:22
+                TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t227_aiv1, 69632);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView60 accGm60(acc + _qb2 * 64 * D + _g218 * 64, GmView60::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t219_aiv0, accGm60);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp14, 77824);  // online_softmax_attn.pto:21:22
+                TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                TROWEXPANDMUL(t222_aiv0, t219_aiv0, tmp14);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView61 t13_u2c1Gm61(t13_u2c1 + _qb2 * 64 * D + _g218 * 64, GmView61::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t226_aiv0, t13_u2c1Gm61);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TADD(t227_aiv0, t222_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 64, GmView62::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm62, t227_aiv0);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
+                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView63 accGm63(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView63::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t219_aiv1, accGm63);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp15, 77824);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t222_aiv1, t219_aiv1, tmp15);  // online_softmax_attn.pto:21:22
+                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView64 t13_u2c1Gm64(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 64, GmView64::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t226_aiv1, t13_u2c1Gm64);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TADD(t227_aiv1, t222_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView65::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm65, t227_aiv1);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-            GmView78 mGm78(m + _qb2 * 64, GmView78::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-            TSTORE(mGm78, t170_aiv0);  // online_softmax_attn.pto:22:13
-            for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:22:13
-                using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView79 mGm79(m + _qb2 * 64 + 32, GmView79::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm79, t170_aiv1);  // online_softmax_attn.pto:22:13
+            using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+            GmView66 mGm66(m + _qb2 * 64, GmView66::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+            TSTORE(mGm66, t170_aiv0);  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:22:13
+                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView67 mGm67(m + _qb2 * 64 + 32, GmView67::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm67, t170_aiv1);  // online_softmax_attn.pto:22:13
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -1463,18 +1343,8 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             }
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
             }
-            for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                }
-            }
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
-            }
-            for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                }
-            }
-            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+            for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                 }
             }
             wait_flag_dev(2);
@@ -1485,75 +1355,75 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
-                TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
-                TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
+            for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
+                TileT123 t123(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t123, 0);  // online_softmax_attn.pto:21:36
+                TileT124 t124(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t124, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView29 t15_u2c0Gm29(t15_u2c0 + _qb2 * 64 * 64, GmView29::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t130, t15_u2c0Gm29);  // online_softmax_attn.pto:21:36
+                using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView23 t14_u2c0Gm23(t14_u2c0 + _qb2 * 64 * 64, GmView23::Shape(t124.GetValidRow(), t124.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t124, t14_u2c0Gm23);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT131 t131(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
+                TileT125 t125(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t125, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t131, t130);  // online_softmax_attn.pto:21:36
+                TMOV(t125, t124);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
+                TileT126 t126(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t126, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 vj_u2c0Gm30(vj_u2c0 + _g128 * 64, GmView30::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t132, vj_u2c0Gm30);  // online_softmax_attn.pto:21:36
+                using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView24 vj_u2c0Gm24(vj_u2c0 + _g122 * 64, GmView24::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t126, vj_u2c0Gm24);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
+                TileT127 t127(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t127, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t133, t132);  // online_softmax_attn.pto:21:36
+                TMOV(t127, t126);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t129, t131, t133);  // online_softmax_attn.pto:21:36
+                TMATMUL(t123, t125, t127);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
-                    TileT135 t135(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
-                    using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView31 t15_u2c0Gm31(t15_u2c0 + _qb2 * 64 * 64 + _k134 * 64, GmView31::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t135, t15_u2c0Gm31);  // online_softmax_attn.pto:21:36
+                for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
+                    TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
+                    using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView25 t14_u2c0Gm25(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView25::Shape(t129.GetValidRow(), t129.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t129, t14_u2c0Gm25);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT136 t136(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
+                    TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t136, t135);  // online_softmax_attn.pto:21:36
+                    TMOV(t130, t129);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT137 t137(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
+                    TileT131 t131(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_u2c0Gm32(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView32::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t137, vj_u2c0Gm32);  // online_softmax_attn.pto:21:36
+                    using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView26 vj_u2c0Gm26(vj_u2c0 + _k128 * 64 * D + _g122 * 64, GmView26::Shape(t131.GetValidRow(), t131.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t131, vj_u2c0Gm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT138 t138(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t138, 0);  // online_softmax_attn.pto:21:36
+                    TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t138, t137);  // online_softmax_attn.pto:21:36
+                    TMOV(t132, t131);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t129, t129, t136, t138);  // online_softmax_attn.pto:21:36
+                    TMATMUL_ACC(t123, t123, t130, t132);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView33 t14_u2c0Gm33(t14_u2c0 + _qb2 * 64 * D + _g128 * 64, GmView33::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c0Gm33, t129);  // online_softmax_attn.pto:21:36
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView27 t13_u2c0Gm27(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView27::Shape(t123.GetValidRow(), t123.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_u2c0Gm27, t123);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1564,13 +1434,15 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-            __gm__ bfloat16_t* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-            __gm__ bfloat16_t* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
-            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+            for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                 }
             }
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
+            }
+            __gm__ bfloat16_t* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+            __gm__ bfloat16_t* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
             }
             wait_flag_dev(3);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1581,9 +1453,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TASSIGN(t148, 0);  // online_softmax_attn.pto:10:13
                 TileT149 t149(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
-                using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView42 qGm42(q + _qb2 * 64 * D, GmView42::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149, qGm42);  // online_softmax_attn.pto:10:13
+                using GmView36 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView36 qGm36(q + _qb2 * 64 * D, GmView36::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149, qGm36);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT150 t150(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
@@ -1593,9 +1465,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView43 kj_u2c1Gm43(kj_u2c1 + _g147 * 64 * D, GmView43::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t151, kj_u2c1Gm43);  // online_softmax_attn.pto:10:13
+                using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView37 kj_u2c1Gm37(kj_u2c1 + _g147 * 64 * D, GmView37::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t151, kj_u2c1Gm37);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
@@ -1614,9 +1486,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView44 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView44 qGm44(q + _qb2 * 64 * D + _k153 * 64, GmView44::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t154, qGm44);  // online_softmax_attn.pto:10:13
+                    using GmView38 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView38 qGm38(q + _qb2 * 64 * D + _k153 * 64, GmView38::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t154, qGm38);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
@@ -1627,9 +1499,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView45 kj_u2c1Gm45(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView45::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t156, kj_u2c1Gm45);  // online_softmax_attn.pto:10:13
+                    using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView39 kj_u2c1Gm39(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView39::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t156, kj_u2c1Gm39);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
@@ -1645,36 +1517,26 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView46 t0_u2c1Gm46(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView46::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c1Gm46, t148);  // online_softmax_attn.pto:10:13
+                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                GmView40 t0_u2c1Gm40(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView40::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_u2c1Gm40, t148);  // online_softmax_attn.pto:10:13
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:10:13
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
                 }
             }
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:17:21
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
             }
             for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:19:21
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
                 }
             }
-            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:20:20
+            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
             }
-            for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:32
-                }
-            }
-            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:20
-            }
-            for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
-                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:21:22
-                }
-            }
-            for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:43
+            for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
                 }
             }
             wait_flag_dev(5);
@@ -1685,75 +1547,75 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
-                TileT213 t213(min_i64(S - _qb2 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
-                TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
+            for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
+                TileT207 t207(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t207, 0);  // online_softmax_attn.pto:21:36
+                TileT208 t208(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t208, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView67 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView67 t15_u2c1Gm67(t15_u2c1 + _qb2 * 64 * 64, GmView67::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t214, t15_u2c1Gm67);  // online_softmax_attn.pto:21:36
+                using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView55 t14_u2c1Gm55(t14_u2c1 + _qb2 * 64 * 64, GmView55::Shape(t208.GetValidRow(), t208.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t208, t14_u2c1Gm55);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT215 t215(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
+                TileT209 t209(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t209, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t215, t214);  // online_softmax_attn.pto:21:36
+                TMOV(t209, t208);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
+                TileT210 t210(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t210, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView68 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView68 vj_u2c1Gm68(vj_u2c1 + _g212 * 64, GmView68::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t216, vj_u2c1Gm68);  // online_softmax_attn.pto:21:36
+                using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView56 vj_u2c1Gm56(vj_u2c1 + _g206 * 64, GmView56::Shape(t210.GetValidRow(), t210.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t210, vj_u2c1Gm56);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
+                TileT211 t211(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t211, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t217, t216);  // online_softmax_attn.pto:21:36
+                TMOV(t211, t210);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t213, t215, t217);  // online_softmax_attn.pto:21:36
+                TMATMUL(t207, t209, t211);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
-                    TileT219 t219(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
-                    using GmView69 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView69 t15_u2c1Gm69(t15_u2c1 + _qb2 * 64 * 64 + _k218 * 64, GmView69::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t219, t15_u2c1Gm69);  // online_softmax_attn.pto:21:36
+                for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
+                    TileT213 t213(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
+                    using GmView57 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView57 t14_u2c1Gm57(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView57::Shape(t213.GetValidRow(), t213.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t213, t14_u2c1Gm57);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT220 t220(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
+                    TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t220, t219);  // online_softmax_attn.pto:21:36
+                    TMOV(t214, t213);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
+                    TileT215 t215(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView70 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView70 vj_u2c1Gm70(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView70::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t221, vj_u2c1Gm70);  // online_softmax_attn.pto:21:36
+                    using GmView58 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView58 vj_u2c1Gm58(vj_u2c1 + _k212 * 64 * D + _g206 * 64, GmView58::Shape(t215.GetValidRow(), t215.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t215, vj_u2c1Gm58);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT222 t222(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t222, 0);  // online_softmax_attn.pto:21:36
+                    TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t222, t221);  // online_softmax_attn.pto:21:36
+                    TMOV(t216, t215);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t213, t213, t220, t222);  // online_softmax_attn.pto:21:36
+                    TMATMUL_ACC(t207, t207, t214, t216);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView71 t14_u2c1Gm71(t14_u2c1 + _qb2 * 64 * D + _g212 * 64, GmView71::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u2c1Gm71, t213);  // online_softmax_attn.pto:21:36
+                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView59 t13_u2c1Gm59(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView59::Shape(t207.GetValidRow(), t207.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_u2c1Gm59, t207);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1764,11 +1626,11 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
-                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:22
+            for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
                 }
             }
-            for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:22:13
             }
         }
         wait_flag_dev(5);
@@ -1787,9 +1649,8 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // online_softmax_attn.pto:7:5
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -1856,7 +1717,7 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp0, 57344);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp0, 77824);  // online_softmax_attn.pto:17:32
                     TROWMAX(t82_aiv0, t77_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                 }
                 pipe_barrier(PIPE_V);
@@ -1884,7 +1745,7 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp1, 57344);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 77824);  // online_softmax_attn.pto:17:32
                         TROWMAX(t82_aiv1, t77_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
@@ -1893,6 +1754,7 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     }
                 }
             }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1913,6 +1775,18 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             TASSIGN(t93_aiv0, 8192);  // online_softmax_attn.pto:18:21
             TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
             TASSIGN(t93_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t105_aiv0, 10240);  // online_softmax_attn.pto:20:20
+            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t105_aiv1, 11264);  // online_softmax_attn.pto:20:20
+            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t107_aiv0, 12288);  // online_softmax_attn.pto:20:20
+            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t107_aiv1, 13312);  // online_softmax_attn.pto:20:20
+            TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t109_aiv0, 14336);  // online_softmax_attn.pto:20:32
+            TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t109_aiv1, 15360);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
@@ -1926,20 +1800,32 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TMAX(t86_aiv0, t84_aiv0, t79_aiv0);  // online_softmax_attn.pto:17:21
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TSUB(t90_aiv0, t84_aiv0, t86_aiv0);  // online_softmax_attn.pto:18:25
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TEXP(t93_aiv0, t90_aiv0);  // online_softmax_attn.pto:18:21
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView10 lGm10(l + _qb2 * 64, GmView10::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_aiv0, lGm10);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMUL(t107_aiv0, t105_aiv0, t93_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t109_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
             }
             pipe_barrier(PIPE_V);
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                 if (!ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView10 mGm10(m + _qb2 * 64 + 32, GmView10::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_aiv1, mGm10);  // online_softmax_attn.pto:17:21
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView11 mGm11(m + _qb2 * 64 + 32, GmView11::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_aiv1, mGm11);  // online_softmax_attn.pto:17:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1953,109 +1839,13 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TEXP(t93_aiv1, t90_aiv1);  // online_softmax_attn.pto:18:21
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView12 lGm12(l + _qb2 * 64 + 32, GmView12::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_aiv1, lGm12);  // online_softmax_attn.pto:20:20
                 }
-            }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t96_aiv0, 10240);  // online_softmax_attn.pto:19:21
-                TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t96_aiv1, 18432);  // online_softmax_attn.pto:19:21
-                TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t103_aiv0, 26624);  // online_softmax_attn.pto:19:17
-                TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t103_aiv1, 34816);  // online_softmax_attn.pto:19:17
-                if (ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView11 s_u2c0Gm11(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView11::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t96_aiv0, s_u2c0Gm11);  // online_softmax_attn.pto:19:21
-                }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp2, 57344);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView12 p_1_u2c0Gm12(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView12::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c0Gm12, t103_aiv0);  // online_softmax_attn.pto:19:17
-                }
-                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    if (!ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView13 s_u2c0Gm13(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView13::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t96_aiv1, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp3, 57344);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp3, t86_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_u2c0Gm14(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView14::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c0Gm14, t103_aiv1);  // online_softmax_attn.pto:19:17
-                    }
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t105_aiv0, 0);  // online_softmax_attn.pto:20:20
-            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t105_aiv1, 1024);  // online_softmax_attn.pto:20:20
-            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t107_aiv0, 2048);  // online_softmax_attn.pto:20:20
-            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t107_aiv1, 3072);  // online_softmax_attn.pto:20:20
-            TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t109_aiv0, 6144);  // online_softmax_attn.pto:20:32
-            TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t109_aiv1, 7168);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView15 lGm15(l + _qb2 * 64, GmView15::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105_aiv0, lGm15);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TMUL(t107_aiv0, t105_aiv0, t93_aiv0);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t109_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                if (!ptodsl_aiv0) {
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView16 lGm16(l + _qb2 * 64 + 32, GmView16::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_aiv1, lGm16);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (!ptodsl_aiv0) {
                     TMUL(t107_aiv1, t105_aiv1, t93_aiv1);  // online_softmax_attn.pto:20:20
                     TEXPANDS(t109_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
@@ -2063,47 +1853,80 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
-                TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t111_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t111_aiv1, 18432);  // online_softmax_attn.pto:20:32
+            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t96_aiv0, 16384);  // online_softmax_attn.pto:19:21
+                TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t96_aiv1, 24576);  // online_softmax_attn.pto:19:21
+                TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_aiv0, 32768);  // online_softmax_attn.pto:19:17
+                TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_aiv1, 40960);  // online_softmax_attn.pto:19:17
                 TileT112Aiv0 t112_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
                 TASSIGN(t112_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t112_aiv1, 1024);  // online_softmax_attn.pto:20:32
                 if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView17 p_1_u2c0Gm17(p_1_u2c0 + _qb2 * 64 * 64 + _k110 * 64, GmView17::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t111_aiv0, p_1_u2c0Gm17);  // online_softmax_attn.pto:20:32
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView13::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t96_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp4, 57344);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t112_aiv0, t111_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                    TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 77824);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView14::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c0Gm14, t103_aiv0);  // online_softmax_attn.pto:19:17
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp3, 77824);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t112_aiv0, t103_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t109_aiv0, t109_aiv0, t112_aiv0);  // online_softmax_attn.pto:20:32
                 }
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                     if (!ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView18 p_1_u2c0Gm18(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _k110 * 64, GmView18::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t111_aiv1, p_1_u2c0Gm18);  // online_softmax_attn.pto:20:32
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView15::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t96_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp4, 77824);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp4, t86_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView16::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c0Gm16, t103_aiv1);  // online_softmax_attn.pto:19:17
+                    }
+                    pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp5, 57344);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t112_aiv1, t111_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 77824);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t112_aiv1, t103_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -2111,7 +1934,10 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     }
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
             TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
             TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
@@ -2120,275 +1946,244 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             if (ptodsl_aiv0) {
                 TADD(t116_aiv0, t107_aiv0, t109_aiv0);  // online_softmax_attn.pto:20:20
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView19 lGm19(l + _qb2 * 64, GmView19::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm19, t116_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm17, t116_aiv0);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 if (!ptodsl_aiv0) {
                     TADD(t116_aiv1, t107_aiv1, t109_aiv1);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView20 lGm20(l + _qb2 * 64 + 32, GmView20::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm20, t116_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm18, t116_aiv1);  // online_softmax_attn.pto:20:20
                 }
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t119_aiv0, 10240);  // online_softmax_attn.pto:21:22
-                TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t119_aiv1, 18432);  // online_softmax_attn.pto:21:22
-                TileT122Aiv0 t122_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t122_aiv0, 26624);  // online_softmax_attn.pto:21:22
-                TileT122Aiv1 t122_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t122_aiv1, 34816);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView21 accGm21(acc + _qb2 * 64 * D + _g118 * 64, GmView21::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t119_aiv0, accGm21);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp6(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp6, 57344);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t122_aiv0, t119_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView22 t13_u2c0Gm22(t13_u2c0 + _qb2 * 64 * D + _g118 * 64, GmView22::Shape(t122_aiv0.GetValidRow(), t122_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u2c0Gm22, t122_aiv0);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                    if (!ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView23 accGm23(acc + (_qb2 * 64 + 32) * D + _g118 * 64, GmView23::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t119_aiv1, accGm23);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp7, 57344);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t122_aiv1, t119_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (!ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView24 t13_u2c0Gm24(t13_u2c0 + (_qb2 * 64 + 32) * D + _g118 * 64, GmView24::Shape(t122_aiv1.GetValidRow(), t122_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u2c0Gm24, t122_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag_dev(1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
-                TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t125_aiv0, 6144);  // online_softmax_attn.pto:21:43
-                TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t125_aiv1, 14336);  // online_softmax_attn.pto:21:43
-                TileT126Aiv0 t126_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t126_aiv0, 22528);  // online_softmax_attn.pto:21:43
-                TileT126Aiv1 t126_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t126_aiv1, 26624);  // online_softmax_attn.pto:21:43
+            for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
+                TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t119_aiv0, 10240);  // online_softmax_attn.pto:21:43
+                TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t119_aiv1, 18432);  // online_softmax_attn.pto:21:43
+                TileT120Aiv0 t120_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t120_aiv0, 26624);  // online_softmax_attn.pto:21:43
+                TileT120Aiv1 t120_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t120_aiv1, 30720);  // online_softmax_attn.pto:21:43
                 if (ptodsl_aiv0) {
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView25 p_1_u2c0Gm25(p_1_u2c0 + _qb2 * 64 * 64 + _g124 * 64, GmView25::Shape(t125_aiv0.GetValidRow(), t125_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t125_aiv0, p_1_u2c0Gm25);  // online_softmax_attn.pto:21:43
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView19::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t119_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TCVT(t126_aiv0, t125_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    TCVT(t120_aiv0, t119_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView26 t15_u2c0Gm26(t15_u2c0 + _qb2 * 64 * 64 + _g124 * 64, GmView26::Shape(t126_aiv0.GetValidRow(), t126_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u2c0Gm26, t126_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView20::Shape(t120_aiv0.GetValidRow(), t120_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0Gm20, t120_aiv0);  // online_softmax_attn.pto:21:43
                 }
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                     if (!ptodsl_aiv0) {
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView27 p_1_u2c0Gm27(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g124 * 64, GmView27::Shape(t125_aiv1.GetValidRow(), t125_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t125_aiv1, p_1_u2c0Gm27);  // online_softmax_attn.pto:21:43
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView21::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t119_aiv1, p_1_u2c0Gm21);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        TCVT(t126_aiv1, t125_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        TCVT(t120_aiv1, t119_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView28 t15_u2c0Gm28(t15_u2c0 + (_qb2 * 64 + 32) * 64 + _g124 * 64, GmView28::Shape(t126_aiv1.GetValidRow(), t126_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u2c0Gm28, t126_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView22::Shape(t120_aiv1.GetValidRow(), t120_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c0Gm22, t120_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-            for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
-                for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
+            for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
+                for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
+                }
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            wait_flag_dev(6);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT135Aiv0 t135_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t135_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT135Aiv1 t135_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t135_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT138Aiv0 t138_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t138_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t138_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t142_aiv0, 43008);  // online_softmax_attn.pto:21:22
+                TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t142_aiv1, 51200);  // online_softmax_attn.pto:21:22
+                TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t143_aiv0, 59392);  // online_softmax_attn.pto:21:22
+                TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t143_aiv1, 67584);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView28 accGm28(acc + _qb2 * 64 * D + _g134 * 64, GmView28::Shape(t135_aiv0.GetValidRow(), t135_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t135_aiv0, accGm28);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp6(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp6, 77824);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t138_aiv0, t135_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView29 t13_u2c0Gm29(t13_u2c0 + _qb2 * 64 * D + _g134 * 64, GmView29::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t142_aiv0, t13_u2c0Gm29);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TADD(t143_aiv0, t138_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView30 accGm30(acc + _qb2 * 64 * D + _g134 * 64, GmView30::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm30, t143_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
+                    if (!ptodsl_aiv0) {
+                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView31 accGm31(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView31::Shape(t135_aiv1.GetValidRow(), t135_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t135_aiv1, accGm31);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp7, 77824);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t138_aiv1, t135_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView32 t13_u2c0Gm32(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 64, GmView32::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_aiv1, t13_u2c0Gm32);  // online_softmax_attn.pto:21:22
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TADD(t143_aiv1, t138_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView33 accGm33(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView33::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm33, t143_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            if (ptodsl_aiv0) {
+                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView34 mGm34(m + _qb2 * 64, GmView34::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm34, t86_aiv0);  // online_softmax_attn.pto:22:13
+            }
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
+                if (!ptodsl_aiv0) {
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView35 mGm35(m + _qb2 * 64 + 32, GmView35::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm35, t86_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             __gm__ bfloat16_t* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
             __gm__ bfloat16_t* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
-            pipe_barrier(PIPE_V);
-            wait_flag_dev(6);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT141Aiv0 t141_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t141_aiv0, 6144);  // online_softmax_attn.pto:21:22
-                TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t141_aiv1, 14336);  // online_softmax_attn.pto:21:22
-                TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t142_aiv0, 22528);  // online_softmax_attn.pto:21:22
-                TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t142_aiv1, 30720);  // online_softmax_attn.pto:21:22
-                TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t143_aiv0, 38912);  // online_softmax_attn.pto:21:22
-                TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t143_aiv1, 47104);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView34 t13_u2c0Gm34(t13_u2c0 + _qb2 * 64 * D + _g140 * 64, GmView34::Shape(t141_aiv0.GetValidRow(), t141_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t141_aiv0, t13_u2c0Gm34);  // online_softmax_attn.pto:21:22
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView35 t14_u2c0Gm35(t14_u2c0 + _qb2 * 64 * D + _g140 * 64, GmView35::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t142_aiv0, t14_u2c0Gm35);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TADD(t143_aiv0, t141_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView36 accGm36(acc + _qb2 * 64 * D + _g140 * 64, GmView36::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm36, t143_aiv0);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                    if (!ptodsl_aiv0) {
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView37 t13_u2c0Gm37(t13_u2c0 + (_qb2 * 64 + 32) * D + _g140 * 64, GmView37::Shape(t141_aiv1.GetValidRow(), t141_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t141_aiv1, t13_u2c0Gm37);  // online_softmax_attn.pto:21:22
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView38 t14_u2c0Gm38(t14_u2c0 + (_qb2 * 64 + 32) * D + _g140 * 64, GmView38::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142_aiv1, t14_u2c0Gm38);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        TADD(t143_aiv1, t141_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView39 accGm39(acc + (_qb2 * 64 + 32) * D + _g140 * 64, GmView39::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm39, t143_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
             TASSIGN(t163_aiv0, 2048);  // online_softmax_attn.pto:17:32
             TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
             TASSIGN(t163_aiv1, 3072);  // online_softmax_attn.pto:17:32
-            if (ptodsl_aiv0) {
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView40 mGm40(m + _qb2 * 64, GmView40::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm40, t86_aiv0);  // online_softmax_attn.pto:22:13
-            }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
                 if (!ptodsl_aiv0) {
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView41 mGm41(m + _qb2 * 64 + 32, GmView41::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm41, t86_aiv1);  // online_softmax_attn.pto:22:13
                     TEXPANDS(t163_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
                 for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                 }
@@ -2406,54 +2201,54 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TASSIGN(t166_aiv1, 39936);  // online_softmax_attn.pto:17:32
                 wait_flag_dev(6);
                 if (ptodsl_aiv0) {
-                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView47 t0_u2c1Gm47(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView47::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_aiv0, t0_u2c1Gm47);  // online_softmax_attn.pto:10:13
+                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView41 t0_u2c1Gm41(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView41::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_aiv0, t0_u2c1Gm41);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView48 s_u2c1Gm48(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView48::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c1Gm48, t161_aiv0);  // online_softmax_attn.pto:10:13
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView42 s_u2c1Gm42(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView42::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c1Gm42, t161_aiv0);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp8, 57344);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp8, 77824);  // online_softmax_attn.pto:17:32
                     TROWMAX(t166_aiv0, t161_aiv0, tmp8);  // online_softmax_attn.pto:17:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMAX(t163_aiv0, t163_aiv0, t166_aiv0);  // online_softmax_attn.pto:17:32
                 }
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:10:13
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
                     if (!ptodsl_aiv0) {
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView49 t0_u2c1Gm49(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView49::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160_aiv1, t0_u2c1Gm49);  // online_softmax_attn.pto:10:13
+                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView43 t0_u2c1Gm43(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView43::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_aiv1, t0_u2c1Gm43);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (!ptodsl_aiv0) {
                         TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView50 s_u2c1Gm50(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView50::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c1Gm50, t161_aiv1);  // online_softmax_attn.pto:10:13
+                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView44 s_u2c1Gm44(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView44::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c1Gm44, t161_aiv1);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp9, 57344);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp9, 77824);  // online_softmax_attn.pto:17:32
                         TROWMAX(t166_aiv1, t161_aiv1, tmp9);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
@@ -2462,7 +2257,7 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     }
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -2480,6 +2275,14 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             TASSIGN(t177_aiv0, 10240);  // online_softmax_attn.pto:18:21
             TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
             TASSIGN(t177_aiv1, 11264);  // online_softmax_attn.pto:18:21
+            TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t191_aiv0, 12288);  // online_softmax_attn.pto:20:20
+            TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t191_aiv1, 13312);  // online_softmax_attn.pto:20:20
+            TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t193_aiv0, 14336);  // online_softmax_attn.pto:20:32
+            TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t193_aiv1, 15360);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
@@ -2494,7 +2297,15 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 TEXP(t177_aiv0, t174_aiv0);  // online_softmax_attn.pto:18:21
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:17:21
+            if (ptodsl_aiv0) {
+                TMUL(t191_aiv0, t116_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
                 if (!ptodsl_aiv0) {
                     TMAX(t170_aiv1, t86_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
                 }
@@ -2506,132 +2317,88 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                 if (!ptodsl_aiv0) {
                     TEXP(t177_aiv1, t174_aiv1);  // online_softmax_attn.pto:18:21
                 }
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t180_aiv0, 12288);  // online_softmax_attn.pto:19:21
-                TileT180Aiv1 t180_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t180_aiv1, 20480);  // online_softmax_attn.pto:19:21
-                TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t187_aiv0, 28672);  // online_softmax_attn.pto:19:17
-                TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t187_aiv1, 36864);  // online_softmax_attn.pto:19:17
-                if (ptodsl_aiv0) {
-                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView51 s_u2c1Gm51(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView51::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t180_aiv0, s_u2c1Gm51);  // online_softmax_attn.pto:19:21
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp10(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp10, 57344);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView52 p_1_u2c1Gm52(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView52::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c1Gm52, t187_aiv0);  // online_softmax_attn.pto:19:17
-                }
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:19:21
-                    if (!ptodsl_aiv0) {
-                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView53 s_u2c1Gm53(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView53::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t180_aiv1, s_u2c1Gm53);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp11, 57344);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp11, t170_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp11);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView54 p_1_u2c1Gm54(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView54::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c1Gm54, t187_aiv1);  // online_softmax_attn.pto:19:17
-                    }
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t191_aiv0, 2048);  // online_softmax_attn.pto:20:20
-            TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t191_aiv1, 3072);  // online_softmax_attn.pto:20:20
-            TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t193_aiv0, 4096);  // online_softmax_attn.pto:20:32
-            TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t193_aiv1, 5120);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TMUL(t191_aiv0, t116_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-            }
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TMUL(t191_aiv1, t116_aiv1, t177_aiv1);  // online_softmax_attn.pto:20:20
                     TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
                 }
             }
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-                TileT195Aiv0 t195_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t195_aiv0, 12288);  // online_softmax_attn.pto:20:32
-                TileT195Aiv1 t195_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t195_aiv1, 20480);  // online_softmax_attn.pto:20:32
+            for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+                TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t180_aiv0, 16384);  // online_softmax_attn.pto:19:21
+                TileT180Aiv1 t180_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t180_aiv1, 24576);  // online_softmax_attn.pto:19:21
+                TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_aiv0, 32768);  // online_softmax_attn.pto:19:17
+                TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_aiv1, 40960);  // online_softmax_attn.pto:19:17
                 TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
                 TASSIGN(t196_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t196_aiv1, 1024);  // online_softmax_attn.pto:20:32
                 if (ptodsl_aiv0) {
-                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView55 p_1_u2c1Gm55(p_1_u2c1 + _qb2 * 64 * 64 + _k194 * 64, GmView55::Shape(t195_aiv0.GetValidRow(), t195_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t195_aiv0, p_1_u2c1Gm55);  // online_softmax_attn.pto:20:32
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView45 s_u2c1Gm45(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView45::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t180_aiv0, s_u2c1Gm45);  // online_softmax_attn.pto:19:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    TileTmp0 tmp12;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp12, 57344);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t196_aiv0, t195_aiv0, tmp12);  // online_softmax_attn.pto:20:32
+                    TileTmp1 tmp10(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp10, 77824);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView46 p_1_u2c1Gm46(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView46::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c1Gm46, t187_aiv0);  // online_softmax_attn.pto:19:17
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp11, 77824);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t196_aiv0, t187_aiv0, tmp11);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t193_aiv0, t193_aiv0, t196_aiv0);  // online_softmax_attn.pto:20:32
                 }
-                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
                     if (!ptodsl_aiv0) {
-                        using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView56 p_1_u2c1Gm56(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _k194 * 64, GmView56::Shape(t195_aiv1.GetValidRow(), t195_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t195_aiv1, p_1_u2c1Gm56);  // online_softmax_attn.pto:20:32
+                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView47 s_u2c1Gm47(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView47::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t180_aiv1, s_u2c1Gm47);  // online_softmax_attn.pto:19:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp12(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp12, 77824);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp12, t170_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp12);  // online_softmax_attn.pto:19:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView48 p_1_u2c1Gm48(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView48::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c1Gm48, t187_aiv1);  // online_softmax_attn.pto:19:17
+                    }
+                    pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp13, 57344);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t196_aiv1, t195_aiv1, tmp13);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp13, 77824);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t196_aiv1, t187_aiv1, tmp13);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -2639,7 +2406,9 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
                     }
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
             TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
             TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
@@ -2648,270 +2417,229 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ uint64_t* ptodsl_ffts, __g
             if (ptodsl_aiv0) {
                 TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView57 lGm57(l + _qb2 * 64, GmView57::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm57, t200_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView49 lGm49(l + _qb2 * 64, GmView49::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm49, t200_aiv0);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:20:20
+            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
                 if (!ptodsl_aiv0) {
                     TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView58 lGm58(l + _qb2 * 64 + 32, GmView58::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm58, t200_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView50 lGm50(l + _qb2 * 64 + 32, GmView50::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm50, t200_aiv1);  // online_softmax_attn.pto:20:20
                 }
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t203_aiv0, 12288);  // online_softmax_attn.pto:21:22
-                TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t203_aiv1, 20480);  // online_softmax_attn.pto:21:22
-                TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t206_aiv0, 28672);  // online_softmax_attn.pto:21:22
-                TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t206_aiv1, 36864);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView59 accGm59(acc + _qb2 * 64 * D + _g202 * 64, GmView59::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t203_aiv0, accGm59);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp14, 57344);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t206_aiv0, t203_aiv0, tmp14);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView60 t13_u2c1Gm60(t13_u2c1 + _qb2 * 64 * D + _g202 * 64, GmView60::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u2c1Gm60, t206_aiv0);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:21:22
-                    if (!ptodsl_aiv0) {
-                        using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView61 accGm61(acc + (_qb2 * 64 + 32) * D + _g202 * 64, GmView61::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t203_aiv1, accGm61);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp15, 57344);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t206_aiv1, t203_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    if (!ptodsl_aiv0) {
-                        using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView62 t13_u2c1Gm62(t13_u2c1 + (_qb2 * 64 + 32) * D + _g202 * 64, GmView62::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u2c1Gm62, t206_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag_dev(4);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-                TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t209_aiv0, 8192);  // online_softmax_attn.pto:21:43
-                TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t209_aiv1, 16384);  // online_softmax_attn.pto:21:43
-                TileT210Aiv0 t210_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t210_aiv0, 0);  // online_softmax_attn.pto:21:43
-                TileT210Aiv1 t210_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t210_aiv1, 24576);  // online_softmax_attn.pto:21:43
+            for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
+                TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t203_aiv0, 12288);  // online_softmax_attn.pto:21:43
+                TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t203_aiv1, 20480);  // online_softmax_attn.pto:21:43
+                TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t204_aiv0, 0);  // online_softmax_attn.pto:21:43
+                TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t204_aiv1, 28672);  // online_softmax_attn.pto:21:43
                 if (ptodsl_aiv0) {
-                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView63 p_1_u2c1Gm63(p_1_u2c1 + _qb2 * 64 * 64 + _g208 * 64, GmView63::Shape(t209_aiv0.GetValidRow(), t209_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t209_aiv0, p_1_u2c1Gm63);  // online_softmax_attn.pto:21:43
+                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView51 p_1_u2c1Gm51(p_1_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView51::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t203_aiv0, p_1_u2c1Gm51);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TCVT(t210_aiv0, t209_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    TCVT(t204_aiv0, t203_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView64 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView64 t15_u2c1Gm64(t15_u2c1 + _qb2 * 64 * 64 + _g208 * 64, GmView64::Shape(t210_aiv0.GetValidRow(), t210_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u2c1Gm64, t210_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView52 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView52 t14_u2c1Gm52(t14_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView52::Shape(t204_aiv0.GetValidRow(), t204_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1Gm52, t204_aiv0);  // online_softmax_attn.pto:21:43
                 }
-                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
                     if (!ptodsl_aiv0) {
-                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView65 p_1_u2c1Gm65(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g208 * 64, GmView65::Shape(t209_aiv1.GetValidRow(), t209_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t209_aiv1, p_1_u2c1Gm65);  // online_softmax_attn.pto:21:43
+                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView53 p_1_u2c1Gm53(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView53::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t203_aiv1, p_1_u2c1Gm53);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        TCVT(t210_aiv1, t209_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        TCVT(t204_aiv1, t203_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView66 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView66 t15_u2c1Gm66(t15_u2c1 + (_qb2 * 64 + 32) * 64 + _g208 * 64, GmView66::Shape(t210_aiv1.GetValidRow(), t210_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u2c1Gm66, t210_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView54 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView54 t14_u2c1Gm54(t14_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView54::Shape(t204_aiv1.GetValidRow(), t204_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c1Gm54, t204_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
-                for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
+            for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
+                for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                 }
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
             wait_flag_dev(6);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
                 pipe_barrier(PIPE_V);
-                TileT225Aiv0 t225_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t225_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t225_aiv1, 16384);  // online_softmax_attn.pto:21:22
-                TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t226_aiv0, 24576);  // online_softmax_attn.pto:21:22
-                TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t226_aiv1, 32768);  // online_softmax_attn.pto:21:22
-                TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t227_aiv0, 40960);  // online_softmax_attn.pto:21:22
-                TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t227_aiv1, 49152);  // online_softmax_attn.pto:21:22
+                TileT219Aiv0 t219_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t219_aiv0, 12288);  // online_softmax_attn.pto:21:22
+                TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t219_aiv1, 20480);  // online_softmax_attn.pto:21:22
+                TileT222Aiv0 t222_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t222_aiv0, 28672);  // online_softmax_attn.pto:21:22
+                TileT222Aiv1 t222_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t222_aiv1, 36864);  // online_softmax_attn.pto:21:22
+                TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t226_aiv0, 45056);  // online_softmax_attn.pto:21:22
+                TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t226_aiv1, 53248);  // online_softmax_attn.pto:21:22
+                TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t227_aiv0, 61440);  // online_softmax_attn.pto:21:22
+                TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t227_aiv1, 69632);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView72 t13_u2c1Gm72(t13_u2c1 + _qb2 * 64 * D + _g224 * 64, GmView72::Shape(t225_aiv0.GetValidRow(), t225_aiv0.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t225_aiv0, t13_u2c1Gm72);  // online_softmax_attn.pto:21:22
-                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView73 t14_u2c1Gm73(t14_u2c1 + _qb2 * 64 * D + _g224 * 64, GmView73::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView73::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t226_aiv0, t14_u2c1Gm73);  // online_softmax_attn.pto:21:22
+                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView60 accGm60(acc + _qb2 * 64 * D + _g218 * 64, GmView60::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t219_aiv0, accGm60);  // online_softmax_attn.pto:21:22
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TADD(t227_aiv0, t225_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
+                    TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp14, 77824);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t222_aiv0, t219_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView74 accGm74(acc + _qb2 * 64 * D + _g224 * 64, GmView74::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView74::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm74, t227_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView61 t13_u2c1Gm61(t13_u2c1 + _qb2 * 64 * D + _g218 * 64, GmView61::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t226_aiv0, t13_u2c1Gm61);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TADD(t227_aiv0, t222_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 64, GmView62::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm62, t227_aiv0);  // online_softmax_attn.pto:21:22
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
                     if (!ptodsl_aiv0) {
-                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView75 t13_u2c1Gm75(t13_u2c1 + (_qb2 * 64 + 32) * D + _g224 * 64, GmView75::Shape(t225_aiv1.GetValidRow(), t225_aiv1.GetValidCol()), GmView75::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t225_aiv1, t13_u2c1Gm75);  // online_softmax_attn.pto:21:22
-                        using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView76 t14_u2c1Gm76(t14_u2c1 + (_qb2 * 64 + 32) * D + _g224 * 64, GmView76::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView76::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226_aiv1, t14_u2c1Gm76);  // online_softmax_attn.pto:21:22
+                        using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView63 accGm63(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView63::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t219_aiv1, accGm63);  // online_softmax_attn.pto:21:22
                     }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        TADD(t227_aiv1, t225_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
+                        TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp15, 77824);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t222_aiv1, t219_aiv1, tmp15);  // online_softmax_attn.pto:21:22
+                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView64 t13_u2c1Gm64(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 64, GmView64::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_aiv1, t13_u2c1Gm64);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView77 accGm77(acc + (_qb2 * 64 + 32) * D + _g224 * 64, GmView77::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView77::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm77, t227_aiv1);  // online_softmax_attn.pto:21:22
+                        TADD(t227_aiv1, t222_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView65::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm65, t227_aiv1);  // online_softmax_attn.pto:21:22
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             if (ptodsl_aiv0) {
-                using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView78 mGm78(m + _qb2 * 64, GmView78::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm78, t170_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView66 mGm66(m + _qb2 * 64, GmView66::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm66, t170_aiv0);  // online_softmax_attn.pto:22:13
             }
-            for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:22:13
                 if (!ptodsl_aiv0) {
-                    using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView79 mGm79(m + _qb2 * 64 + 32, GmView79::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm79, t170_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView67 mGm67(m + _qb2 * 64 + 32, GmView67::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm67, t170_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag_dev(4);
-        wait_flag_dev(1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag_dev(1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_bf16_k4(__gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ bfloat16_t* t15_last, __gm__ float* t14_last, __gm__ bfloat16_t* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_bf16_k4(__gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_last, __gm__ bfloat16_t* t14_last, __gm__ float* t13_last, __gm__ float* acc, __gm__ bfloat16_t* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_last, __gm__ bfloat16_t* t15_last, __gm__ float* t14_last, __gm__ bfloat16_t* o, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_last, __gm__ bfloat16_t* t14_last, __gm__ float* t13_last, __gm__ float* acc, __gm__ bfloat16_t* o, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT331Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -56,41 +56,37 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
     using TileT342Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT345Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT345Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT348Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT348Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT355Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT355Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT357Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT357Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT359Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT359Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT361Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT361Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT363Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT363Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT348Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT348Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT355Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT355Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT364Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT364Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT368Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT368Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT371Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT371Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT374Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT374Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT377Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT377Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT378Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT378Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT381 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT382 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT383 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT384 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT385 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT387 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT388 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT389 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT390 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT393Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT393Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT372Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT372Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT375 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT376 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT377 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT378 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT379 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT381 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT382 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT383 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT384 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT387Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT387Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT390Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT390Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT394Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT394Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT395Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -104,8 +100,8 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
     using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -115,8 +111,8 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _qb4 = block_index * ceil_div((S + 63) / 64, block_count); _qb4 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb4) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -226,14 +222,14 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMULS(t329_aiv0, t328_aiv0, scale);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                 GmView6 s_lastGm6(s_last + _qb4 * 64 * 64 + _g315 * 64, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(s_lastGm6, t329_aiv0);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                TASSIGN(tmp0, 55296);  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp0, 75776);  // online_softmax_attn.pto:17:32
                 TROWMAX(t334_aiv0, t329_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                 pipe_barrier(PIPE_V);
                 TMAX(t331_aiv0, t331_aiv0, t334_aiv0);  // online_softmax_attn.pto:17:32
@@ -244,14 +240,14 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TMULS(t329_aiv1, t328_aiv1, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView8 s_lastGm8(s_last + (_qb4 * 64 + 32) * 64 + _g315 * 64, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_lastGm8, t329_aiv1);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp1, 55296);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp1, 75776);  // online_softmax_attn.pto:17:32
                     TROWMAX(t334_aiv1, t329_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t331_aiv1, t331_aiv1, t334_aiv1);  // online_softmax_attn.pto:17:32
@@ -260,6 +256,7 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -279,6 +276,18 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             TASSIGN(t345_aiv0, 8192);  // online_softmax_attn.pto:18:21
             TileT345Aiv1 t345_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
             TASSIGN(t345_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv0, 10240);  // online_softmax_attn.pto:20:20
+            TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv1, 11264);  // online_softmax_attn.pto:20:20
+            TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv0, 12288);  // online_softmax_attn.pto:20:20
+            TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv1, 13312);  // online_softmax_attn.pto:20:20
+            TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv0, 14336);  // online_softmax_attn.pto:20:32
+            TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv1, 15360);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
             GmView9 mGm9(m + _qb4 * 64, GmView9::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -288,88 +297,12 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMAX(t338_aiv0, t336_aiv0, t331_aiv0);  // online_softmax_attn.pto:17:21
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TSUB(t342_aiv0, t336_aiv0, t338_aiv0);  // online_softmax_attn.pto:18:25
             pipe_barrier(PIPE_V);
             TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView10 mGm10(m + _qb4 * 64 + 32, GmView10::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t336_aiv1, mGm10);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMAX(t338_aiv1, t336_aiv1, t331_aiv1);  // online_softmax_attn.pto:17:21
-                pipe_barrier(PIPE_V);
-                TSUB(t342_aiv1, t336_aiv1, t338_aiv1);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
-                TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-                TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t348_aiv0, 10240);  // online_softmax_attn.pto:19:21
-                TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t348_aiv1, 18432);  // online_softmax_attn.pto:19:21
-                TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t355_aiv0, 26624);  // online_softmax_attn.pto:19:17
-                TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t355_aiv1, 34816);  // online_softmax_attn.pto:19:17
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                GmView11 s_lastGm11(s_last + _qb4 * 64 * 64 + _g347 * 64, GmView11::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                TLOAD(t348_aiv0, s_lastGm11);  // online_softmax_attn.pto:19:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp2(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                TASSIGN(tmp2, 55296);  // online_softmax_attn.pto:19:17
-                TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                GmView12 p_1_lastGm12(p_1_last + _qb4 * 64 * 64 + _g347 * 64, GmView12::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                TSTORE(p_1_lastGm12, t355_aiv0);  // online_softmax_attn.pto:19:17
-                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_lastGm13(s_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView13::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t348_aiv1, s_lastGm13);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp3, 55296);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp3, t338_aiv1);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_lastGm14(p_1_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView14::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_lastGm14, t355_aiv1);  // online_softmax_attn.pto:19:17
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t357_aiv0, 0);  // online_softmax_attn.pto:20:20
-            TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t357_aiv1, 1024);  // online_softmax_attn.pto:20:20
-            TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t359_aiv0, 2048);  // online_softmax_attn.pto:20:20
-            TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t359_aiv1, 3072);  // online_softmax_attn.pto:20:20
-            TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t361_aiv0, 6144);  // online_softmax_attn.pto:20:32
-            TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t361_aiv1, 7168);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView15 lGm15(l + _qb4 * 64, GmView15::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TLOAD(t357_aiv0, lGm15);  // online_softmax_attn.pto:20:20
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView10 lGm10(l + _qb4 * 64, GmView10::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TLOAD(t357_aiv0, lGm10);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -377,55 +310,93 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             pipe_barrier(PIPE_V);
             TEXPANDS(t361_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView16 lGm16(l + _qb4 * 64 + 32, GmView16::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t357_aiv1, lGm16);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView11 mGm11(m + _qb4 * 64 + 32, GmView11::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t336_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMAX(t338_aiv1, t336_aiv1, t331_aiv1);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
+                TSUB(t342_aiv1, t336_aiv1, t338_aiv1);  // online_softmax_attn.pto:18:25
+                pipe_barrier(PIPE_V);
+                TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView12 lGm12(l + _qb4 * 64 + 32, GmView12::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t357_aiv1, lGm12);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMUL(t359_aiv1, t357_aiv1, t345_aiv1);  // online_softmax_attn.pto:20:20
                 TEXPANDS(t361_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
-                TileT363Aiv0 t363_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t363_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT363Aiv1 t363_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t363_aiv1, 18432);  // online_softmax_attn.pto:20:32
+            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
+                TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv0, 16384);  // online_softmax_attn.pto:19:21
+                TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv1, 24576);  // online_softmax_attn.pto:19:21
+                TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv0, 32768);  // online_softmax_attn.pto:19:17
+                TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv1, 40960);  // online_softmax_attn.pto:19:17
                 TileT364Aiv0 t364_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
                 TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t364_aiv1, 1024);  // online_softmax_attn.pto:20:32
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                GmView17 p_1_lastGm17(p_1_last + _qb4 * 64 * 64 + _k362 * 64, GmView17::Shape(t363_aiv0.GetValidRow(), t363_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                TLOAD(t363_aiv0, p_1_lastGm17);  // online_softmax_attn.pto:20:32
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                TASSIGN(tmp4, 55296);  // online_softmax_attn.pto:20:32
-                TROWSUM(t364_aiv0, t363_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                GmView13 s_lastGm13(s_last + _qb4 * 64 * 64 + _g347 * 64, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                TLOAD(t348_aiv0, s_lastGm13);  // online_softmax_attn.pto:19:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp2(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp2, 75776);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                GmView14 p_1_lastGm14(p_1_last + _qb4 * 64 * 64 + _g347 * 64, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                TSTORE(p_1_lastGm14, t355_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp3, 75776);  // online_softmax_attn.pto:20:32
+                TROWSUM(t364_aiv0, t355_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 TADD(t361_aiv0, t361_aiv0, t364_aiv0);  // online_softmax_attn.pto:20:32
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView18 p_1_lastGm18(p_1_last + (_qb4 * 64 + 32) * 64 + _k362 * 64, GmView18::Shape(t363_aiv1.GetValidRow(), t363_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t363_aiv1, p_1_lastGm18);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView15 s_lastGm15(s_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t348_aiv1, s_lastGm15);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp4, 75776);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp4, t338_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView16 p_1_lastGm16(p_1_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_lastGm16, t355_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
                     TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp5, 55296);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t364_aiv1, t363_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp5, 75776);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t364_aiv1, t355_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t361_aiv1, t361_aiv1, t364_aiv1);  // online_softmax_attn.pto:20:32
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
             TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
             TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
@@ -435,126 +406,60 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView19 lGm19(l + _qb4 * 64, GmView19::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TSTORE(lGm19, t368_aiv0);  // online_softmax_attn.pto:20:20
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView17 lGm17(l + _qb4 * 64, GmView17::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TSTORE(lGm17, t368_aiv0);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 TADD(t368_aiv1, t359_aiv1, t361_aiv1);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView20 lGm20(l + _qb4 * 64 + 32, GmView20::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm20, t368_aiv1);  // online_softmax_attn.pto:20:20
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView18 lGm18(l + _qb4 * 64 + 32, GmView18::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm18, t368_aiv1);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t371_aiv0, 10240);  // online_softmax_attn.pto:21:22
-                TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t371_aiv1, 18432);  // online_softmax_attn.pto:21:22
-                TileT374Aiv0 t374_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t374_aiv0, 26624);  // online_softmax_attn.pto:21:22
-                TileT374Aiv1 t374_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t374_aiv1, 34816);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView21 accGm21(acc + _qb4 * 64 * D + _g370 * 64, GmView21::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t371_aiv0, accGm21);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp6(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                TASSIGN(tmp6, 55296);  // online_softmax_attn.pto:21:22
-                TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                TROWEXPANDMUL(t374_aiv0, t371_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView22 t13_lastGm22(t13_last + _qb4 * 64 * D + _g370 * 64, GmView22::Shape(t374_aiv0.GetValidRow(), t374_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(t13_lastGm22, t374_aiv0);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView23 accGm23(acc + (_qb4 * 64 + 32) * D + _g370 * 64, GmView23::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t371_aiv1, accGm23);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp7, 55296);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t374_aiv1, t371_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView24 t13_lastGm24(t13_last + (_qb4 * 64 + 32) * D + _g370 * 64, GmView24::Shape(t374_aiv1.GetValidRow(), t374_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_lastGm24, t374_aiv1);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
-                TileT377Aiv0 t377_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t377_aiv0, 6144);  // online_softmax_attn.pto:21:43
-                TileT377Aiv1 t377_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t377_aiv1, 14336);  // online_softmax_attn.pto:21:43
-                TileT378Aiv0 t378_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t378_aiv0, 22528);  // online_softmax_attn.pto:21:43
-                TileT378Aiv1 t378_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t378_aiv1, 26624);  // online_softmax_attn.pto:21:43
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView25 p_1_lastGm25(p_1_last + _qb4 * 64 * 64 + _g376 * 64, GmView25::Shape(t377_aiv0.GetValidRow(), t377_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TLOAD(t377_aiv0, p_1_lastGm25);  // online_softmax_attn.pto:21:43
+            for (int64_t _g370 = 0; _g370 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:43
+                TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t371_aiv0, 10240);  // online_softmax_attn.pto:21:43
+                TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t371_aiv1, 18432);  // online_softmax_attn.pto:21:43
+                TileT372Aiv0 t372_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t372_aiv0, 26624);  // online_softmax_attn.pto:21:43
+                TileT372Aiv1 t372_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t372_aiv1, 30720);  // online_softmax_attn.pto:21:43
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView19 p_1_lastGm19(p_1_last + _qb4 * 64 * 64 + _g370 * 64, GmView19::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TLOAD(t371_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t378_aiv0, t377_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                TCVT(t372_aiv0, t371_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView26 t15_lastGm26(t15_last + _qb4 * 64 * 64 + _g376 * 64, GmView26::Shape(t378_aiv0.GetValidRow(), t378_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t15_lastGm26, t378_aiv0);  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView27 p_1_lastGm27(p_1_last + (_qb4 * 64 + 32) * 64 + _g376 * 64, GmView27::Shape(t377_aiv1.GetValidRow(), t377_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t377_aiv1, p_1_lastGm27);  // online_softmax_attn.pto:21:43
+                using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView20 t14_lastGm20(t14_last + _qb4 * 64 * 64 + _g370 * 64, GmView20::Shape(t372_aiv0.GetValidRow(), t372_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_lastGm20, t372_aiv0);  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView21 p_1_lastGm21(p_1_last + (_qb4 * 64 + 32) * 64 + _g370 * 64, GmView21::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t371_aiv1, p_1_lastGm21);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t378_aiv1, t377_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    TCVT(t372_aiv1, t371_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView28 t15_lastGm28(t15_last + (_qb4 * 64 + 32) * 64 + _g376 * 64, GmView28::Shape(t378_aiv1.GetValidRow(), t378_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_lastGm28, t378_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView22 t14_lastGm22(t14_last + (_qb4 * 64 + 32) * 64 + _g370 * 64, GmView22::Shape(t372_aiv1.GetValidRow(), t372_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_lastGm22, t372_aiv1);  // online_softmax_attn.pto:21:43
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -562,165 +467,195 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
-                TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
-                TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
+            for (int64_t _g374 = 0; _g374 < (D + 63) / 64; ++_g374) {  // online_softmax_attn.pto:21:36
+                TileT375 t375(min_i64(S - _qb4 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t375, 0);  // online_softmax_attn.pto:21:36
+                TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t376, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView29 t15_lastGm29(t15_last + _qb4 * 64 * 64, GmView29::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t382, t15_lastGm29);  // online_softmax_attn.pto:21:36
+                using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView23 t14_lastGm23(t14_last + _qb4 * 64 * 64, GmView23::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t376, t14_lastGm23);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT383 t383(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
+                TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t377, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t383, t382);  // online_softmax_attn.pto:21:36
+                TMOV(t377, t376);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
+                TileT378 t378(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t378, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 vj_lastGm30(vj_last + _g380 * 64, GmView30::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t384, vj_lastGm30);  // online_softmax_attn.pto:21:36
+                using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView24 vj_lastGm24(vj_last + _g374 * 64, GmView24::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t378, vj_lastGm24);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
+                TileT379 t379(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t379, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t385, t384);  // online_softmax_attn.pto:21:36
+                TMOV(t379, t378);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t381, t383, t385);  // online_softmax_attn.pto:21:36
+                TMATMUL(t375, t377, t379);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
-                    TileT387 t387(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
-                    using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView31 t15_lastGm31(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView31::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t387, t15_lastGm31);  // online_softmax_attn.pto:21:36
+                for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k380) {  // online_softmax_attn.pto:21:36
+                    TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
+                    using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView25 t14_lastGm25(t14_last + _qb4 * 64 * 64 + _k380 * 64, GmView25::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t381, t14_lastGm25);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT388 t388(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
+                    TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t388, t387);  // online_softmax_attn.pto:21:36
+                    TMOV(t382, t381);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
+                    TileT383 t383(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_lastGm32(vj_last + _k386 * 64 * D + _g380 * 64, GmView32::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t389, vj_lastGm32);  // online_softmax_attn.pto:21:36
+                    using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView26 vj_lastGm26(vj_last + _k380 * 64 * D + _g374 * 64, GmView26::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t383, vj_lastGm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT390 t390(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t390, 0);  // online_softmax_attn.pto:21:36
+                    TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t390, t389);  // online_softmax_attn.pto:21:36
+                    TMOV(t384, t383);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t381, t381, t388, t390);  // online_softmax_attn.pto:21:36
+                    TMATMUL_ACC(t375, t375, t382, t384);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView33 t14_lastGm33(t14_last + _qb4 * 64 * D + _g380 * 64, GmView33::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_lastGm33, t381);  // online_softmax_attn.pto:21:36
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView27 t13_lastGm27(t13_last + _qb4 * 64 * D + _g374 * 64, GmView27::Shape(t375.GetValidRow(), t375.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_lastGm27, t375);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT393Aiv0 t393_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t393_aiv0, 6144);  // online_softmax_attn.pto:21:22
-                TileT393Aiv1 t393_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t393_aiv1, 14336);  // online_softmax_attn.pto:21:22
-                TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t394_aiv0, 22528);  // online_softmax_attn.pto:21:22
-                TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t394_aiv1, 30720);  // online_softmax_attn.pto:21:22
-                TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t395_aiv0, 38912);  // online_softmax_attn.pto:21:22
-                TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t395_aiv1, 47104);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView34 t13_lastGm34(t13_last + _qb4 * 64 * D + _g392 * 64, GmView34::Shape(t393_aiv0.GetValidRow(), t393_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t393_aiv0, t13_lastGm34);  // online_softmax_attn.pto:21:22
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView35 t14_lastGm35(t14_last + _qb4 * 64 * D + _g392 * 64, GmView35::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t394_aiv0, t14_lastGm35);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TADD(t395_aiv0, t393_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView36 accGm36(acc + _qb4 * 64 * D + _g392 * 64, GmView36::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(accGm36, t395_aiv0);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView37 t13_lastGm37(t13_last + (_qb4 * 64 + 32) * D + _g392 * 64, GmView37::Shape(t393_aiv1.GetValidRow(), t393_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t393_aiv1, t13_lastGm37);  // online_softmax_attn.pto:21:22
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView38 t14_lastGm38(t14_last + (_qb4 * 64 + 32) * D + _g392 * 64, GmView38::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t394_aiv1, t14_lastGm38);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TADD(t395_aiv1, t393_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView39 accGm39(acc + (_qb4 * 64 + 32) * D + _g392 * 64, GmView39::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm39, t395_aiv1);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-            GmView40 mGm40(m + _qb4 * 64, GmView40::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-            TSTORE(mGm40, t338_aiv0);  // online_softmax_attn.pto:22:13
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
-                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView41 mGm41(m + _qb4 * 64 + 32, GmView41::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm41, t338_aiv1);  // online_softmax_attn.pto:22:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g386 = 0; _g386 < (D + 63) / 64; ++_g386) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT387Aiv0 t387_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t387_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT387Aiv1 t387_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t387_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT390Aiv0 t390_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t390_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT390Aiv1 t390_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t390_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv0, 43008);  // online_softmax_attn.pto:21:22
+                TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv1, 51200);  // online_softmax_attn.pto:21:22
+                TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv0, 59392);  // online_softmax_attn.pto:21:22
+                TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv1, 67584);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView28 accGm28(acc + _qb4 * 64 * D + _g386 * 64, GmView28::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t387_aiv0, accGm28);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp6(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp6, 75776);  // online_softmax_attn.pto:21:22
+                TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                TROWEXPANDMUL(t390_aiv0, t387_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView29 t13_lastGm29(t13_last + _qb4 * 64 * D + _g386 * 64, GmView29::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t394_aiv0, t13_lastGm29);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TADD(t395_aiv0, t390_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView30 accGm30(acc + _qb4 * 64 * D + _g386 * 64, GmView30::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm30, t395_aiv0);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView31 accGm31(acc + (_qb4 * 64 + 32) * D + _g386 * 64, GmView31::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t387_aiv1, accGm31);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp7, 75776);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t390_aiv1, t387_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView32 t13_lastGm32(t13_last + (_qb4 * 64 + 32) * D + _g386 * 64, GmView32::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t394_aiv1, t13_lastGm32);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TADD(t395_aiv1, t390_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView33 accGm33(acc + (_qb4 * 64 + 32) * D + _g386 * 64, GmView33::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm33, t395_aiv1);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+            GmView34 mGm34(m + _qb4 * 64, GmView34::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+            TSTORE(mGm34, t338_aiv0);  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView35 mGm35(m + _qb4 * 64 + 32, GmView35::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm35, t338_aiv1);  // online_softmax_attn.pto:22:13
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -740,13 +675,13 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 TileT407Aiv1 t407_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
                 TASSIGN(t407_aiv1, 38912);  // online_softmax_attn.pto:24:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                GmView42 accGm42(acc + _qb4 * 64 * D + _g399 * 64, GmView42::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:24:25
-                TLOAD(t400_aiv0, accGm42);  // online_softmax_attn.pto:24:25
+                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                GmView36 accGm36(acc + _qb4 * 64 * D + _g399 * 64, GmView36::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:24:25
+                TLOAD(t400_aiv0, accGm36);  // online_softmax_attn.pto:24:25
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp8(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:24:25
-                TASSIGN(tmp8, 55296);  // online_softmax_attn.pto:24:25
+                TASSIGN(tmp8, 75776);  // online_softmax_attn.pto:24:25
                 TROWEXPAND(tmp8, t368_aiv0);  // online_softmax_attn.pto:24:25
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
                 TROWEXPANDDIV(t403_aiv0, t400_aiv0, tmp8);  // online_softmax_attn.pto:24:25
@@ -756,20 +691,20 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 TCVT(t407_aiv0, t403_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                GmView43 oGm43(o + _qb4 * 64 * D + _g399 * 64, GmView43::Shape(t407_aiv0.GetValidRow(), t407_aiv0.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:24:20
-                TSTORE(oGm43, t407_aiv0);  // online_softmax_attn.pto:24:20
+                using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                GmView37 oGm37(o + _qb4 * 64 * D + _g399 * 64, GmView37::Shape(t407_aiv0.GetValidRow(), t407_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:24:20
+                TSTORE(oGm37, t407_aiv0);  // online_softmax_attn.pto:24:20
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView44 accGm44(acc + (_qb4 * 64 + 32) * D + _g399 * 64, GmView44::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:24:25
-                    TLOAD(t400_aiv1, accGm44);  // online_softmax_attn.pto:24:25
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:24:25
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView38 accGm38(acc + (_qb4 * 64 + 32) * D + _g399 * 64, GmView38::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:25
+                    TLOAD(t400_aiv1, accGm38);  // online_softmax_attn.pto:24:25
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:24:25
-                    TASSIGN(tmp9, 55296);  // online_softmax_attn.pto:24:25
+                    TASSIGN(tmp9, 75776);  // online_softmax_attn.pto:24:25
                     TROWEXPAND(tmp9, t368_aiv1);  // online_softmax_attn.pto:24:25
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
                     TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
@@ -777,9 +712,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                     TCVT(t407_aiv1, t403_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                    GmView45 oGm45(o + (_qb4 * 64 + 32) * D + _g399 * 64, GmView45::Shape(t407_aiv1.GetValidRow(), t407_aiv1.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:24:20
-                    TSTORE(oGm45, t407_aiv1);  // online_softmax_attn.pto:24:20
+                    using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                    GmView39 oGm39(o + (_qb4 * 64 + 32) * D + _g399 * 64, GmView39::Shape(t407_aiv1.GetValidRow(), t407_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:24:20
+                    TSTORE(oGm39, t407_aiv1);  // online_softmax_attn.pto:24:20
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -789,8 +724,8 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -799,8 +734,8 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -915,18 +850,8 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             }
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
             }
-            for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                }
-            }
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
-            }
-            for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                }
-            }
-            for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+            for (int64_t _g370 = 0; _g370 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                 }
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -936,89 +861,89 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
-                TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
-                TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
+            for (int64_t _g374 = 0; _g374 < (D + 63) / 64; ++_g374) {  // online_softmax_attn.pto:21:36
+                TileT375 t375(min_i64(S - _qb4 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t375, 0);  // online_softmax_attn.pto:21:36
+                TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t376, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView29 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView29 t15_lastGm29(t15_last + _qb4 * 64 * 64, GmView29::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t382, t15_lastGm29);  // online_softmax_attn.pto:21:36
+                using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView23 t14_lastGm23(t14_last + _qb4 * 64 * 64, GmView23::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t376, t14_lastGm23);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT383 t383(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
+                TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t377, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t383, t382);  // online_softmax_attn.pto:21:36
+                TMOV(t377, t376);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
+                TileT378 t378(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t378, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 vj_lastGm30(vj_last + _g380 * 64, GmView30::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t384, vj_lastGm30);  // online_softmax_attn.pto:21:36
+                using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView24 vj_lastGm24(vj_last + _g374 * 64, GmView24::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t378, vj_lastGm24);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
+                TileT379 t379(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t379, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t385, t384);  // online_softmax_attn.pto:21:36
+                TMOV(t379, t378);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t381, t383, t385);  // online_softmax_attn.pto:21:36
+                TMATMUL(t375, t377, t379);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
-                    TileT387 t387(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
-                    using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView31 t15_lastGm31(t15_last + _qb4 * 64 * 64 + _k386 * 64, GmView31::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t387, t15_lastGm31);  // online_softmax_attn.pto:21:36
+                for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k380) {  // online_softmax_attn.pto:21:36
+                    TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
+                    using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView25 t14_lastGm25(t14_last + _qb4 * 64 * 64 + _k380 * 64, GmView25::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t381, t14_lastGm25);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT388 t388(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
+                    TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t388, t387);  // online_softmax_attn.pto:21:36
+                    TMOV(t382, t381);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
+                    TileT383 t383(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_lastGm32(vj_last + _k386 * 64 * D + _g380 * 64, GmView32::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t389, vj_lastGm32);  // online_softmax_attn.pto:21:36
+                    using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView26 vj_lastGm26(vj_last + _k380 * 64 * D + _g374 * 64, GmView26::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t383, vj_lastGm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT390 t390(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t390, 0);  // online_softmax_attn.pto:21:36
+                    TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t390, t389);  // online_softmax_attn.pto:21:36
+                    TMOV(t384, t383);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t381, t381, t388, t390);  // online_softmax_attn.pto:21:36
+                    TMATMUL_ACC(t375, t375, t382, t384);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView33 t14_lastGm33(t14_last + _qb4 * 64 * D + _g380 * 64, GmView33::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_lastGm33, t381);  // online_softmax_attn.pto:21:36
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView27 t13_lastGm27(t13_last + _qb4 * 64 * D + _g374 * 64, GmView27::Shape(t375.GetValidRow(), t375.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_lastGm27, t375);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+            for (int64_t _g386 = 0; _g386 < (D + 63) / 64; ++_g386) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                 }
             }
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
             }
             for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:24:25
                 }
             }
         }
@@ -1036,8 +961,8 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -1046,8 +971,8 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
     for (int64_t _qb4 = block_index * ceil_div((S + 63) / 64, block_count); _qb4 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb4) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
         wait_flag_dev(1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -1094,8 +1019,8 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 if (ptodsl_aiv0) {
                     TMULS(t329_aiv0, t328_aiv0, scale);  // online_softmax_attn.pto:10:13
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView6 s_lastGm6(s_last + _qb4 * 64 * 64 + _g315 * 64, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
@@ -1104,7 +1029,7 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp0, 55296);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp0, 75776);  // online_softmax_attn.pto:17:32
                     TROWMAX(t334_aiv0, t329_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                 }
                 pipe_barrier(PIPE_V);
@@ -1122,8 +1047,8 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                     if (!ptodsl_aiv0) {
                         TMULS(t329_aiv1, t328_aiv1, scale);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
                         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                         GmView8 s_lastGm8(s_last + (_qb4 * 64 + 32) * 64 + _g315 * 64, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
@@ -1132,7 +1057,7 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp1, 55296);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 75776);  // online_softmax_attn.pto:17:32
                         TROWMAX(t334_aiv1, t329_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
@@ -1141,6 +1066,7 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                     }
                 }
             }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1160,6 +1086,18 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             TASSIGN(t345_aiv0, 8192);  // online_softmax_attn.pto:18:21
             TileT345Aiv1 t345_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
             TASSIGN(t345_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv0, 10240);  // online_softmax_attn.pto:20:20
+            TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv1, 11264);  // online_softmax_attn.pto:20:20
+            TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv0, 12288);  // online_softmax_attn.pto:20:20
+            TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv1, 13312);  // online_softmax_attn.pto:20:20
+            TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv0, 14336);  // online_softmax_attn.pto:20:32
+            TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv1, 15360);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
@@ -1173,20 +1111,32 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 TMAX(t338_aiv0, t336_aiv0, t331_aiv0);  // online_softmax_attn.pto:17:21
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TSUB(t342_aiv0, t336_aiv0, t338_aiv0);  // online_softmax_attn.pto:18:25
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TEXP(t345_aiv0, t342_aiv0);  // online_softmax_attn.pto:18:21
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView10 lGm10(l + _qb4 * 64, GmView10::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t357_aiv0, lGm10);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMUL(t359_aiv0, t357_aiv0, t345_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t361_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
             }
             pipe_barrier(PIPE_V);
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                 if (!ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView10 mGm10(m + _qb4 * 64 + 32, GmView10::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t336_aiv1, mGm10);  // online_softmax_attn.pto:17:21
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView11 mGm11(m + _qb4 * 64 + 32, GmView11::Shape(t336_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t336_aiv1, mGm11);  // online_softmax_attn.pto:17:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1200,107 +1150,13 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TEXP(t345_aiv1, t342_aiv1);  // online_softmax_attn.pto:18:21
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView12 lGm12(l + _qb4 * 64 + 32, GmView12::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t357_aiv1, lGm12);  // online_softmax_attn.pto:20:20
                 }
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-                TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t348_aiv0, 10240);  // online_softmax_attn.pto:19:21
-                TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t348_aiv1, 18432);  // online_softmax_attn.pto:19:21
-                TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t355_aiv0, 26624);  // online_softmax_attn.pto:19:17
-                TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t355_aiv1, 34816);  // online_softmax_attn.pto:19:17
-                if (ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView11 s_lastGm11(s_last + _qb4 * 64 * 64 + _g347 * 64, GmView11::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t348_aiv0, s_lastGm11);  // online_softmax_attn.pto:19:21
-                }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp2(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp2, 55296);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView12 p_1_lastGm12(p_1_last + _qb4 * 64 * 64 + _g347 * 64, GmView12::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_lastGm12, t355_aiv0);  // online_softmax_attn.pto:19:17
-                }
-                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    if (!ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView13 s_lastGm13(s_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView13::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t348_aiv1, s_lastGm13);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp3, 55296);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp3, t338_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_lastGm14(p_1_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView14::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_lastGm14, t355_aiv1);  // online_softmax_attn.pto:19:17
-                    }
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t357_aiv0, 0);  // online_softmax_attn.pto:20:20
-            TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t357_aiv1, 1024);  // online_softmax_attn.pto:20:20
-            TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t359_aiv0, 2048);  // online_softmax_attn.pto:20:20
-            TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t359_aiv1, 3072);  // online_softmax_attn.pto:20:20
-            TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t361_aiv0, 6144);  // online_softmax_attn.pto:20:32
-            TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t361_aiv1, 7168);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView15 lGm15(l + _qb4 * 64, GmView15::Shape(t357_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t357_aiv0, lGm15);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TMUL(t359_aiv0, t357_aiv0, t345_aiv0);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t361_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                if (!ptodsl_aiv0) {
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView16 lGm16(l + _qb4 * 64 + 32, GmView16::Shape(t357_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t357_aiv1, lGm16);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (!ptodsl_aiv0) {
                     TMUL(t359_aiv1, t357_aiv1, t345_aiv1);  // online_softmax_attn.pto:20:20
                     TEXPANDS(t361_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
@@ -1308,47 +1164,80 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
-                TileT363Aiv0 t363_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t363_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT363Aiv1 t363_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t363_aiv1, 18432);  // online_softmax_attn.pto:20:32
+            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
+                TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv0, 16384);  // online_softmax_attn.pto:19:21
+                TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv1, 24576);  // online_softmax_attn.pto:19:21
+                TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv0, 32768);  // online_softmax_attn.pto:19:17
+                TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv1, 40960);  // online_softmax_attn.pto:19:17
                 TileT364Aiv0 t364_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
                 TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t364_aiv1, 1024);  // online_softmax_attn.pto:20:32
                 if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView17 p_1_lastGm17(p_1_last + _qb4 * 64 * 64 + _k362 * 64, GmView17::Shape(t363_aiv0.GetValidRow(), t363_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t363_aiv0, p_1_lastGm17);  // online_softmax_attn.pto:20:32
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView13 s_lastGm13(s_last + _qb4 * 64 * 64 + _g347 * 64, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t348_aiv0, s_lastGm13);  // online_softmax_attn.pto:19:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp4, 55296);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t364_aiv0, t363_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                    TileTmp1 tmp2(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 75776);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView14 p_1_lastGm14(p_1_last + _qb4 * 64 * 64 + _g347 * 64, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_lastGm14, t355_aiv0);  // online_softmax_attn.pto:19:17
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp3, 75776);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t364_aiv0, t355_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t361_aiv0, t361_aiv0, t364_aiv0);  // online_softmax_attn.pto:20:32
                 }
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                     if (!ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView18 p_1_lastGm18(p_1_last + (_qb4 * 64 + 32) * 64 + _k362 * 64, GmView18::Shape(t363_aiv1.GetValidRow(), t363_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t363_aiv1, p_1_lastGm18);  // online_softmax_attn.pto:20:32
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView15 s_lastGm15(s_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t348_aiv1, s_lastGm15);  // online_softmax_attn.pto:19:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp4, 75776);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp4, t338_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView16 p_1_lastGm16(p_1_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_lastGm16, t355_aiv1);  // online_softmax_attn.pto:19:17
+                    }
+                    pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp5, 55296);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t364_aiv1, t363_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 75776);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t364_aiv1, t355_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -1356,7 +1245,10 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                     }
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
             TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
             TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
@@ -1369,263 +1261,221 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView19 lGm19(l + _qb4 * 64, GmView19::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm19, t368_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView17 lGm17(l + _qb4 * 64, GmView17::Shape(t368_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm17, t368_aiv0);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 if (!ptodsl_aiv0) {
                     TADD(t368_aiv1, t359_aiv1, t361_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView20 lGm20(l + _qb4 * 64 + 32, GmView20::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm20, t368_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView18 lGm18(l + _qb4 * 64 + 32, GmView18::Shape(t368_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm18, t368_aiv1);  // online_softmax_attn.pto:20:20
                 }
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t371_aiv0, 10240);  // online_softmax_attn.pto:21:22
-                TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t371_aiv1, 18432);  // online_softmax_attn.pto:21:22
-                TileT374Aiv0 t374_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t374_aiv0, 26624);  // online_softmax_attn.pto:21:22
-                TileT374Aiv1 t374_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t374_aiv1, 34816);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView21 accGm21(acc + _qb4 * 64 * D + _g370 * 64, GmView21::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t371_aiv0, accGm21);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp6(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp6, 55296);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t374_aiv0, t371_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView22 t13_lastGm22(t13_last + _qb4 * 64 * D + _g370 * 64, GmView22::Shape(t374_aiv0.GetValidRow(), t374_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_lastGm22, t374_aiv0);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                    if (!ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView23 accGm23(acc + (_qb4 * 64 + 32) * D + _g370 * 64, GmView23::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t371_aiv1, accGm23);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp7, 55296);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t374_aiv1, t371_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView24 t13_lastGm24(t13_last + (_qb4 * 64 + 32) * D + _g370 * 64, GmView24::Shape(t374_aiv1.GetValidRow(), t374_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_lastGm24, t374_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g376 = 0; _g376 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
-                TileT377Aiv0 t377_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t377_aiv0, 6144);  // online_softmax_attn.pto:21:43
-                TileT377Aiv1 t377_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t377_aiv1, 14336);  // online_softmax_attn.pto:21:43
-                TileT378Aiv0 t378_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t378_aiv0, 22528);  // online_softmax_attn.pto:21:43
-                TileT378Aiv1 t378_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t378_aiv1, 26624);  // online_softmax_attn.pto:21:43
+            for (int64_t _g370 = 0; _g370 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:43
+                TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t371_aiv0, 10240);  // online_softmax_attn.pto:21:43
+                TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t371_aiv1, 18432);  // online_softmax_attn.pto:21:43
+                TileT372Aiv0 t372_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t372_aiv0, 26624);  // online_softmax_attn.pto:21:43
+                TileT372Aiv1 t372_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t372_aiv1, 30720);  // online_softmax_attn.pto:21:43
                 if (ptodsl_aiv0) {
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView25 p_1_lastGm25(p_1_last + _qb4 * 64 * 64 + _g376 * 64, GmView25::Shape(t377_aiv0.GetValidRow(), t377_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t377_aiv0, p_1_lastGm25);  // online_softmax_attn.pto:21:43
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView19 p_1_lastGm19(p_1_last + _qb4 * 64 * 64 + _g370 * 64, GmView19::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t371_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TCVT(t378_aiv0, t377_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    TCVT(t372_aiv0, t371_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView26 t15_lastGm26(t15_last + _qb4 * 64 * 64 + _g376 * 64, GmView26::Shape(t378_aiv0.GetValidRow(), t378_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_lastGm26, t378_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView20 t14_lastGm20(t14_last + _qb4 * 64 * 64 + _g370 * 64, GmView20::Shape(t372_aiv0.GetValidRow(), t372_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_lastGm20, t372_aiv0);  // online_softmax_attn.pto:21:43
                 }
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                     if (!ptodsl_aiv0) {
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView27 p_1_lastGm27(p_1_last + (_qb4 * 64 + 32) * 64 + _g376 * 64, GmView27::Shape(t377_aiv1.GetValidRow(), t377_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t377_aiv1, p_1_lastGm27);  // online_softmax_attn.pto:21:43
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView21 p_1_lastGm21(p_1_last + (_qb4 * 64 + 32) * 64 + _g370 * 64, GmView21::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t371_aiv1, p_1_lastGm21);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        TCVT(t378_aiv1, t377_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                        TCVT(t372_aiv1, t371_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView28 t15_lastGm28(t15_last + (_qb4 * 64 + 32) * 64 + _g376 * 64, GmView28::Shape(t378_aiv1.GetValidRow(), t378_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_lastGm28, t378_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView22 t14_lastGm22(t14_last + (_qb4 * 64 + 32) * 64 + _g370 * 64, GmView22::Shape(t372_aiv1.GetValidRow(), t372_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_lastGm22, t372_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
-                for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
+            for (int64_t _g374 = 0; _g374 < (D + 63) / 64; ++_g374) {  // online_softmax_attn.pto:21:36
+                for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k380) {  // online_softmax_attn.pto:21:36
                 }
             }
             pipe_barrier(PIPE_V);
             wait_flag_dev(2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g386 = 0; _g386 < (D + 63) / 64; ++_g386) {  // online_softmax_attn.pto:21:22
                 pipe_barrier(PIPE_V);
-                TileT393Aiv0 t393_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t393_aiv0, 6144);  // online_softmax_attn.pto:21:22
-                TileT393Aiv1 t393_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t393_aiv1, 14336);  // online_softmax_attn.pto:21:22
-                TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t394_aiv0, 22528);  // online_softmax_attn.pto:21:22
-                TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t394_aiv1, 30720);  // online_softmax_attn.pto:21:22
-                TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t395_aiv0, 38912);  // online_softmax_attn.pto:21:22
-                TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t395_aiv1, 47104);  // online_softmax_attn.pto:21:22
+                TileT387Aiv0 t387_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t387_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT387Aiv1 t387_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t387_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT390Aiv0 t390_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t390_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT390Aiv1 t390_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t390_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv0, 43008);  // online_softmax_attn.pto:21:22
+                TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv1, 51200);  // online_softmax_attn.pto:21:22
+                TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv0, 59392);  // online_softmax_attn.pto:21:22
+                TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv1, 67584);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView34 t13_lastGm34(t13_last + _qb4 * 64 * D + _g392 * 64, GmView34::Shape(t393_aiv0.GetValidRow(), t393_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t393_aiv0, t13_lastGm34);  // online_softmax_attn.pto:21:22
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView35 t14_lastGm35(t14_last + _qb4 * 64 * D + _g392 * 64, GmView35::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t394_aiv0, t14_lastGm35);  // online_softmax_attn.pto:21:22
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView28 accGm28(acc + _qb4 * 64 * D + _g386 * 64, GmView28::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t387_aiv0, accGm28);  // online_softmax_attn.pto:21:22
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    TADD(t395_aiv0, t393_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
+                    TileTmp1 tmp6(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp6, 75776);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t390_aiv0, t387_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView29 t13_lastGm29(t13_last + _qb4 * 64 * D + _g386 * 64, GmView29::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t394_aiv0, t13_lastGm29);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TADD(t395_aiv0, t390_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView36 accGm36(acc + _qb4 * 64 * D + _g392 * 64, GmView36::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm36, t395_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView30 accGm30(acc + _qb4 * 64 * D + _g386 * 64, GmView30::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm30, t395_aiv0);  // online_softmax_attn.pto:21:22
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                     if (!ptodsl_aiv0) {
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView37 t13_lastGm37(t13_last + (_qb4 * 64 + 32) * D + _g392 * 64, GmView37::Shape(t393_aiv1.GetValidRow(), t393_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t393_aiv1, t13_lastGm37);  // online_softmax_attn.pto:21:22
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView38 t14_lastGm38(t14_last + (_qb4 * 64 + 32) * D + _g392 * 64, GmView38::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t394_aiv1, t14_lastGm38);  // online_softmax_attn.pto:21:22
+                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView31 accGm31(acc + (_qb4 * 64 + 32) * D + _g386 * 64, GmView31::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t387_aiv1, accGm31);  // online_softmax_attn.pto:21:22
                     }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        TADD(t395_aiv1, t393_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
+                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp7, 75776);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t390_aiv1, t387_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView32 t13_lastGm32(t13_last + (_qb4 * 64 + 32) * D + _g386 * 64, GmView32::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t394_aiv1, t13_lastGm32);  // online_softmax_attn.pto:21:22
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TADD(t395_aiv1, t390_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView39 accGm39(acc + (_qb4 * 64 + 32) * D + _g392 * 64, GmView39::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm39, t395_aiv1);  // online_softmax_attn.pto:21:22
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView33 accGm33(acc + (_qb4 * 64 + 32) * D + _g386 * 64, GmView33::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm33, t395_aiv1);  // online_softmax_attn.pto:21:22
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             if (ptodsl_aiv0) {
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView40 mGm40(m + _qb4 * 64, GmView40::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm40, t338_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView34 mGm34(m + _qb4 * 64, GmView34::Shape(t338_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm34, t338_aiv0);  // online_softmax_attn.pto:22:13
             }
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
                 if (!ptodsl_aiv0) {
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView41 mGm41(m + _qb4 * 64 + 32, GmView41::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm41, t338_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView35 mGm35(m + _qb4 * 64 + 32, GmView35::Shape(t338_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm35, t338_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1646,15 +1496,15 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 TASSIGN(t407_aiv1, 38912);  // online_softmax_attn.pto:24:20
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView42 accGm42(acc + _qb4 * 64 * D + _g399 * 64, GmView42::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:24:25
-                    TLOAD(t400_aiv0, accGm42);  // online_softmax_attn.pto:24:25
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                    GmView36 accGm36(acc + _qb4 * 64 * D + _g399 * 64, GmView36::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:24:25
+                    TLOAD(t400_aiv0, accGm36);  // online_softmax_attn.pto:24:25
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp8(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:24:25
-                    TASSIGN(tmp8, 55296);  // online_softmax_attn.pto:24:25
+                    TASSIGN(tmp8, 75776);  // online_softmax_attn.pto:24:25
                     TROWEXPAND(tmp8, t368_aiv0);  // online_softmax_attn.pto:24:25
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
                     TROWEXPANDDIV(t403_aiv0, t400_aiv0, tmp8);  // online_softmax_attn.pto:24:25
@@ -1668,24 +1518,24 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                    GmView43 oGm43(o + _qb4 * 64 * D + _g399 * 64, GmView43::Shape(t407_aiv0.GetValidRow(), t407_aiv0.GetValidCol()), GmView43::Stride(D));  // online_softmax_attn.pto:24:20
-                    TSTORE(oGm43, t407_aiv0);  // online_softmax_attn.pto:24:20
+                    using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                    GmView37 oGm37(o + _qb4 * 64 * D + _g399 * 64, GmView37::Shape(t407_aiv0.GetValidRow(), t407_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:24:20
+                    TSTORE(oGm37, t407_aiv0);  // online_softmax_attn.pto:24:20
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:24:25
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:24:25
                     if (!ptodsl_aiv0) {
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView44 accGm44(acc + (_qb4 * 64 + 32) * D + _g399 * 64, GmView44::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:24:25
-                        TLOAD(t400_aiv1, accGm44);  // online_softmax_attn.pto:24:25
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+                        GmView38 accGm38(acc + (_qb4 * 64 + 32) * D + _g399 * 64, GmView38::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:25
+                        TLOAD(t400_aiv1, accGm38);  // online_softmax_attn.pto:24:25
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
                         TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:24:25
-                        TASSIGN(tmp9, 55296);  // online_softmax_attn.pto:24:25
+                        TASSIGN(tmp9, 75776);  // online_softmax_attn.pto:24:25
                         TROWEXPAND(tmp9, t368_aiv1);  // online_softmax_attn.pto:24:25
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
                         TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
@@ -1697,9 +1547,9 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                        GmView45 oGm45(o + (_qb4 * 64 + 32) * D + _g399 * 64, GmView45::Shape(t407_aiv1.GetValidRow(), t407_aiv1.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:24:20
-                        TSTORE(oGm45, t407_aiv1);  // online_softmax_attn.pto:24:20
+                        using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+                        GmView39 oGm39(o + (_qb4 * 64 + 32) * D + _g399 * 64, GmView39::Shape(t407_aiv1.GetValidRow(), t407_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:24:20
+                        TSTORE(oGm39, t407_aiv1);  // online_softmax_attn.pto:24:20
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1710,8 +1560,8 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -1719,8 +1569,8 @@ extern "C" __global__ AICORE void attn_bf16_k4(__gm__ uint64_t* ptodsl_ffts, __g
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag_dev(1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

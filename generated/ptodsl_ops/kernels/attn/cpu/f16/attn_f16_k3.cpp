@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_f16_k3(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ half* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_f16_k3(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u1c0, __gm__ half* t14_u1c0, __gm__ float* t13_u1c0, __gm__ float* acc, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ half* t15_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u1c0, __gm__ half* t14_u1c0, __gm__ float* t13_u1c0, __gm__ float* acc, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT247Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -56,41 +56,37 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT258Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT261Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT261Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT264Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT264Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT271Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT271Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT273Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT273Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT275Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT275Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT277Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT277Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT279Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT279Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT264Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT264Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT271Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT271Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT280Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT280Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT284Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT284Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT287Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT287Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT290Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT290Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT293Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT293Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT294Aiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT294Aiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT297 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT298 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT299 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT300 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT301 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT303 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT304 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT305 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT306 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT309Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT309Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT288Aiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT288Aiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT291 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT292 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT293 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT294 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT295 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT297 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT298 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT299 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT300 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT303Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT303Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT306Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT306Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT310Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT310Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT311Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -220,14 +216,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMULS(t245_aiv0, t244_aiv0, scale);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                 GmView6 s_u1c0Gm6(s_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView6::Shape(t245_aiv0.GetValidRow(), t245_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(s_u1c0Gm6, t245_aiv0);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                TASSIGN(tmp0, 55296);  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp0, 75776);  // online_softmax_attn.pto:17:32
                 TROWMAX(t250_aiv0, t245_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                 pipe_barrier(PIPE_V);
                 TMAX(t247_aiv0, t247_aiv0, t250_aiv0);  // online_softmax_attn.pto:17:32
@@ -238,14 +234,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TMULS(t245_aiv1, t244_aiv1, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView8 s_u1c0Gm8(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView8::Shape(t245_aiv1.GetValidRow(), t245_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_u1c0Gm8, t245_aiv1);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp1, 55296);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp1, 75776);  // online_softmax_attn.pto:17:32
                     TROWMAX(t250_aiv1, t245_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t247_aiv1, t247_aiv1, t250_aiv1);  // online_softmax_attn.pto:17:32
@@ -254,6 +250,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -273,6 +270,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t261_aiv0, 8192);  // online_softmax_attn.pto:18:21
             TileT261Aiv1 t261_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
             TASSIGN(t261_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            TileT273Aiv0 t273_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t273_aiv0, 10240);  // online_softmax_attn.pto:20:20
+            TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t273_aiv1, 11264);  // online_softmax_attn.pto:20:20
+            TileT275Aiv0 t275_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t275_aiv0, 12288);  // online_softmax_attn.pto:20:20
+            TileT275Aiv1 t275_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t275_aiv1, 13312);  // online_softmax_attn.pto:20:20
+            TileT277Aiv0 t277_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t277_aiv0, 14336);  // online_softmax_attn.pto:20:32
+            TileT277Aiv1 t277_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t277_aiv1, 15360);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
             GmView9 mGm9(m + _qb3 * 64, GmView9::Shape(t252_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -282,88 +291,12 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMAX(t254_aiv0, t252_aiv0, t247_aiv0);  // online_softmax_attn.pto:17:21
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TSUB(t258_aiv0, t252_aiv0, t254_aiv0);  // online_softmax_attn.pto:18:25
             pipe_barrier(PIPE_V);
             TEXP(t261_aiv0, t258_aiv0);  // online_softmax_attn.pto:18:21
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView10 mGm10(m + _qb3 * 64 + 32, GmView10::Shape(t252_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t252_aiv1, mGm10);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMAX(t254_aiv1, t252_aiv1, t247_aiv1);  // online_softmax_attn.pto:17:21
-                pipe_barrier(PIPE_V);
-                TSUB(t258_aiv1, t252_aiv1, t254_aiv1);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
-                TEXP(t261_aiv1, t258_aiv1);  // online_softmax_attn.pto:18:21
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-                TileT264Aiv0 t264_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t264_aiv0, 10240);  // online_softmax_attn.pto:19:21
-                TileT264Aiv1 t264_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t264_aiv1, 18432);  // online_softmax_attn.pto:19:21
-                TileT271Aiv0 t271_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t271_aiv0, 26624);  // online_softmax_attn.pto:19:17
-                TileT271Aiv1 t271_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t271_aiv1, 34816);  // online_softmax_attn.pto:19:17
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                GmView11 s_u1c0Gm11(s_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView11::Shape(t264_aiv0.GetValidRow(), t264_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                TLOAD(t264_aiv0, s_u1c0Gm11);  // online_softmax_attn.pto:19:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                TASSIGN(tmp2, 55296);  // online_softmax_attn.pto:19:17
-                TROWEXPAND(tmp2, t254_aiv0);  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                TROWEXPANDEXPDIF(t271_aiv0, t264_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                GmView12 p_1_u1c0Gm12(p_1_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView12::Shape(t271_aiv0.GetValidRow(), t271_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                TSTORE(p_1_u1c0Gm12, t271_aiv0);  // online_softmax_attn.pto:19:17
-                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_u1c0Gm13(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView13::Shape(t264_aiv1.GetValidRow(), t264_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t264_aiv1, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp3, 55296);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp3, t254_aiv1);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t271_aiv1, t264_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_u1c0Gm14(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView14::Shape(t271_aiv1.GetValidRow(), t271_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u1c0Gm14, t271_aiv1);  // online_softmax_attn.pto:19:17
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT273Aiv0 t273_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t273_aiv0, 0);  // online_softmax_attn.pto:20:20
-            TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t273_aiv1, 1024);  // online_softmax_attn.pto:20:20
-            TileT275Aiv0 t275_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t275_aiv0, 2048);  // online_softmax_attn.pto:20:20
-            TileT275Aiv1 t275_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t275_aiv1, 3072);  // online_softmax_attn.pto:20:20
-            TileT277Aiv0 t277_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t277_aiv0, 6144);  // online_softmax_attn.pto:20:32
-            TileT277Aiv1 t277_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t277_aiv1, 7168);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t273_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TLOAD(t273_aiv0, lGm15);  // online_softmax_attn.pto:20:20
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t273_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TLOAD(t273_aiv0, lGm10);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -371,55 +304,92 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             pipe_barrier(PIPE_V);
             TEXPANDS(t277_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView16 lGm16(l + _qb3 * 64 + 32, GmView16::Shape(t273_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t273_aiv1, lGm16);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView11 mGm11(m + _qb3 * 64 + 32, GmView11::Shape(t252_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t252_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMAX(t254_aiv1, t252_aiv1, t247_aiv1);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
+                TSUB(t258_aiv1, t252_aiv1, t254_aiv1);  // online_softmax_attn.pto:18:25
+                pipe_barrier(PIPE_V);
+                TEXP(t261_aiv1, t258_aiv1);  // online_softmax_attn.pto:18:21
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView12 lGm12(l + _qb3 * 64 + 32, GmView12::Shape(t273_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t273_aiv1, lGm12);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMUL(t275_aiv1, t273_aiv1, t261_aiv1);  // online_softmax_attn.pto:20:20
                 TEXPANDS(t277_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
-                TileT279Aiv0 t279_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t279_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT279Aiv1 t279_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t279_aiv1, 18432);  // online_softmax_attn.pto:20:32
+            for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
+                TileT264Aiv0 t264_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t264_aiv0, 16384);  // online_softmax_attn.pto:19:21
+                TileT264Aiv1 t264_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t264_aiv1, 24576);  // online_softmax_attn.pto:19:21
+                TileT271Aiv0 t271_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t271_aiv0, 32768);  // online_softmax_attn.pto:19:17
+                TileT271Aiv1 t271_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t271_aiv1, 40960);  // online_softmax_attn.pto:19:17
                 TileT280Aiv0 t280_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
                 TASSIGN(t280_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT280Aiv1 t280_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t280_aiv1, 1024);  // online_softmax_attn.pto:20:32
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                GmView17 p_1_u1c0Gm17(p_1_u1c0 + _qb3 * 64 * 64 + _k278 * 64, GmView17::Shape(t279_aiv0.GetValidRow(), t279_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                TLOAD(t279_aiv0, p_1_u1c0Gm17);  // online_softmax_attn.pto:20:32
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                TASSIGN(tmp4, 55296);  // online_softmax_attn.pto:20:32
-                TROWSUM(t280_aiv0, t279_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                GmView13 s_u1c0Gm13(s_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView13::Shape(t264_aiv0.GetValidRow(), t264_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                TLOAD(t264_aiv0, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp2, 75776);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp2, t254_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t271_aiv0, t264_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                GmView14 p_1_u1c0Gm14(p_1_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView14::Shape(t271_aiv0.GetValidRow(), t271_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                TSTORE(p_1_u1c0Gm14, t271_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp3, 75776);  // online_softmax_attn.pto:20:32
+                TROWSUM(t280_aiv0, t271_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 TADD(t277_aiv0, t277_aiv0, t280_aiv0);  // online_softmax_attn.pto:20:32
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView18 p_1_u1c0Gm18(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _k278 * 64, GmView18::Shape(t279_aiv1.GetValidRow(), t279_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t279_aiv1, p_1_u1c0Gm18);  // online_softmax_attn.pto:20:32
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView15 s_u1c0Gm15(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView15::Shape(t264_aiv1.GetValidRow(), t264_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t264_aiv1, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp4, 75776);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp4, t254_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t271_aiv1, t264_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView16 p_1_u1c0Gm16(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView16::Shape(t271_aiv1.GetValidRow(), t271_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u1c0Gm16, t271_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
                     TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp5, 55296);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t280_aiv1, t279_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp5, 75776);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t280_aiv1, t271_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t277_aiv1, t277_aiv1, t280_aiv1);  // online_softmax_attn.pto:20:32
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT284Aiv0 t284_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
             TASSIGN(t284_aiv0, 0);  // online_softmax_attn.pto:20:20
             TileT284Aiv1 t284_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
@@ -429,126 +399,61 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView19 lGm19(l + _qb3 * 64, GmView19::Shape(t284_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TSTORE(lGm19, t284_aiv0);  // online_softmax_attn.pto:20:20
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+            GmView17 lGm17(l + _qb3 * 64, GmView17::Shape(t284_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+            TSTORE(lGm17, t284_aiv0);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 TADD(t284_aiv1, t275_aiv1, t277_aiv1);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView20 lGm20(l + _qb3 * 64 + 32, GmView20::Shape(t284_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm20, t284_aiv1);  // online_softmax_attn.pto:20:20
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView18 lGm18(l + _qb3 * 64 + 32, GmView18::Shape(t284_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm18, t284_aiv1);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT287Aiv0 t287_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t287_aiv0, 10240);  // online_softmax_attn.pto:21:22
-                TileT287Aiv1 t287_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t287_aiv1, 18432);  // online_softmax_attn.pto:21:22
-                TileT290Aiv0 t290_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t290_aiv0, 26624);  // online_softmax_attn.pto:21:22
-                TileT290Aiv1 t290_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t290_aiv1, 34816);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView21 accGm21(acc + _qb3 * 64 * D + _g286 * 64, GmView21::Shape(t287_aiv0.GetValidRow(), t287_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t287_aiv0, accGm21);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                TASSIGN(tmp6, 55296);  // online_softmax_attn.pto:21:22
-                TROWEXPAND(tmp6, t261_aiv0);  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                TROWEXPANDMUL(t290_aiv0, t287_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView22 t13_u1c0Gm22(t13_u1c0 + _qb3 * 64 * D + _g286 * 64, GmView22::Shape(t290_aiv0.GetValidRow(), t290_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(t13_u1c0Gm22, t290_aiv0);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView23 accGm23(acc + (_qb3 * 64 + 32) * D + _g286 * 64, GmView23::Shape(t287_aiv1.GetValidRow(), t287_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t287_aiv1, accGm23);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp7, 55296);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp7, t261_aiv1);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t290_aiv1, t287_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView24 t13_u1c0Gm24(t13_u1c0 + (_qb3 * 64 + 32) * D + _g286 * 64, GmView24::Shape(t290_aiv1.GetValidRow(), t290_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u1c0Gm24, t290_aiv1);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
-                TileT293Aiv0 t293_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t293_aiv0, 6144);  // online_softmax_attn.pto:21:43
-                TileT293Aiv1 t293_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t293_aiv1, 14336);  // online_softmax_attn.pto:21:43
-                TileT294Aiv0 t294_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t294_aiv0, 0);  // online_softmax_attn.pto:21:43
-                TileT294Aiv1 t294_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t294_aiv1, 22528);  // online_softmax_attn.pto:21:43
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView25 p_1_u1c0Gm25(p_1_u1c0 + _qb3 * 64 * 64 + _g292 * 64, GmView25::Shape(t293_aiv0.GetValidRow(), t293_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TLOAD(t293_aiv0, p_1_u1c0Gm25);  // online_softmax_attn.pto:21:43
+            for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g286) {  // online_softmax_attn.pto:21:43
+                TileT287Aiv0 t287_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t287_aiv0, 10240);  // online_softmax_attn.pto:21:43
+                TileT287Aiv1 t287_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t287_aiv1, 18432);  // online_softmax_attn.pto:21:43
+                TileT288Aiv0 t288_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t288_aiv0, 0);  // online_softmax_attn.pto:21:43
+                TileT288Aiv1 t288_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t288_aiv1, 26624);  // online_softmax_attn.pto:21:43
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView19 p_1_u1c0Gm19(p_1_u1c0 + _qb3 * 64 * 64 + _g286 * 64, GmView19::Shape(t287_aiv0.GetValidRow(), t287_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TLOAD(t287_aiv0, p_1_u1c0Gm19);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t294_aiv0, t293_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView26 t15_u1c0Gm26(t15_u1c0 + _qb3 * 64 * 64 + _g292 * 64, GmView26::Shape(t294_aiv0.GetValidRow(), t294_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t15_u1c0Gm26, t294_aiv0);  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView27 p_1_u1c0Gm27(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g292 * 64, GmView27::Shape(t293_aiv1.GetValidRow(), t293_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t293_aiv1, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
+                TCVT(t288_aiv0, t287_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                GmView20 t14_u1c0Gm20(t14_u1c0 + _qb3 * 64 * 64 + _g286 * 64, GmView20::Shape(t288_aiv0.GetValidRow(), t288_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u1c0Gm20, t288_aiv0);  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView21 p_1_u1c0Gm21(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView21::Shape(t287_aiv1.GetValidRow(), t287_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t287_aiv1, p_1_u1c0Gm21);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TCVT(t294_aiv1, t293_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView28 t15_u1c0Gm28(t15_u1c0 + (_qb3 * 64 + 32) * 64 + _g292 * 64, GmView28::Shape(t294_aiv1.GetValidRow(), t294_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u1c0Gm28, t294_aiv1);  // online_softmax_attn.pto:21:43
+                    TCVT(t288_aiv1, t287_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView22 t14_u1c0Gm22(t14_u1c0 + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView22::Shape(t288_aiv1.GetValidRow(), t288_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u1c0Gm22, t288_aiv1);  // online_softmax_attn.pto:21:43
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -556,153 +461,185 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
-                TileT297 t297(min_i64(S - _qb3 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
-                TileT298 t298(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
+            for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
+                TileT291 t291(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t291, 0);  // online_softmax_attn.pto:21:36
+                TileT292 t292(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t292, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView29 t15_u1c0Gm29(t15_u1c0 + _qb3 * 64 * 64, GmView29::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t298, t15_u1c0Gm29);  // online_softmax_attn.pto:21:36
+                using GmView23 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView23 t14_u1c0Gm23(t14_u1c0 + _qb3 * 64 * 64, GmView23::Shape(t292.GetValidRow(), t292.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t292, t14_u1c0Gm23);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT299 t299(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
+                TileT293 t293(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t293, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t299, t298);  // online_softmax_attn.pto:21:36
+                TMOV(t293, t292);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT300 t300(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
+                TileT294 t294(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t294, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 vj_u1c0Gm30(vj_u1c0 + _g296 * 64, GmView30::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t300, vj_u1c0Gm30);  // online_softmax_attn.pto:21:36
+                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView24 vj_u1c0Gm24(vj_u1c0 + _g290 * 64, GmView24::Shape(t294.GetValidRow(), t294.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t294, vj_u1c0Gm24);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
+                TileT295 t295(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t295, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t301, t300);  // online_softmax_attn.pto:21:36
+                TMOV(t295, t294);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t297, t299, t301);  // online_softmax_attn.pto:21:36
+                TMATMUL(t291, t293, t295);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
-                    TileT303 t303(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t303, 0);  // online_softmax_attn.pto:21:36
-                    using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView31 t15_u1c0Gm31(t15_u1c0 + _qb3 * 64 * 64 + _k302 * 64, GmView31::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t303, t15_u1c0Gm31);  // online_softmax_attn.pto:21:36
+                for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
+                    TileT297 t297(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
+                    using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView25 t14_u1c0Gm25(t14_u1c0 + _qb3 * 64 * 64 + _k296 * 64, GmView25::Shape(t297.GetValidRow(), t297.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t297, t14_u1c0Gm25);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT304 t304(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t304, 0);  // online_softmax_attn.pto:21:36
+                    TileT298 t298(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t304, t303);  // online_softmax_attn.pto:21:36
+                    TMOV(t298, t297);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT305 t305(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t305, 0);  // online_softmax_attn.pto:21:36
+                    TileT299 t299(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_u1c0Gm32(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView32::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t305, vj_u1c0Gm32);  // online_softmax_attn.pto:21:36
+                    using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView26 vj_u1c0Gm26(vj_u1c0 + _k296 * 64 * D + _g290 * 64, GmView26::Shape(t299.GetValidRow(), t299.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t299, vj_u1c0Gm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT306 t306(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t306, 0);  // online_softmax_attn.pto:21:36
+                    TileT300 t300(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t306, t305);  // online_softmax_attn.pto:21:36
+                    TMOV(t300, t299);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t297, t297, t304, t306);  // online_softmax_attn.pto:21:36
+                    TMATMUL_ACC(t291, t291, t298, t300);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView33 t14_u1c0Gm33(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView33::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u1c0Gm33, t297);  // online_softmax_attn.pto:21:36
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView27 t13_u1c0Gm27(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView27::Shape(t291.GetValidRow(), t291.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_u1c0Gm27, t291);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT309Aiv0 t309_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t309_aiv0, 6144);  // online_softmax_attn.pto:21:22
-                TileT309Aiv1 t309_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t309_aiv1, 14336);  // online_softmax_attn.pto:21:22
-                TileT310Aiv0 t310_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t310_aiv0, 22528);  // online_softmax_attn.pto:21:22
-                TileT310Aiv1 t310_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t310_aiv1, 30720);  // online_softmax_attn.pto:21:22
-                TileT311Aiv0 t311_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t311_aiv0, 38912);  // online_softmax_attn.pto:21:22
-                TileT311Aiv1 t311_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t311_aiv1, 47104);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView34 t13_u1c0Gm34(t13_u1c0 + _qb3 * 64 * D + _g308 * 64, GmView34::Shape(t309_aiv0.GetValidRow(), t309_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t309_aiv0, t13_u1c0Gm34);  // online_softmax_attn.pto:21:22
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView35 t14_u1c0Gm35(t14_u1c0 + _qb3 * 64 * D + _g308 * 64, GmView35::Shape(t310_aiv0.GetValidRow(), t310_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t310_aiv0, t14_u1c0Gm35);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t311_aiv0, t309_aiv0, t310_aiv0);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView36 accGm36(acc + _qb3 * 64 * D + _g308 * 64, GmView36::Shape(t311_aiv0.GetValidRow(), t311_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(accGm36, t311_aiv0);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView37 t13_u1c0Gm37(t13_u1c0 + (_qb3 * 64 + 32) * D + _g308 * 64, GmView37::Shape(t309_aiv1.GetValidRow(), t309_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t309_aiv1, t13_u1c0Gm37);  // online_softmax_attn.pto:21:22
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView38 t14_u1c0Gm38(t14_u1c0 + (_qb3 * 64 + 32) * D + _g308 * 64, GmView38::Shape(t310_aiv1.GetValidRow(), t310_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t310_aiv1, t14_u1c0Gm38);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TADD(t311_aiv1, t309_aiv1, t310_aiv1);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView39 accGm39(acc + (_qb3 * 64 + 32) * D + _g308 * 64, GmView39::Shape(t311_aiv1.GetValidRow(), t311_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm39, t311_aiv1);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-            GmView40 mGm40(m + _qb3 * 64, GmView40::Shape(t254_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-            TSTORE(mGm40, t254_aiv0);  // online_softmax_attn.pto:22:13
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
-                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView41 mGm41(m + _qb3 * 64 + 32, GmView41::Shape(t254_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm41, t254_aiv1);  // online_softmax_attn.pto:22:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g302 = 0; _g302 < (D + 63) / 64; ++_g302) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT303Aiv0 t303_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t303_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT303Aiv1 t303_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t303_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT306Aiv0 t306_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t306_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT306Aiv1 t306_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t306_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                TileT310Aiv0 t310_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t310_aiv0, 43008);  // online_softmax_attn.pto:21:22
+                TileT310Aiv1 t310_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t310_aiv1, 51200);  // online_softmax_attn.pto:21:22
+                TileT311Aiv0 t311_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t311_aiv0, 59392);  // online_softmax_attn.pto:21:22
+                TileT311Aiv1 t311_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t311_aiv1, 67584);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView28 accGm28(acc + _qb3 * 64 * D + _g302 * 64, GmView28::Shape(t303_aiv0.GetValidRow(), t303_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t303_aiv0, accGm28);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp6, 75776);  // online_softmax_attn.pto:21:22
+                TROWEXPAND(tmp6, t261_aiv0);  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                TROWEXPANDMUL(t306_aiv0, t303_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView29 t13_u1c0Gm29(t13_u1c0 + _qb3 * 64 * D + _g302 * 64, GmView29::Shape(t310_aiv0.GetValidRow(), t310_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
+                TLOAD(t310_aiv0, t13_u1c0Gm29);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TADD(t311_aiv0, t306_aiv0, t310_aiv0);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                GmView30 accGm30(acc + _qb3 * 64 * D + _g302 * 64, GmView30::Shape(t311_aiv0.GetValidRow(), t311_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                TSTORE(accGm30, t311_aiv0);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView31 accGm31(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView31::Shape(t303_aiv1.GetValidRow(), t303_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t303_aiv1, accGm31);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp7, 75776);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp7, t261_aiv1);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t306_aiv1, t303_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView32 t13_u1c0Gm32(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 64, GmView32::Shape(t310_aiv1.GetValidRow(), t310_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t310_aiv1, t13_u1c0Gm32);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TADD(t311_aiv1, t306_aiv1, t310_aiv1);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView33 accGm33(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView33::Shape(t311_aiv1.GetValidRow(), t311_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm33, t311_aiv1);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+            GmView34 mGm34(m + _qb3 * 64, GmView34::Shape(t254_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+            TSTORE(mGm34, t254_aiv0);  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView35 mGm35(m + _qb3 * 64 + 32, GmView35::Shape(t254_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm35, t254_aiv1);  // online_softmax_attn.pto:22:13
             }
         }
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -831,18 +768,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             }
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
             }
-            for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
-                }
-            }
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
-            }
-            for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                }
-            }
-            for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
+            for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g286) {  // online_softmax_attn.pto:21:43
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                 }
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -852,86 +779,86 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
-                TileT297 t297(min_i64(S - _qb3 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
-                TileT298 t298(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
+            for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
+                TileT291 t291(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t291, 0);  // online_softmax_attn.pto:21:36
+                TileT292 t292(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t292, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView29 t15_u1c0Gm29(t15_u1c0 + _qb3 * 64 * 64, GmView29::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t298, t15_u1c0Gm29);  // online_softmax_attn.pto:21:36
+                using GmView23 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView23 t14_u1c0Gm23(t14_u1c0 + _qb3 * 64 * 64, GmView23::Shape(t292.GetValidRow(), t292.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t292, t14_u1c0Gm23);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT299 t299(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
+                TileT293 t293(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t293, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t299, t298);  // online_softmax_attn.pto:21:36
+                TMOV(t293, t292);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT300 t300(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
+                TileT294 t294(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t294, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView30 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView30 vj_u1c0Gm30(vj_u1c0 + _g296 * 64, GmView30::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t300, vj_u1c0Gm30);  // online_softmax_attn.pto:21:36
+                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView24 vj_u1c0Gm24(vj_u1c0 + _g290 * 64, GmView24::Shape(t294.GetValidRow(), t294.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t294, vj_u1c0Gm24);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
+                TileT295 t295(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t295, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t301, t300);  // online_softmax_attn.pto:21:36
+                TMOV(t295, t294);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t297, t299, t301);  // online_softmax_attn.pto:21:36
+                TMATMUL(t291, t293, t295);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
-                    TileT303 t303(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t303, 0);  // online_softmax_attn.pto:21:36
-                    using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView31 t15_u1c0Gm31(t15_u1c0 + _qb3 * 64 * 64 + _k302 * 64, GmView31::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t303, t15_u1c0Gm31);  // online_softmax_attn.pto:21:36
+                for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
+                    TileT297 t297(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
+                    using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView25 t14_u1c0Gm25(t14_u1c0 + _qb3 * 64 * 64 + _k296 * 64, GmView25::Shape(t297.GetValidRow(), t297.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t297, t14_u1c0Gm25);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT304 t304(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t304, 0);  // online_softmax_attn.pto:21:36
+                    TileT298 t298(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t304, t303);  // online_softmax_attn.pto:21:36
+                    TMOV(t298, t297);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT305 t305(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t305, 0);  // online_softmax_attn.pto:21:36
+                    TileT299 t299(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView32 vj_u1c0Gm32(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView32::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t305, vj_u1c0Gm32);  // online_softmax_attn.pto:21:36
+                    using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView26 vj_u1c0Gm26(vj_u1c0 + _k296 * 64 * D + _g290 * 64, GmView26::Shape(t299.GetValidRow(), t299.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t299, vj_u1c0Gm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT306 t306(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t306, 0);  // online_softmax_attn.pto:21:36
+                    TileT300 t300(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t306, t305);  // online_softmax_attn.pto:21:36
+                    TMOV(t300, t299);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t297, t297, t304, t306);  // online_softmax_attn.pto:21:36
+                    TMATMUL_ACC(t291, t291, t298, t300);  // online_softmax_attn.pto:21:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView33 t14_u1c0Gm33(t14_u1c0 + _qb3 * 64 * D + _g296 * 64, GmView33::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t14_u1c0Gm33, t297);  // online_softmax_attn.pto:21:36
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView27 t13_u1c0Gm27(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView27::Shape(t291.GetValidRow(), t291.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:21:36
+                TSTORE(t13_u1c0Gm27, t291);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+            for (int64_t _g302 = 0; _g302 < (D + 63) / 64; ++_g302) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                 }
             }
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
             }
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
@@ -1006,8 +933,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 if (ptodsl_aiv0) {
                     TMULS(t245_aiv0, t244_aiv0, scale);  // online_softmax_attn.pto:10:13
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                     GmView6 s_u1c0Gm6(s_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView6::Shape(t245_aiv0.GetValidRow(), t245_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
@@ -1016,7 +943,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp0, 55296);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp0, 75776);  // online_softmax_attn.pto:17:32
                     TROWMAX(t250_aiv0, t245_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                 }
                 pipe_barrier(PIPE_V);
@@ -1034,8 +961,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     if (!ptodsl_aiv0) {
                         TMULS(t245_aiv1, t244_aiv1, scale);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
                         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
                         GmView8 s_u1c0Gm8(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView8::Shape(t245_aiv1.GetValidRow(), t245_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
@@ -1044,7 +971,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp1, 55296);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 75776);  // online_softmax_attn.pto:17:32
                         TROWMAX(t250_aiv1, t245_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
@@ -1053,6 +980,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
             }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1072,6 +1000,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             TASSIGN(t261_aiv0, 8192);  // online_softmax_attn.pto:18:21
             TileT261Aiv1 t261_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
             TASSIGN(t261_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            TileT273Aiv0 t273_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t273_aiv0, 10240);  // online_softmax_attn.pto:20:20
+            TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t273_aiv1, 11264);  // online_softmax_attn.pto:20:20
+            TileT275Aiv0 t275_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+            TASSIGN(t275_aiv0, 12288);  // online_softmax_attn.pto:20:20
+            TileT275Aiv1 t275_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+            TASSIGN(t275_aiv1, 13312);  // online_softmax_attn.pto:20:20
+            TileT277Aiv0 t277_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+            TASSIGN(t277_aiv0, 14336);  // online_softmax_attn.pto:20:32
+            TileT277Aiv1 t277_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+            TASSIGN(t277_aiv1, 15360);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
@@ -1085,20 +1025,32 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 TMAX(t254_aiv0, t252_aiv0, t247_aiv0);  // online_softmax_attn.pto:17:21
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TSUB(t258_aiv0, t252_aiv0, t254_aiv0);  // online_softmax_attn.pto:18:25
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TEXP(t261_aiv0, t258_aiv0);  // online_softmax_attn.pto:18:21
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView10 lGm10(l + _qb3 * 64, GmView10::Shape(t273_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t273_aiv0, lGm10);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMUL(t275_aiv0, t273_aiv0, t261_aiv0);  // online_softmax_attn.pto:20:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t277_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
             }
             pipe_barrier(PIPE_V);
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                 if (!ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView10 mGm10(m + _qb3 * 64 + 32, GmView10::Shape(t252_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t252_aiv1, mGm10);  // online_softmax_attn.pto:17:21
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView11 mGm11(m + _qb3 * 64 + 32, GmView11::Shape(t252_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t252_aiv1, mGm11);  // online_softmax_attn.pto:17:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1112,107 +1064,13 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TEXP(t261_aiv1, t258_aiv1);  // online_softmax_attn.pto:18:21
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView12 lGm12(l + _qb3 * 64 + 32, GmView12::Shape(t273_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t273_aiv1, lGm12);  // online_softmax_attn.pto:20:20
                 }
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-                TileT264Aiv0 t264_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t264_aiv0, 10240);  // online_softmax_attn.pto:19:21
-                TileT264Aiv1 t264_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t264_aiv1, 18432);  // online_softmax_attn.pto:19:21
-                TileT271Aiv0 t271_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t271_aiv0, 26624);  // online_softmax_attn.pto:19:17
-                TileT271Aiv1 t271_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t271_aiv1, 34816);  // online_softmax_attn.pto:19:17
-                if (ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView11 s_u1c0Gm11(s_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView11::Shape(t264_aiv0.GetValidRow(), t264_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t264_aiv0, s_u1c0Gm11);  // online_softmax_attn.pto:19:21
-                }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp2, 55296);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp2, t254_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t271_aiv0, t264_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView12 p_1_u1c0Gm12(p_1_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView12::Shape(t271_aiv0.GetValidRow(), t271_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u1c0Gm12, t271_aiv0);  // online_softmax_attn.pto:19:17
-                }
-                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    if (!ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView13 s_u1c0Gm13(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView13::Shape(t264_aiv1.GetValidRow(), t264_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t264_aiv1, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp3, 55296);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp3, t254_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t271_aiv1, t264_aiv1, tmp3);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_u1c0Gm14(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView14::Shape(t271_aiv1.GetValidRow(), t271_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u1c0Gm14, t271_aiv1);  // online_softmax_attn.pto:19:17
-                    }
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT273Aiv0 t273_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t273_aiv0, 0);  // online_softmax_attn.pto:20:20
-            TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t273_aiv1, 1024);  // online_softmax_attn.pto:20:20
-            TileT275Aiv0 t275_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t275_aiv0, 2048);  // online_softmax_attn.pto:20:20
-            TileT275Aiv1 t275_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t275_aiv1, 3072);  // online_softmax_attn.pto:20:20
-            TileT277Aiv0 t277_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t277_aiv0, 6144);  // online_softmax_attn.pto:20:32
-            TileT277Aiv1 t277_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t277_aiv1, 7168);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t273_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t273_aiv0, lGm15);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TMUL(t275_aiv0, t273_aiv0, t261_aiv0);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t277_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                if (!ptodsl_aiv0) {
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView16 lGm16(l + _qb3 * 64 + 32, GmView16::Shape(t273_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t273_aiv1, lGm16);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (!ptodsl_aiv0) {
                     TMUL(t275_aiv1, t273_aiv1, t261_aiv1);  // online_softmax_attn.pto:20:20
                     TEXPANDS(t277_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
@@ -1220,47 +1078,80 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
-                TileT279Aiv0 t279_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t279_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT279Aiv1 t279_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
-                TASSIGN(t279_aiv1, 18432);  // online_softmax_attn.pto:20:32
+            for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
+                TileT264Aiv0 t264_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t264_aiv0, 16384);  // online_softmax_attn.pto:19:21
+                TileT264Aiv1 t264_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+                TASSIGN(t264_aiv1, 24576);  // online_softmax_attn.pto:19:21
+                TileT271Aiv0 t271_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t271_aiv0, 32768);  // online_softmax_attn.pto:19:17
+                TileT271Aiv1 t271_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
+                TASSIGN(t271_aiv1, 40960);  // online_softmax_attn.pto:19:17
                 TileT280Aiv0 t280_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
                 TASSIGN(t280_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT280Aiv1 t280_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
                 TASSIGN(t280_aiv1, 1024);  // online_softmax_attn.pto:20:32
                 if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                    GmView17 p_1_u1c0Gm17(p_1_u1c0 + _qb3 * 64 * 64 + _k278 * 64, GmView17::Shape(t279_aiv0.GetValidRow(), t279_aiv0.GetValidCol()));  // online_softmax_attn.pto:20:32
-                    TLOAD(t279_aiv0, p_1_u1c0Gm17);  // online_softmax_attn.pto:20:32
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView13 s_u1c0Gm13(s_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView13::Shape(t264_aiv0.GetValidRow(), t264_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t264_aiv0, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    TileTmp0 tmp4;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp4, 55296);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t280_aiv0, t279_aiv0, tmp4);  // online_softmax_attn.pto:20:32
+                    TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 75776);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp2, t254_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t271_aiv0, t264_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView14 p_1_u1c0Gm14(p_1_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView14::Shape(t271_aiv0.GetValidRow(), t271_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u1c0Gm14, t271_aiv0);  // online_softmax_attn.pto:19:17
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp3, 75776);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t280_aiv0, t271_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t277_aiv0, t277_aiv0, t280_aiv0);  // online_softmax_attn.pto:20:32
                 }
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:20:32
+                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                     if (!ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-                        GmView18 p_1_u1c0Gm18(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _k278 * 64, GmView18::Shape(t279_aiv1.GetValidRow(), t279_aiv1.GetValidCol()));  // online_softmax_attn.pto:20:32
-                        TLOAD(t279_aiv1, p_1_u1c0Gm18);  // online_softmax_attn.pto:20:32
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView15 s_u1c0Gm15(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView15::Shape(t264_aiv1.GetValidRow(), t264_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t264_aiv1, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp4, 75776);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp4, t254_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t271_aiv1, t264_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView16 p_1_u1c0Gm16(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView16::Shape(t271_aiv1.GetValidRow(), t271_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u1c0Gm16, t271_aiv1);  // online_softmax_attn.pto:19:17
+                    }
+                    pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp5, 55296);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t280_aiv1, t279_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 75776);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t280_aiv1, t271_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -1268,7 +1159,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT284Aiv0 t284_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
             TASSIGN(t284_aiv0, 0);  // online_softmax_attn.pto:20:20
             TileT284Aiv1 t284_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
@@ -1281,250 +1174,211 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView19 lGm19(l + _qb3 * 64, GmView19::Shape(t284_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm19, t284_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView17 lGm17(l + _qb3 * 64, GmView17::Shape(t284_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm17, t284_aiv0);  // online_softmax_attn.pto:20:20
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:20:20
+            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 if (!ptodsl_aiv0) {
                     TADD(t284_aiv1, t275_aiv1, t277_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView20 lGm20(l + _qb3 * 64 + 32, GmView20::Shape(t284_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm20, t284_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView18 lGm18(l + _qb3 * 64 + 32, GmView18::Shape(t284_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm18, t284_aiv1);  // online_softmax_attn.pto:20:20
                 }
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT287Aiv0 t287_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t287_aiv0, 10240);  // online_softmax_attn.pto:21:22
-                TileT287Aiv1 t287_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t287_aiv1, 18432);  // online_softmax_attn.pto:21:22
-                TileT290Aiv0 t290_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t290_aiv0, 26624);  // online_softmax_attn.pto:21:22
-                TileT290Aiv1 t290_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t290_aiv1, 34816);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView21 accGm21(acc + _qb3 * 64 * D + _g286 * 64, GmView21::Shape(t287_aiv0.GetValidRow(), t287_aiv0.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t287_aiv0, accGm21);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp6, 55296);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp6, t261_aiv0);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t290_aiv0, t287_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView22 t13_u1c0Gm22(t13_u1c0 + _qb3 * 64 * D + _g286 * 64, GmView22::Shape(t290_aiv0.GetValidRow(), t290_aiv0.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(t13_u1c0Gm22, t290_aiv0);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
-                    if (!ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView23 accGm23(acc + (_qb3 * 64 + 32) * D + _g286 * 64, GmView23::Shape(t287_aiv1.GetValidRow(), t287_aiv1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t287_aiv1, accGm23);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp7, 55296);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp7, t261_aiv1);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t290_aiv1, t287_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView24 t13_u1c0Gm24(t13_u1c0 + (_qb3 * 64 + 32) * D + _g286 * 64, GmView24::Shape(t290_aiv1.GetValidRow(), t290_aiv1.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(t13_u1c0Gm24, t290_aiv1);  // online_softmax_attn.pto:21:22
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
-                TileT293Aiv0 t293_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t293_aiv0, 6144);  // online_softmax_attn.pto:21:43
-                TileT293Aiv1 t293_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t293_aiv1, 14336);  // online_softmax_attn.pto:21:43
-                TileT294Aiv0 t294_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t294_aiv0, 0);  // online_softmax_attn.pto:21:43
-                TileT294Aiv1 t294_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t294_aiv1, 22528);  // online_softmax_attn.pto:21:43
-                if (ptodsl_aiv0) {
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView25 p_1_u1c0Gm25(p_1_u1c0 + _qb3 * 64 * 64 + _g292 * 64, GmView25::Shape(t293_aiv0.GetValidRow(), t293_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t293_aiv0, p_1_u1c0Gm25);  // online_softmax_attn.pto:21:43
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TCVT(t294_aiv0, t293_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView26 t15_u1c0Gm26(t15_u1c0 + _qb3 * 64 * 64 + _g292 * 64, GmView26::Shape(t294_aiv0.GetValidRow(), t294_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t15_u1c0Gm26, t294_aiv0);  // online_softmax_attn.pto:21:43
-                }
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:21:43
-                    if (!ptodsl_aiv0) {
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView27 p_1_u1c0Gm27(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g292 * 64, GmView27::Shape(t293_aiv1.GetValidRow(), t293_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t293_aiv1, p_1_u1c0Gm27);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        TCVT(t294_aiv1, t293_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView28 t15_u1c0Gm28(t15_u1c0 + (_qb3 * 64 + 32) * 64 + _g292 * 64, GmView28::Shape(t294_aiv1.GetValidRow(), t294_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t15_u1c0Gm28, t294_aiv1);  // online_softmax_attn.pto:21:43
-                    }
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
-                for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
-                }
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag_dev(2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT309Aiv0 t309_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t309_aiv0, 6144);  // online_softmax_attn.pto:21:22
-                TileT309Aiv1 t309_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t309_aiv1, 14336);  // online_softmax_attn.pto:21:22
-                TileT310Aiv0 t310_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t310_aiv0, 22528);  // online_softmax_attn.pto:21:22
-                TileT310Aiv1 t310_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t310_aiv1, 30720);  // online_softmax_attn.pto:21:22
-                TileT311Aiv0 t311_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t311_aiv0, 38912);  // online_softmax_attn.pto:21:22
-                TileT311Aiv1 t311_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t311_aiv1, 47104);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g286) {  // online_softmax_attn.pto:21:43
+                TileT287Aiv0 t287_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t287_aiv0, 10240);  // online_softmax_attn.pto:21:43
+                TileT287Aiv1 t287_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t287_aiv1, 18432);  // online_softmax_attn.pto:21:43
+                TileT288Aiv0 t288_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t288_aiv0, 0);  // online_softmax_attn.pto:21:43
+                TileT288Aiv1 t288_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
+                TASSIGN(t288_aiv1, 26624);  // online_softmax_attn.pto:21:43
                 if (ptodsl_aiv0) {
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView34 t13_u1c0Gm34(t13_u1c0 + _qb3 * 64 * D + _g308 * 64, GmView34::Shape(t309_aiv0.GetValidRow(), t309_aiv0.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t309_aiv0, t13_u1c0Gm34);  // online_softmax_attn.pto:21:22
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView35 t14_u1c0Gm35(t14_u1c0 + _qb3 * 64 * D + _g308 * 64, GmView35::Shape(t310_aiv0.GetValidRow(), t310_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t310_aiv0, t14_u1c0Gm35);  // online_softmax_attn.pto:21:22
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView19 p_1_u1c0Gm19(p_1_u1c0 + _qb3 * 64 * 64 + _g286 * 64, GmView19::Shape(t287_aiv0.GetValidRow(), t287_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t287_aiv0, p_1_u1c0Gm19);  // online_softmax_attn.pto:21:43
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TADD(t311_aiv0, t309_aiv0, t310_aiv0);  // online_softmax_attn.pto:21:22
+                    TCVT(t288_aiv0, t287_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView36 accGm36(acc + _qb3 * 64 * D + _g308 * 64, GmView36::Shape(t311_aiv0.GetValidRow(), t311_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm36, t311_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView20 t14_u1c0Gm20(t14_u1c0 + _qb3 * 64 * 64 + _g286 * 64, GmView20::Shape(t288_aiv0.GetValidRow(), t288_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u1c0Gm20, t288_aiv0);  // online_softmax_attn.pto:21:43
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                     if (!ptodsl_aiv0) {
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView37 t13_u1c0Gm37(t13_u1c0 + (_qb3 * 64 + 32) * D + _g308 * 64, GmView37::Shape(t309_aiv1.GetValidRow(), t309_aiv1.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t309_aiv1, t13_u1c0Gm37);  // online_softmax_attn.pto:21:22
-                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView38 t14_u1c0Gm38(t14_u1c0 + (_qb3 * 64 + 32) * D + _g308 * 64, GmView38::Shape(t310_aiv1.GetValidRow(), t310_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t310_aiv1, t14_u1c0Gm38);  // online_softmax_attn.pto:21:22
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView21 p_1_u1c0Gm21(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView21::Shape(t287_aiv1.GetValidRow(), t287_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t287_aiv1, p_1_u1c0Gm21);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        TADD(t311_aiv1, t309_aiv1, t310_aiv1);  // online_softmax_attn.pto:21:22
+                        TCVT(t288_aiv1, t287_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView39 accGm39(acc + (_qb3 * 64 + 32) * D + _g308 * 64, GmView39::Shape(t311_aiv1.GetValidRow(), t311_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm39, t311_aiv1);  // online_softmax_attn.pto:21:22
+                        using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView22 t14_u1c0Gm22(t14_u1c0 + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView22::Shape(t288_aiv1.GetValidRow(), t288_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u1c0Gm22, t288_aiv1);  // online_softmax_attn.pto:21:43
+                    }
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
+                for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
+                }
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag_dev(2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g302 = 0; _g302 < (D + 63) / 64; ++_g302) {  // online_softmax_attn.pto:21:22
+                pipe_barrier(PIPE_V);
+                TileT303Aiv0 t303_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t303_aiv0, 10240);  // online_softmax_attn.pto:21:22
+                TileT303Aiv1 t303_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t303_aiv1, 18432);  // online_softmax_attn.pto:21:22
+                TileT306Aiv0 t306_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t306_aiv0, 26624);  // online_softmax_attn.pto:21:22
+                TileT306Aiv1 t306_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t306_aiv1, 34816);  // online_softmax_attn.pto:21:22
+                TileT310Aiv0 t310_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t310_aiv0, 43008);  // online_softmax_attn.pto:21:22
+                TileT310Aiv1 t310_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t310_aiv1, 51200);  // online_softmax_attn.pto:21:22
+                TileT311Aiv0 t311_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t311_aiv0, 59392);  // online_softmax_attn.pto:21:22
+                TileT311Aiv1 t311_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
+                TASSIGN(t311_aiv1, 67584);  // online_softmax_attn.pto:21:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView28 accGm28(acc + _qb3 * 64 * D + _g302 * 64, GmView28::Shape(t303_aiv0.GetValidRow(), t303_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t303_aiv0, accGm28);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp6, 75776);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp6, t261_aiv0);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t306_aiv0, t303_aiv0, tmp6);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView29 t13_u1c0Gm29(t13_u1c0 + _qb3 * 64 * D + _g302 * 64, GmView29::Shape(t310_aiv0.GetValidRow(), t310_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t310_aiv0, t13_u1c0Gm29);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    TADD(t311_aiv0, t306_aiv0, t310_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView30 accGm30(acc + _qb3 * 64 * D + _g302 * 64, GmView30::Shape(t311_aiv0.GetValidRow(), t311_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm30, t311_aiv0);  // online_softmax_attn.pto:21:22
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
+                    if (!ptodsl_aiv0) {
+                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView31 accGm31(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView31::Shape(t303_aiv1.GetValidRow(), t303_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t303_aiv1, accGm31);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp7, 75776);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp7, t261_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t306_aiv1, t303_aiv1, tmp7);  // online_softmax_attn.pto:21:22
+                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView32 t13_u1c0Gm32(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 64, GmView32::Shape(t310_aiv1.GetValidRow(), t310_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t310_aiv1, t13_u1c0Gm32);  // online_softmax_attn.pto:21:22
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TADD(t311_aiv1, t306_aiv1, t310_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView33 accGm33(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView33::Shape(t311_aiv1.GetValidRow(), t311_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm33, t311_aiv1);  // online_softmax_attn.pto:21:22
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView40 mGm40(m + _qb3 * 64, GmView40::Shape(t254_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm40, t254_aiv0);  // online_softmax_attn.pto:22:13
+                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView34 mGm34(m + _qb3 * 64, GmView34::Shape(t254_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm34, t254_aiv0);  // online_softmax_attn.pto:22:13
             }
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:22:13
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
                 if (!ptodsl_aiv0) {
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView41 mGm41(m + _qb3 * 64 + 32, GmView41::Shape(t254_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm41, t254_aiv1);  // online_softmax_attn.pto:22:13
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView35 mGm35(m + _qb3 * 64 + 32, GmView35::Shape(t254_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm35, t254_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
         }

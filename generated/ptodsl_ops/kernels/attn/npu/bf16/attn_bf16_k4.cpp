@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/attn_bf16_k4.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches attn_bf16_k4 on an NPU stream (mixed core).
-extern "C" void attn_bf16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, bfloat16_t* k, bfloat16_t* v, bfloat16_t* q, float* t0_last, float* s_last, float* m, float* p_1_last, float* l, float* acc, float* t13_last, bfloat16_t* t15_last, float* t14_last, bfloat16_t* o, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" void attn_bf16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, bfloat16_t* k, bfloat16_t* v, bfloat16_t* q, float* t0_last, float* s_last, float* m, float* l, float* p_1_last, bfloat16_t* t14_last, float* t13_last, float* acc, bfloat16_t* o, int64_t S, int64_t L, int64_t D, float scale)
 {
-    attn_bf16_k4<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ bfloat16_t*)k, (__gm__ bfloat16_t*)v, (__gm__ bfloat16_t*)q, (__gm__ float*)t0_last, (__gm__ float*)s_last, (__gm__ float*)m, (__gm__ float*)p_1_last, (__gm__ float*)l, (__gm__ float*)acc, (__gm__ float*)t13_last, (__gm__ bfloat16_t*)t15_last, (__gm__ float*)t14_last, (__gm__ bfloat16_t*)o, S, L, D, scale);
+    attn_bf16_k4<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ bfloat16_t*)k, (__gm__ bfloat16_t*)v, (__gm__ bfloat16_t*)q, (__gm__ float*)t0_last, (__gm__ float*)s_last, (__gm__ float*)m, (__gm__ float*)l, (__gm__ float*)p_1_last, (__gm__ bfloat16_t*)t14_last, (__gm__ float*)t13_last, (__gm__ float*)acc, (__gm__ bfloat16_t*)o, S, L, D, scale);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/attn_f16_k4.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches attn_f16_k4 on an NPU stream (mixed core).
-extern "C" void attn_f16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* p_1_last, float* l, float* acc, float* t13_last, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" void attn_f16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* l, float* p_1_last, half* t14_last, float* t13_last, float* acc, half* o, int64_t S, int64_t L, int64_t D, float scale)
 {
-    attn_f16_k4<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ half*)k, (__gm__ half*)v, (__gm__ half*)q, (__gm__ float*)t0_last, (__gm__ float*)s_last, (__gm__ float*)m, (__gm__ float*)p_1_last, (__gm__ float*)l, (__gm__ float*)acc, (__gm__ float*)t13_last, (__gm__ half*)t15_last, (__gm__ float*)t14_last, (__gm__ half*)o, S, L, D, scale);
+    attn_f16_k4<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ half*)k, (__gm__ half*)v, (__gm__ half*)q, (__gm__ float*)t0_last, (__gm__ float*)s_last, (__gm__ float*)m, (__gm__ float*)l, (__gm__ float*)p_1_last, (__gm__ half*)t14_last, (__gm__ float*)t13_last, (__gm__ float*)acc, (__gm__ half*)o, S, L, D, scale);
 }

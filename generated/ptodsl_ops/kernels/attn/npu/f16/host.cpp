@@ -16,9 +16,9 @@
 
 extern "C" void attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void attn_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
-extern "C" void attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u2c0, float* s_u2c0, float* m, float* p_1_u2c0, float* l, float* acc, float* t13_u2c0, half* t15_u2c0, float* t14_u2c0, float* t0_u2c1, float* s_u2c1, float* p_1_u2c1, float* t13_u2c1, half* t15_u2c1, float* t14_u2c1, int64_t S, int64_t L, int64_t D, float scale);
-extern "C" void attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u1c0, float* s_u1c0, float* m, float* p_1_u1c0, float* l, float* acc, float* t13_u1c0, half* t15_u1c0, float* t14_u1c0, int64_t S, int64_t L, int64_t D, float scale);
-extern "C" void attn_f16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* p_1_last, float* l, float* acc, float* t13_last, half* t15_last, float* t14_last, half* o, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u2c0, float* s_u2c0, float* m, float* l, float* p_1_u2c0, half* t14_u2c0, float* t13_u2c0, float* acc, float* t0_u2c1, float* s_u2c1, float* p_1_u2c1, half* t14_u2c1, float* t13_u2c1, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u1c0, float* s_u1c0, float* m, float* l, float* p_1_u1c0, half* t14_u1c0, float* t13_u1c0, float* acc, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_f16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* l, float* p_1_last, half* t14_last, float* t13_last, float* acc, half* o, int64_t S, int64_t L, int64_t D, float scale);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -304,21 +304,16 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t13_u2c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-    if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
-        return -1;  // online_softmax_attn.pto:21:22
-    }
-    float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // online_softmax_attn.pto:21:22
-    DeviceWorkspace t15_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
     }
-    half* t15_u2c0 = reinterpret_cast<half*>(t15_u2c0_bytes.data());  // online_softmax_attn.pto:21:43
-    DeviceWorkspace t14_u2c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    half* t14_u2c0 = reinterpret_cast<half*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t13_u2c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
         return -1;  // online_softmax_attn.pto:21:36
     }
-    float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:36
+    float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // online_softmax_attn.pto:21:36
     DeviceWorkspace t0_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
@@ -334,21 +329,16 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t13_u2c1_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-    if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
-        return -1;  // online_softmax_attn.pto:21:22
-    }
-    float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // online_softmax_attn.pto:21:22
-    DeviceWorkspace t15_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
     }
-    half* t15_u2c1 = reinterpret_cast<half*>(t15_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
-    DeviceWorkspace t14_u2c1_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    half* t14_u2c1 = reinterpret_cast<half*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t13_u2c1_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
         return -1;  // online_softmax_attn.pto:21:36
     }
-    float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
+    float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
     DeviceWorkspace t0_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
@@ -364,28 +354,23 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t13_u1c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-    if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
-        return -1;  // online_softmax_attn.pto:21:22
-    }
-    float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // online_softmax_attn.pto:21:22
-    DeviceWorkspace t15_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
     }
-    half* t15_u1c0 = reinterpret_cast<half*>(t15_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
-    DeviceWorkspace t14_u1c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    half* t14_u1c0 = reinterpret_cast<half*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t13_u1c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
         return -1;  // online_softmax_attn.pto:21:36
     }
-    float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
+    float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
     {  // online_softmax_attn.pto:7:5
         const int64_t attn_f16_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
         uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // online_softmax_attn.pto:7:5
         if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
-        attn_f16_k2_launch(attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0_u2c0, s_u2c0, m, p_1_u2c0, l, acc, t13_u2c0, t15_u2c0, t14_u2c0, t0_u2c1, s_u2c1, p_1_u2c1, t13_u2c1, t15_u2c1, t14_u2c1, S, L, D, scale);  // online_softmax_attn.pto:7:5
+        attn_f16_k2_launch(attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0_u2c0, s_u2c0, m, l, p_1_u2c0, t14_u2c0, t13_u2c0, acc, t0_u2c1, s_u2c1, p_1_u2c1, t14_u2c1, t13_u2c1, S, L, D, scale);  // online_softmax_attn.pto:7:5
         if (!launched("the launch of attn_f16_k2")) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
@@ -405,28 +390,23 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t13_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-    if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
-        return -1;  // online_softmax_attn.pto:21:22
-    }
-    float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:22
-    DeviceWorkspace t15_last_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_last_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
     }
-    half* t15_last = reinterpret_cast<half*>(t15_last_bytes.data());  // online_softmax_attn.pto:21:43
-    DeviceWorkspace t14_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+    half* t14_last = reinterpret_cast<half*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t13_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
         return -1;  // online_softmax_attn.pto:21:36
     }
-    float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
+    float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:36
     {  // online_softmax_attn.pto:7:5
         const int64_t attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
         uint64_t* ffts_2 = ptodsl_c2c_ctrl();  // online_softmax_attn.pto:7:5
         if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
-        attn_f16_k3_launch(attn_f16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_u1c0, s_u1c0, m, p_1_u1c0, l, acc, t13_u1c0, t15_u1c0, t14_u1c0, S, L, D, scale);  // online_softmax_attn.pto:7:5
+        attn_f16_k3_launch(attn_f16_k3_blocks, ptodsl_stream, ffts_2, k, v, q, t0_u1c0, s_u1c0, m, l, p_1_u1c0, t14_u1c0, t13_u1c0, acc, S, L, D, scale);  // online_softmax_attn.pto:7:5
         if (!launched("the launch of attn_f16_k3")) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
@@ -438,7 +418,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
             if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
                 return -1;  // online_softmax_attn.pto:7:5
             }
-            attn_f16_k4_launch(attn_f16_k4_blocks, ptodsl_stream, ffts_3, k, v, q, t0_last, s_last, m, p_1_last, l, acc, t13_last, t15_last, t14_last, o, S, L, D, scale);  // online_softmax_attn.pto:7:5
+            attn_f16_k4_launch(attn_f16_k4_blocks, ptodsl_stream, ffts_3, k, v, q, t0_last, s_last, m, l, p_1_last, t14_last, t13_last, acc, o, S, L, D, scale);  // online_softmax_attn.pto:7:5
             if (!launched("the launch of attn_f16_k4")) {  // online_softmax_attn.pto:7:5
                 return -1;  // online_softmax_attn.pto:7:5
             }

@@ -20,278 +20,186 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
-AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
-{
-    return b > a ? b : a;
-}
-
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, __gm__ half* vj_first, __gm__ float* t16_first, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ half* vj_first, __gm__ half* pt, __gm__ float* t15_first, __gm__ float* acc, __gm__ float* alpha, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts, __gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, __gm__ half* vj_first, __gm__ float* t16_first, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t L)
+extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts, __gm__ half* vj_first, __gm__ half* pt, __gm__ float* t15_first, __gm__ float* acc, __gm__ float* alpha, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t L)
 #endif
 {
-    using TileT45Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT45Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT46Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT46Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT48Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT48Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT51 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT49 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT50 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT46 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT47 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT48 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT52 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT53 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT54 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT55 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT57 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT58 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT59 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT60 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT63Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT63Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT64Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT64Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT67Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT67Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT69Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT69Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT72Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT72Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT57 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT58 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT60 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT63 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT67 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT69 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT72 = Tile<TileType::Vec, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb1 = block_index * ceil_div((S + 63) / 64, block_count); _qb1 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb1) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
-        TileT45Aiv0 t45_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t45_aiv0, 0);  // flash_attn.pto:43:22
-        TileT45Aiv1 t45_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t45_aiv1, 16384);  // flash_attn.pto:43:22
-        TileT46Aiv0 t46_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
-        TASSIGN(t46_aiv0, 32768);  // flash_attn.pto:43:22
-        TileT46Aiv1 t46_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-        TASSIGN(t46_aiv1, 33792);  // flash_attn.pto:43:22
-        TileT48Aiv0 t48_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t48_aiv0, 34816);  // flash_attn.pto:43:22
-        TileT48Aiv1 t48_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t48_aiv1, 51200);  // flash_attn.pto:43:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-        GmView0 accGm0(acc + _qb1 * 64 * D, GmView0::Shape(t45_aiv0.GetValidRow(), t45_aiv0.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:43:22
-        TLOAD(t45_aiv0, accGm0);  // flash_attn.pto:43:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-        GmView1 alphaGm1(alpha + _qb1 * 64, GmView1::Shape(t46_aiv0.GetValidRow()));  // flash_attn.pto:43:22
-        TLOAD(t46_aiv0, alphaGm1);  // flash_attn.pto:43:22
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileTmp0 tmp0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
-        TASSIGN(tmp0, 149504);  // flash_attn.pto:43:22
-        TROWEXPAND(tmp0, t46_aiv0);  // flash_attn.pto:43:22
-        pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-        TROWEXPANDMUL(t48_aiv0, t45_aiv0, tmp0);  // flash_attn.pto:43:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb1 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:43:22
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView2 accGm2(acc + (_qb1 * 64 + 32) * D, GmView2::Shape(t45_aiv1.GetValidRow(), t45_aiv1.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:43:22
-            TLOAD(t45_aiv1, accGm2);  // flash_attn.pto:43:22
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-            GmView3 alphaGm3(alpha + _qb1 * 64 + 32, GmView3::Shape(t46_aiv1.GetValidRow()));  // flash_attn.pto:43:22
-            TLOAD(t46_aiv1, alphaGm3);  // flash_attn.pto:43:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-            TASSIGN(tmp1, 149504);  // flash_attn.pto:43:22
-            TROWEXPAND(tmp1, t46_aiv1);  // flash_attn.pto:43:22
-            pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-            TROWEXPANDMUL(t48_aiv1, t45_aiv1, tmp1);  // flash_attn.pto:43:22
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g50 = 0; _g50 < (D + 63) / 64; ++_g50) {  // flash_attn.pto:43:36
-            TileT51 t51(min_i64(S - _qb1 * 64, 64), min_i64(D - _g50 * 64, 64));  // flash_attn.pto:43:36
-            TASSIGN(t51, 0);  // flash_attn.pto:43:36
-            TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
-            TASSIGN(t52, 0);  // flash_attn.pto:43:36
+        for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
+            TileT49 t49(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TASSIGN(t49, 0);  // flash_attn.pto:43:36
+            TileT50 t50(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TASSIGN(t50, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-            GmView4 ptGm4(pt + _qb1 * 64 * 64, GmView4::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
-            TLOAD(t52, ptGm4);  // flash_attn.pto:43:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
-            TASSIGN(t53, 0);  // flash_attn.pto:43:36
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+            GmView0 vj_firstGm0(vj_first + _g45 * 64, GmView0::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:43:36
+            TLOAD(t49, vj_firstGm0);  // flash_attn.pto:43:36
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t53, t52);  // flash_attn.pto:43:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT54 t54(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g50 * 64, 64));  // flash_attn.pto:43:36
-            TASSIGN(t54, 0);  // flash_attn.pto:43:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-            GmView5 vj_firstGm5(vj_first + _g50 * 64, GmView5::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:43:36
-            TLOAD(t54, vj_firstGm5);  // flash_attn.pto:43:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT55 t55(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g50 * 64, 64));  // flash_attn.pto:43:36
-            TASSIGN(t55, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t55, t54);  // flash_attn.pto:43:36
+            TMOV(t50, t49);  // flash_attn.pto:43:36
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT46 t46(min_i64(S - _qb1 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TASSIGN(t46, 0);  // flash_attn.pto:43:36
+            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
+            TASSIGN(t47, 0);  // flash_attn.pto:43:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
+            GmView1 ptGm1(pt + _qb1 * 64 * 64, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+            TLOAD(t47, ptGm1);  // flash_attn.pto:43:36
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
+            TASSIGN(t48, 0);  // flash_attn.pto:43:36
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t48, t47);  // flash_attn.pto:43:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t51, t53, t55);  // flash_attn.pto:43:36
+            TMATMUL(t46, t48, t50);  // flash_attn.pto:43:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k56 = 1; _k56 < (min_i64(64, min_i64(L, 64)) + 63) / 64; ++_k56) {  // flash_attn.pto:43:36
-                TileT57 t57(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k56 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t57, 0);  // flash_attn.pto:43:36
-                using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView6 ptGm6(pt + _qb1 * 64 * 64 + _k56 * 64, GmView6::Shape(t57.GetValidRow(), t57.GetValidCol()));  // flash_attn.pto:43:36
-                TLOAD(t57, ptGm6);  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(64, min_i64(L, 64)) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
+                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t52, 0);  // flash_attn.pto:43:36
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
+                GmView2 ptGm2(pt + _qb1 * 64 * 64 + _k51 * 64, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                TLOAD(t52, ptGm2);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT58 t58(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k56 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t58, 0);  // flash_attn.pto:43:36
+                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t53, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t58, t57);  // flash_attn.pto:43:36
+                TMOV(t53, t52);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT59 t59(min_i64(min_i64(64, min_i64(L, 64)) - _k56 * 64, 64), min_i64(D - _g50 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t59, 0);  // flash_attn.pto:43:36
+                TileT54 t54(min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t54, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView7 vj_firstGm7(vj_first + _k56 * 64 * D + _g50 * 64, GmView7::Shape(t59.GetValidRow(), t59.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:43:36
-                TLOAD(t59, vj_firstGm7);  // flash_attn.pto:43:36
+                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                GmView3 vj_firstGm3(vj_first + _k51 * 64 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
+                TLOAD(t54, vj_firstGm3);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT60 t60(min_i64(min_i64(64, min_i64(L, 64)) - _k56 * 64, 64), min_i64(D - _g50 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t60, 0);  // flash_attn.pto:43:36
+                TileT55 t55(min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t55, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t60, t59);  // flash_attn.pto:43:36
+                TMOV(t55, t54);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t51, t51, t58, t60);  // flash_attn.pto:43:36
+                TMATMUL_ACC(t46, t46, t53, t55);  // flash_attn.pto:43:36
             }
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-            GmView8 t16_firstGm8(t16_first + _qb1 * 64 * D + _g50 * 64, GmView8::Shape(t51.GetValidRow(), t51.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:43:36
-            TSTORE(t16_firstGm8, t51);  // flash_attn.pto:43:36
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+            GmView4 t15_firstGm4(t15_first + _qb1 * 64 * D + _g45 * 64, GmView4::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:43:36
+            TSTORE(t15_firstGm4, t46);  // flash_attn.pto:43:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT63Aiv0 t63_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t63_aiv0, 0);  // flash_attn.pto:43:22
-        TileT63Aiv1 t63_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t63_aiv1, 16384);  // flash_attn.pto:43:22
-        TileT64Aiv0 t64_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t64_aiv0, 67584);  // flash_attn.pto:43:22
-        TileT64Aiv1 t64_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t64_aiv1, 83968);  // flash_attn.pto:43:22
-        TileT67Aiv0 t67_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
-        TASSIGN(t67_aiv0, 32768);  // flash_attn.pto:44:25
-        TileT67Aiv1 t67_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
-        TASSIGN(t67_aiv1, 33792);  // flash_attn.pto:44:25
-        TileT69Aiv0 t69_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:44:25
-        TASSIGN(t69_aiv0, 100352);  // flash_attn.pto:44:25
-        TileT69Aiv1 t69_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
-        TASSIGN(t69_aiv1, 116736);  // flash_attn.pto:44:25
-        TileT72Aiv0 t72_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:44:20
-        TASSIGN(t72_aiv0, 133120);  // flash_attn.pto:44:20
-        TileT72Aiv1 t72_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
-        TASSIGN(t72_aiv1, 141312);  // flash_attn.pto:44:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-        GmView9 t16_firstGm9(t16_first + _qb1 * 64 * D, GmView9::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:43:22
-        TLOAD(t63_aiv0, t16_firstGm9);  // flash_attn.pto:43:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
+        TileT57 t57(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
+        TASSIGN(t57, 0);  // flash_attn.pto:43:22
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+        GmView5 accGm5(acc + _qb1 * 64 * D, GmView5::Shape(t57.GetValidRow(), t57.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:43:22
+        TLOAD(t57, accGm5);  // flash_attn.pto:43:22
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        TileT58 t58(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:43:22
+        TASSIGN(t58, 32768);  // flash_attn.pto:43:22
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+        GmView6 alphaGm6(alpha + _qb1 * 64, GmView6::Shape(t58.GetValidRow()));  // flash_attn.pto:43:22
+        TLOAD(t58, alphaGm6);  // flash_attn.pto:43:22
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT60 t60(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
+        TASSIGN(t60, 34816);  // flash_attn.pto:43:22
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t64_aiv0, t48_aiv0, t63_aiv0);  // flash_attn.pto:43:22
+        TileTmp0 tmp0(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:43:22
+        TASSIGN(tmp0, 100352);  // flash_attn.pto:43:22
+        TROWEXPAND(tmp0, t58);  // flash_attn.pto:43:22
+        pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+        TROWEXPANDMUL(t60, t57, tmp0);  // flash_attn.pto:43:22
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT63 t63(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
+        TASSIGN(t63, 0);  // flash_attn.pto:43:22
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+        GmView7 t15_firstGm7(t15_first + _qb1 * 64 * D, GmView7::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:43:22
+        TLOAD(t63, t15_firstGm7);  // flash_attn.pto:43:22
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT64 t64(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
+        TASSIGN(t64, 67584);  // flash_attn.pto:43:22
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TADD(t64, t60, t63);  // flash_attn.pto:43:22
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+        GmView8 accGm8(acc + _qb1 * 64 * D, GmView8::Shape(t64.GetValidRow(), t64.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:43:22
+        TSTORE(accGm8, t64);  // flash_attn.pto:43:22
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT67 t67(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:44:25
+        TASSIGN(t67, 0);  // flash_attn.pto:44:25
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+        GmView9 lGm9(l + _qb1 * 64, GmView9::Shape(t67.GetValidRow()));  // flash_attn.pto:44:25
+        TLOAD(t67, lGm9);  // flash_attn.pto:44:25
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT69 t69(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:44:25
+        TASSIGN(t69, 2048);  // flash_attn.pto:44:25
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileTmp0 tmp1(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:44:25
+        TASSIGN(tmp1, 100352);  // flash_attn.pto:44:25
+        TROWEXPAND(tmp1, t67);  // flash_attn.pto:44:25
+        pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+        TROWEXPANDDIV(t69, t64, tmp1);  // flash_attn.pto:44:25
+        TileT72 t72(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:44:20
+        TASSIGN(t72, 34816);  // flash_attn.pto:44:20
+        pipe_barrier(PIPE_V);
+        TCVT(t72, t69, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-        GmView10 accGm10(acc + _qb1 * 64 * D, GmView10::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:43:22
-        TSTORE(accGm10, t64_aiv0);  // flash_attn.pto:43:22
+        using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+        GmView10 oGm10(o + _qb1 * 64 * D, GmView10::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:44:20
+        TSTORE(oGm10, t72);  // flash_attn.pto:44:20
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-        GmView11 lGm11(l + _qb1 * 64, GmView11::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
-        TLOAD(t67_aiv0, lGm11);  // flash_attn.pto:44:25
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileTmp0 tmp2(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
-        TASSIGN(tmp2, 149504);  // flash_attn.pto:44:25
-        TROWEXPAND(tmp2, t67_aiv0);  // flash_attn.pto:44:25
-        pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
-        TROWEXPANDDIV(t69_aiv0, t64_aiv0, tmp2);  // flash_attn.pto:44:25
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TCVT(t72_aiv0, t69_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-        GmView12 oGm12(o + _qb1 * 64 * D, GmView12::Shape(t72_aiv0.GetValidRow(), t72_aiv0.GetValidCol()), GmView12::Stride(D));  // flash_attn.pto:44:20
-        TSTORE(oGm12, t72_aiv0);  // flash_attn.pto:44:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb1 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:43:22
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView13 t16_firstGm13(t16_first + (_qb1 * 64 + 32) * D, GmView13::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:43:22
-            TLOAD(t63_aiv1, t16_firstGm13);  // flash_attn.pto:43:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t64_aiv1, t48_aiv1, t63_aiv1);  // flash_attn.pto:43:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView14 accGm14(acc + (_qb1 * 64 + 32) * D, GmView14::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:43:22
-            TSTORE(accGm14, t64_aiv1);  // flash_attn.pto:43:22
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-            GmView15 lGm15(l + _qb1 * 64 + 32, GmView15::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
-            TLOAD(t67_aiv1, lGm15);  // flash_attn.pto:44:25
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp3(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
-            TASSIGN(tmp3, 149504);  // flash_attn.pto:44:25
-            TROWEXPAND(tmp3, t67_aiv1);  // flash_attn.pto:44:25
-            pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
-            TROWEXPANDDIV(t69_aiv1, t64_aiv1, tmp3);  // flash_attn.pto:44:25
-            pipe_barrier(PIPE_V);
-            TCVT(t72_aiv1, t69_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-            GmView16 oGm16(o + (_qb1 * 64 + 32) * D, GmView16::Shape(t72_aiv1.GetValidRow(), t72_aiv1.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:44:20
-            TSTORE(oGm16, t72_aiv1);  // flash_attn.pto:44:20
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 #else
@@ -301,89 +209,85 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_CUBE__)
     {
     for (int64_t _qb1 = block_index * ceil_div((S + 63) / 64, block_count); _qb1 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb1) {  // flash_attn.pto:19:5
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb1 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:43:22
-        }
         wait_flag_dev(0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g50 = 0; _g50 < (D + 63) / 64; ++_g50) {  // flash_attn.pto:43:36
-            TileT51 t51(min_i64(S - _qb1 * 64, 64), min_i64(D - _g50 * 64, 64));  // flash_attn.pto:43:36
-            TASSIGN(t51, 0);  // flash_attn.pto:43:36
-            TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
-            TASSIGN(t52, 0);  // flash_attn.pto:43:36
+        for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
+            TileT49 t49(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TASSIGN(t49, 0);  // flash_attn.pto:43:36
+            TileT50 t50(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TASSIGN(t50, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-            GmView4 ptGm4(pt + _qb1 * 64 * 64, GmView4::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
-            TLOAD(t52, ptGm4);  // flash_attn.pto:43:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
-            TASSIGN(t53, 0);  // flash_attn.pto:43:36
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+            GmView0 vj_firstGm0(vj_first + _g45 * 64, GmView0::Shape(t49.GetValidRow(), t49.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:43:36
+            TLOAD(t49, vj_firstGm0);  // flash_attn.pto:43:36
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t53, t52);  // flash_attn.pto:43:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT54 t54(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g50 * 64, 64));  // flash_attn.pto:43:36
-            TASSIGN(t54, 0);  // flash_attn.pto:43:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-            GmView5 vj_firstGm5(vj_first + _g50 * 64, GmView5::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:43:36
-            TLOAD(t54, vj_firstGm5);  // flash_attn.pto:43:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT55 t55(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g50 * 64, 64));  // flash_attn.pto:43:36
-            TASSIGN(t55, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t55, t54);  // flash_attn.pto:43:36
+            TMOV(t50, t49);  // flash_attn.pto:43:36
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT46 t46(min_i64(S - _qb1 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TASSIGN(t46, 0);  // flash_attn.pto:43:36
+            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
+            TASSIGN(t47, 0);  // flash_attn.pto:43:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
+            GmView1 ptGm1(pt + _qb1 * 64 * 64, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+            TLOAD(t47, ptGm1);  // flash_attn.pto:43:36
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
+            TASSIGN(t48, 0);  // flash_attn.pto:43:36
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t48, t47);  // flash_attn.pto:43:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t51, t53, t55);  // flash_attn.pto:43:36
+            TMATMUL(t46, t48, t50);  // flash_attn.pto:43:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k56 = 1; _k56 < (min_i64(64, min_i64(L, 64)) + 63) / 64; ++_k56) {  // flash_attn.pto:43:36
-                TileT57 t57(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k56 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t57, 0);  // flash_attn.pto:43:36
-                using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView6 ptGm6(pt + _qb1 * 64 * 64 + _k56 * 64, GmView6::Shape(t57.GetValidRow(), t57.GetValidCol()));  // flash_attn.pto:43:36
-                TLOAD(t57, ptGm6);  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(64, min_i64(L, 64)) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
+                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t52, 0);  // flash_attn.pto:43:36
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
+                GmView2 ptGm2(pt + _qb1 * 64 * 64 + _k51 * 64, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                TLOAD(t52, ptGm2);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT58 t58(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k56 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t58, 0);  // flash_attn.pto:43:36
+                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t53, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t58, t57);  // flash_attn.pto:43:36
+                TMOV(t53, t52);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT59 t59(min_i64(min_i64(64, min_i64(L, 64)) - _k56 * 64, 64), min_i64(D - _g50 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t59, 0);  // flash_attn.pto:43:36
+                TileT54 t54(min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t54, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView7 vj_firstGm7(vj_first + _k56 * 64 * D + _g50 * 64, GmView7::Shape(t59.GetValidRow(), t59.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:43:36
-                TLOAD(t59, vj_firstGm7);  // flash_attn.pto:43:36
+                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                GmView3 vj_firstGm3(vj_first + _k51 * 64 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
+                TLOAD(t54, vj_firstGm3);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT60 t60(min_i64(min_i64(64, min_i64(L, 64)) - _k56 * 64, 64), min_i64(D - _g50 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t60, 0);  // flash_attn.pto:43:36
+                TileT55 t55(min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t55, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t60, t59);  // flash_attn.pto:43:36
+                TMOV(t55, t54);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t51, t51, t58, t60);  // flash_attn.pto:43:36
+                TMATMUL_ACC(t46, t46, t53, t55);  // flash_attn.pto:43:36
             }
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-            GmView8 t16_firstGm8(t16_first + _qb1 * 64 * D + _g50 * 64, GmView8::Shape(t51.GetValidRow(), t51.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:43:36
-            TSTORE(t16_firstGm8, t51);  // flash_attn.pto:43:36
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+            GmView4 t15_firstGm4(t15_first + _qb1 * 64 * D + _g45 * 64, GmView4::Shape(t46.GetValidRow(), t46.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:43:36
+            TSTORE(t15_firstGm4, t46);  // flash_attn.pto:43:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-        for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb1 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:43:22
-        }
     }
     wait_flag_dev(0);
     }
@@ -391,206 +295,111 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb1 = block_index * ceil_div((S + 63) / 64, block_count); _qb1 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb1) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
-        TileT45Aiv0 t45_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t45_aiv0, 0);  // flash_attn.pto:43:22
-        TileT45Aiv1 t45_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t45_aiv1, 16384);  // flash_attn.pto:43:22
-        TileT46Aiv0 t46_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
-        TASSIGN(t46_aiv0, 32768);  // flash_attn.pto:43:22
-        TileT46Aiv1 t46_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-        TASSIGN(t46_aiv1, 33792);  // flash_attn.pto:43:22
-        TileT48Aiv0 t48_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t48_aiv0, 34816);  // flash_attn.pto:43:22
-        TileT48Aiv1 t48_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t48_aiv1, 51200);  // flash_attn.pto:43:22
+        for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(64, min_i64(L, 64)) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
+            }
+        }
+        TileT57 t57(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
+        TASSIGN(t57, 0);  // flash_attn.pto:43:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         if (ptodsl_aiv0) {
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView0 accGm0(acc + _qb1 * 64 * D, GmView0::Shape(t45_aiv0.GetValidRow(), t45_aiv0.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:43:22
-            TLOAD(t45_aiv0, accGm0);  // flash_attn.pto:43:22
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+            GmView5 accGm5(acc + _qb1 * 64 * D, GmView5::Shape(t57.GetValidRow(), t57.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:43:22
+            TLOAD(t57, accGm5);  // flash_attn.pto:43:22
         }
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        TileT58 t58(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:43:22
+        TASSIGN(t58, 32768);  // flash_attn.pto:43:22
+        if (ptodsl_aiv0) {
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+            GmView6 alphaGm6(alpha + _qb1 * 64, GmView6::Shape(t58.GetValidRow()));  // flash_attn.pto:43:22
+            TLOAD(t58, alphaGm6);  // flash_attn.pto:43:22
+        }
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT60 t60(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
+        TASSIGN(t60, 34816);  // flash_attn.pto:43:22
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        if (ptodsl_aiv0) {
+            TileTmp0 tmp0(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:43:22
+            TASSIGN(tmp0, 100352);  // flash_attn.pto:43:22
+            TROWEXPAND(tmp0, t58);  // flash_attn.pto:43:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+            TROWEXPANDMUL(t60, t57, tmp0);  // flash_attn.pto:43:22
+        }
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT63 t63(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
+        TASSIGN(t63, 0);  // flash_attn.pto:43:22
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag_dev(1);
+        if (ptodsl_aiv0) {
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+            GmView7 t15_firstGm7(t15_first + _qb1 * 64 * D, GmView7::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:43:22
+            TLOAD(t63, t15_firstGm7);  // flash_attn.pto:43:22
+        }
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        TileT64 t64(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
+        TASSIGN(t64, 67584);  // flash_attn.pto:43:22
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        if (ptodsl_aiv0) {
+            TADD(t64, t60, t63);  // flash_attn.pto:43:22
+        }
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        if (ptodsl_aiv0) {
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+            GmView8 accGm8(acc + _qb1 * 64 * D, GmView8::Shape(t64.GetValidRow(), t64.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:43:22
+            TSTORE(accGm8, t64);  // flash_attn.pto:43:22
+        }
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT67 t67(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:44:25
+        TASSIGN(t67, 0);  // flash_attn.pto:44:25
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         if (ptodsl_aiv0) {
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-            GmView1 alphaGm1(alpha + _qb1 * 64, GmView1::Shape(t46_aiv0.GetValidRow()));  // flash_attn.pto:43:22
-            TLOAD(t46_aiv0, alphaGm1);  // flash_attn.pto:43:22
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+            GmView9 lGm9(l + _qb1 * 64, GmView9::Shape(t67.GetValidRow()));  // flash_attn.pto:44:25
+            TLOAD(t67, lGm9);  // flash_attn.pto:44:25
         }
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        if (ptodsl_aiv0) {
-            TileTmp0 tmp0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
-            TASSIGN(tmp0, 149504);  // flash_attn.pto:43:22
-            TROWEXPAND(tmp0, t46_aiv0);  // flash_attn.pto:43:22
-            pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-            TROWEXPANDMUL(t48_aiv0, t45_aiv0, tmp0);  // flash_attn.pto:43:22
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb1 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:43:22
-            if (!ptodsl_aiv0) {
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView2 accGm2(acc + (_qb1 * 64 + 32) * D, GmView2::Shape(t45_aiv1.GetValidRow(), t45_aiv1.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:43:22
-                TLOAD(t45_aiv1, accGm2);  // flash_attn.pto:43:22
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-                GmView3 alphaGm3(alpha + _qb1 * 64 + 32, GmView3::Shape(t46_aiv1.GetValidRow()));  // flash_attn.pto:43:22
-                TLOAD(t46_aiv1, alphaGm3);  // flash_attn.pto:43:22
-            }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            if (!ptodsl_aiv0) {
-                TileTmp0 tmp1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-                TASSIGN(tmp1, 149504);  // flash_attn.pto:43:22
-                TROWEXPAND(tmp1, t46_aiv1);  // flash_attn.pto:43:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-                TROWEXPANDMUL(t48_aiv1, t45_aiv1, tmp1);  // flash_attn.pto:43:22
-            }
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        for (int64_t _g50 = 0; _g50 < (D + 63) / 64; ++_g50) {  // flash_attn.pto:43:36
-            for (int64_t _k56 = 1; _k56 < (min_i64(64, min_i64(L, 64)) + 63) / 64; ++_k56) {  // flash_attn.pto:43:36
-            }
-        }
-        TileT63Aiv0 t63_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t63_aiv0, 0);  // flash_attn.pto:43:22
-        TileT63Aiv1 t63_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t63_aiv1, 16384);  // flash_attn.pto:43:22
-        TileT64Aiv0 t64_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t64_aiv0, 67584);  // flash_attn.pto:43:22
-        TileT64Aiv1 t64_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t64_aiv1, 83968);  // flash_attn.pto:43:22
-        TileT67Aiv0 t67_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
-        TASSIGN(t67_aiv0, 32768);  // flash_attn.pto:44:25
-        TileT67Aiv1 t67_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
-        TASSIGN(t67_aiv1, 33792);  // flash_attn.pto:44:25
-        TileT69Aiv0 t69_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:44:25
-        TASSIGN(t69_aiv0, 100352);  // flash_attn.pto:44:25
-        TileT69Aiv1 t69_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
-        TASSIGN(t69_aiv1, 116736);  // flash_attn.pto:44:25
-        TileT72Aiv0 t72_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:44:20
-        TASSIGN(t72_aiv0, 133120);  // flash_attn.pto:44:20
-        TileT72Aiv1 t72_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
-        TASSIGN(t72_aiv1, 141312);  // flash_attn.pto:44:20
-        wait_flag_dev(1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        if (ptodsl_aiv0) {
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView9 t16_firstGm9(t16_first + _qb1 * 64 * D, GmView9::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:43:22
-            TLOAD(t63_aiv0, t16_firstGm9);  // flash_attn.pto:43:22
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        TileT69 t69(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:44:25
+        TASSIGN(t69, 2048);  // flash_attn.pto:44:25
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         if (ptodsl_aiv0) {
-            TADD(t64_aiv0, t48_aiv0, t63_aiv0);  // flash_attn.pto:43:22
+            TileTmp0 tmp1(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:44:25
+            TASSIGN(tmp1, 100352);  // flash_attn.pto:44:25
+            TROWEXPAND(tmp1, t67);  // flash_attn.pto:44:25
+            pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+            TROWEXPANDDIV(t69, t64, tmp1);  // flash_attn.pto:44:25
+        }
+        TileT72 t72(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:44:20
+        TASSIGN(t72, 34816);  // flash_attn.pto:44:20
+        pipe_barrier(PIPE_V);
+        if (ptodsl_aiv0) {
+            TCVT(t72, t69, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
         }
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         if (ptodsl_aiv0) {
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView10 accGm10(acc + _qb1 * 64 * D, GmView10::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:43:22
-            TSTORE(accGm10, t64_aiv0);  // flash_attn.pto:43:22
+            using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+            GmView10 oGm10(o + _qb1 * 64 * D, GmView10::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:44:20
+            TSTORE(oGm10, t72);  // flash_attn.pto:44:20
         }
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        if (ptodsl_aiv0) {
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-            GmView11 lGm11(l + _qb1 * 64, GmView11::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
-            TLOAD(t67_aiv0, lGm11);  // flash_attn.pto:44:25
-        }
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        if (ptodsl_aiv0) {
-            TileTmp0 tmp2(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
-            TASSIGN(tmp2, 149504);  // flash_attn.pto:44:25
-            TROWEXPAND(tmp2, t67_aiv0);  // flash_attn.pto:44:25
-            pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
-            TROWEXPANDDIV(t69_aiv0, t64_aiv0, tmp2);  // flash_attn.pto:44:25
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        if (ptodsl_aiv0) {
-            TCVT(t72_aiv0, t69_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        if (ptodsl_aiv0) {
-            using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-            GmView12 oGm12(o + _qb1 * 64 * D, GmView12::Shape(t72_aiv0.GetValidRow(), t72_aiv0.GetValidCol()), GmView12::Stride(D));  // flash_attn.pto:44:20
-            TSTORE(oGm12, t72_aiv0);  // flash_attn.pto:44:20
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb1 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:43:22
-            if (!ptodsl_aiv0) {
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView13 t16_firstGm13(t16_first + (_qb1 * 64 + 32) * D, GmView13::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:43:22
-                TLOAD(t63_aiv1, t16_firstGm13);  // flash_attn.pto:43:22
-            }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            if (!ptodsl_aiv0) {
-                TADD(t64_aiv1, t48_aiv1, t63_aiv1);  // flash_attn.pto:43:22
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            if (!ptodsl_aiv0) {
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView14 accGm14(acc + (_qb1 * 64 + 32) * D, GmView14::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:43:22
-                TSTORE(accGm14, t64_aiv1);  // flash_attn.pto:43:22
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-                GmView15 lGm15(l + _qb1 * 64 + 32, GmView15::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
-                TLOAD(t67_aiv1, lGm15);  // flash_attn.pto:44:25
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            if (!ptodsl_aiv0) {
-                TileTmp0 tmp3(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
-                TASSIGN(tmp3, 149504);  // flash_attn.pto:44:25
-                TROWEXPAND(tmp3, t67_aiv1);  // flash_attn.pto:44:25
-                pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
-                TROWEXPANDDIV(t69_aiv1, t64_aiv1, tmp3);  // flash_attn.pto:44:25
-            }
-            pipe_barrier(PIPE_V);
-            if (!ptodsl_aiv0) {
-                TCVT(t72_aiv1, t69_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            if (!ptodsl_aiv0) {
-                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                GmView16 oGm16(o + (_qb1 * 64 + 32) * D, GmView16::Shape(t72_aiv1.GetValidRow(), t72_aiv1.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:44:20
-                TSTORE(oGm16, t72_aiv1);  // flash_attn.pto:44:20
-            }
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }

@@ -13,9 +13,9 @@
 #include <vector>
 
 extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* k, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* pt, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ float* acc, __gm__ float* alpha, __gm__ float* pt, __gm__ float* vj_first, __gm__ float* t16_first, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ float* vj_first, __gm__ float* pt, __gm__ float* t15_first, __gm__ float* acc, __gm__ float* alpha, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* q, __gm__ float* k, __gm__ float* v, __gm__ float* t0, __gm__ float* pt, __gm__ float* pv, __gm__ float* m, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t16_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_last, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t15_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -83,8 +83,8 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:22:13
     std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:25:17
     float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:25:17
-    std::vector<unsigned char> t16_first_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
-    float* t16_first = reinterpret_cast<float*>(t16_first_bytes.data());  // flash_attn.pto:43:36
+    std::vector<unsigned char> t15_first_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
+    float* t15_first = reinterpret_cast<float*>(t15_first_bytes.data());  // flash_attn.pto:43:36
     if ((L + 63) / 64 >= 1) {  // flash_attn.pto:19:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:19:5
             float* vj_first = v;  // flash_attn.pto:21:14
@@ -121,7 +121,7 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
                     for (int64_t flash_attn_f32_k1_block = 0; flash_attn_f32_k1_block < flash_attn_f32_k1_blocks; ++flash_attn_f32_k1_block) {  // flash_attn.pto:19:5
                         try {
                             start_launch(poison);  // flash_attn.pto:19:5
-                            flash_attn_f32_k1(acc, alpha, pt, vj_first, t16_first, l, o, S, D, L, flash_attn_f32_k1_block, flash_attn_f32_k1_blocks);  // flash_attn.pto:19:5
+                            flash_attn_f32_k1(vj_first, pt, t15_first, acc, alpha, l, o, S, D, L, flash_attn_f32_k1_block, flash_attn_f32_k1_blocks);  // flash_attn.pto:19:5
 #ifdef PTO_CPU_SUBSET
                         } catch (const pto::cpu::Failure&) {
 #endif
@@ -154,8 +154,8 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
     float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:33:18
     std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:36:17
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:36:17
-    std::vector<unsigned char> t16_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
-    float* t16_last = reinterpret_cast<float*>(t16_last_bytes.data());  // flash_attn.pto:43:36
+    std::vector<unsigned char> t15_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
+    float* t15_last = reinterpret_cast<float*>(t15_last_bytes.data());  // flash_attn.pto:43:36
     {  // flash_attn.pto:19:5
         const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
         bool flash_attn_f32_k2_block_no_memory = false;
@@ -189,7 +189,7 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
             for (int64_t flash_attn_f32_k3_block = 0; flash_attn_f32_k3_block < flash_attn_f32_k3_blocks; ++flash_attn_f32_k3_block) {  // flash_attn.pto:19:5
                 try {
                     start_launch(poison);  // flash_attn.pto:19:5
-                    flash_attn_f32_k3(k, v, q, t0_last, s_last, pt, pv_last, m, p_1_last, l, acc, alpha, t16_last, o, S, L, D, scale, flash_attn_f32_k3_block, flash_attn_f32_k3_blocks);  // flash_attn.pto:19:5
+                    flash_attn_f32_k3(k, v, q, t0_last, s_last, pt, pv_last, m, l, p_1_last, acc, alpha, t15_last, o, S, L, D, scale, flash_attn_f32_k3_block, flash_attn_f32_k3_blocks);  // flash_attn.pto:19:5
 #ifdef PTO_CPU_SUBSET
                 } catch (const pto::cpu::Failure&) {
 #endif

@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t16_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_last, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t15_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t16_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_last, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t15_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT154 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -63,18 +63,16 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     using TileT187Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT190Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT190Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT193Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT193Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT200Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT200Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT202Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT202Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT204Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT204Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT206Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT206Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT208Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT208Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT193Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT193Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT200Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT200Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT209Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT209Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT213Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -91,17 +89,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     using TileT227Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT228Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT228Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT235Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT235Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT238 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT233 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT234 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT235 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT236 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT237 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT239 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT240 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT241 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT242 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT244 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT245 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT246 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT247 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT247Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT247Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT250Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT250Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT251Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -111,9 +109,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -122,9 +120,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -221,8 +219,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t167_aiv0, t166_aiv0, scale);  // flash_attn.pto:22:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
                 GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g153 * 64, GmView6::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
                 TSTORE(s_lastGm6, t167_aiv0);  // flash_attn.pto:22:13
@@ -233,14 +231,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t167_aiv1, t166_aiv1, scale);  // flash_attn.pto:22:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
                     GmView8 s_lastGm8(s_last + (_qb3 * 64 + 32) * 64 + _g153 * 64, GmView8::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
                     TSTORE(s_lastGm8, t167_aiv1);  // flash_attn.pto:22:13
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -368,6 +365,18 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t190_aiv0, 8192);  // flash_attn.pto:35:17
             TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
             TASSIGN(t190_aiv1, 9216);  // flash_attn.pto:35:17
+            TileT202Aiv0 t202_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv0, 10240);  // flash_attn.pto:37:20
+            TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv1, 11264);  // flash_attn.pto:37:20
+            TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv0, 12288);  // flash_attn.pto:37:20
+            TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv1, 13312);  // flash_attn.pto:37:20
+            TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv0, 14336);  // flash_attn.pto:37:28
+            TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv1, 15360);  // flash_attn.pto:37:28
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
             GmView14 mGm14(m + _qb3 * 64, GmView14::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
@@ -377,15 +386,23 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMAX(t183_aiv0, t181_aiv0, t176_aiv0);  // flash_attn.pto:34:21
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TSUB(t187_aiv0, t181_aiv0, t183_aiv0);  // flash_attn.pto:35:21
             pipe_barrier(PIPE_V);
             TEXP(t190_aiv0, t187_aiv0);  // flash_attn.pto:35:17
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TLOAD(t202_aiv0, lGm15);  // flash_attn.pto:37:20
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMUL(t204_aiv0, t202_aiv0, t190_aiv0);  // flash_attn.pto:37:20
+            pipe_barrier(PIPE_V);
+            TEXPANDS(t206_aiv0, 0.0f);  // flash_attn.pto:37:28
             pipe_barrier(PIPE_V);
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:34:21
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                GmView15 mGm15(m + _qb3 * 64 + 32, GmView15::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
-                TLOAD(t181_aiv1, mGm15);  // flash_attn.pto:34:21
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView16 mGm16(m + _qb3 * 64 + 32, GmView16::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(t181_aiv1, mGm16);  // flash_attn.pto:34:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMAX(t183_aiv1, t181_aiv1, t176_aiv1);  // flash_attn.pto:34:21
@@ -393,22 +410,33 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TSUB(t187_aiv1, t181_aiv1, t183_aiv1);  // flash_attn.pto:35:21
                 pipe_barrier(PIPE_V);
                 TEXP(t190_aiv1, t187_aiv1);  // flash_attn.pto:35:17
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView17 lGm17(l + _qb3 * 64 + 32, GmView17::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(t202_aiv1, lGm17);  // flash_attn.pto:37:20
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMUL(t204_aiv1, t202_aiv1, t190_aiv1);  // flash_attn.pto:37:20
+                TEXPANDS(t206_aiv1, 0.0f);  // flash_attn.pto:37:28
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g192) {  // flash_attn.pto:36:21
                 TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:21
-                TASSIGN(t193_aiv0, 10240);  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv0, 16384);  // flash_attn.pto:36:21
                 TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:21
-                TASSIGN(t193_aiv1, 18432);  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv1, 24576);  // flash_attn.pto:36:21
                 TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:17
-                TASSIGN(t200_aiv0, 26624);  // flash_attn.pto:36:17
+                TASSIGN(t200_aiv0, 32768);  // flash_attn.pto:36:17
                 TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:17
-                TASSIGN(t200_aiv1, 34816);  // flash_attn.pto:36:17
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
-                GmView16 s_lastGm16(s_last + _qb3 * 64 * 64 + _g192 * 64, GmView16::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
-                TLOAD(t193_aiv0, s_lastGm16);  // flash_attn.pto:36:21
+                TASSIGN(t200_aiv1, 40960);  // flash_attn.pto:36:17
+                TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
+                TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
+                TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+                TASSIGN(t209_aiv1, 1024);  // flash_attn.pto:37:28
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
+                GmView18 s_lastGm18(s_last + _qb3 * 64 * 64 + _g192 * 64, GmView18::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                TLOAD(t193_aiv0, s_lastGm18);  // flash_attn.pto:36:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:36:17
@@ -418,153 +446,95 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TROWEXPANDEXPDIF(t200_aiv0, t193_aiv0, tmp2);  // flash_attn.pto:36:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
-                GmView17 p_1_lastGm17(p_1_last + _qb3 * 64 * 64 + _g192 * 64, GmView17::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
-                TSTORE(p_1_lastGm17, t200_aiv0);  // flash_attn.pto:36:17
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:36:21
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
-                    GmView18 s_lastGm18(s_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView18::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
-                    TLOAD(t193_aiv1, s_lastGm18);  // flash_attn.pto:36:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
-                    TASSIGN(tmp3, 174080);  // flash_attn.pto:36:17
-                    TROWEXPAND(tmp3, t183_aiv1);  // flash_attn.pto:36:17
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
-                    TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp3);  // flash_attn.pto:36:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
-                    GmView19 p_1_lastGm19(p_1_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView19::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
-                    TSTORE(p_1_lastGm19, t200_aiv1);  // flash_attn.pto:36:17
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT202Aiv0 t202_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
-            TASSIGN(t202_aiv0, 0);  // flash_attn.pto:37:20
-            TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t202_aiv1, 1024);  // flash_attn.pto:37:20
-            TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
-            TASSIGN(t204_aiv0, 2048);  // flash_attn.pto:37:20
-            TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t204_aiv1, 3072);  // flash_attn.pto:37:20
-            TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
-            TASSIGN(t206_aiv0, 6144);  // flash_attn.pto:37:28
-            TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
-            TASSIGN(t206_aiv1, 7168);  // flash_attn.pto:37:28
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-            GmView20 lGm20(l + _qb3 * 64, GmView20::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-            TLOAD(t202_aiv0, lGm20);  // flash_attn.pto:37:20
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t204_aiv0, t202_aiv0, t190_aiv0);  // flash_attn.pto:37:20
-            pipe_barrier(PIPE_V);
-            TEXPANDS(t206_aiv0, 0.0f);  // flash_attn.pto:37:28
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:37:20
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView21 lGm21(l + _qb3 * 64 + 32, GmView21::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                TLOAD(t202_aiv1, lGm21);  // flash_attn.pto:37:20
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMUL(t204_aiv1, t202_aiv1, t190_aiv1);  // flash_attn.pto:37:20
-                TEXPANDS(t206_aiv1, 0.0f);  // flash_attn.pto:37:28
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k207 = 0; _k207 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k207) {  // flash_attn.pto:37:28
-                TileT208Aiv0 t208_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k207 * 64, 64));  // flash_attn.pto:37:28
-                TASSIGN(t208_aiv0, 10240);  // flash_attn.pto:37:28
-                TileT208Aiv1 t208_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k207 * 64, 64));  // flash_attn.pto:37:28
-                TASSIGN(t208_aiv1, 18432);  // flash_attn.pto:37:28
-                TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
-                TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
-                TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
-                TASSIGN(t209_aiv1, 1024);  // flash_attn.pto:37:28
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:37:28
-                GmView22 p_1_lastGm22(p_1_last + _qb3 * 64 * 64 + _k207 * 64, GmView22::Shape(t208_aiv0.GetValidRow(), t208_aiv0.GetValidCol()));  // flash_attn.pto:37:28
-                TLOAD(t208_aiv0, p_1_lastGm22);  // flash_attn.pto:37:28
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp0 tmp4;  // flash_attn.pto:37:28
-                TASSIGN(tmp4, 174080);  // flash_attn.pto:37:28
-                TROWSUM(t209_aiv0, t208_aiv0, tmp4);  // flash_attn.pto:37:28
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
+                GmView19 p_1_lastGm19(p_1_last + _qb3 * 64 * 64 + _g192 * 64, GmView19::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                TSTORE(p_1_lastGm19, t200_aiv0);  // flash_attn.pto:36:17
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp3;  // flash_attn.pto:37:28
+                TASSIGN(tmp3, 174080);  // flash_attn.pto:37:28
+                TROWSUM(t209_aiv0, t200_aiv0, tmp3);  // flash_attn.pto:37:28
                 pipe_barrier(PIPE_V);
                 TADD(t206_aiv0, t206_aiv0, t209_aiv0);  // flash_attn.pto:37:28
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:37:28
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:37:28
-                    GmView23 p_1_lastGm23(p_1_last + (_qb3 * 64 + 32) * 64 + _k207 * 64, GmView23::Shape(t208_aiv1.GetValidRow(), t208_aiv1.GetValidCol()));  // flash_attn.pto:37:28
-                    TLOAD(t208_aiv1, p_1_lastGm23);  // flash_attn.pto:37:28
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:36:21
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
+                    GmView20 s_lastGm20(s_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView20::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                    TLOAD(t193_aiv1, s_lastGm20);  // flash_attn.pto:36:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
+                    TASSIGN(tmp4, 174080);  // flash_attn.pto:36:17
+                    TROWEXPAND(tmp4, t183_aiv1);  // flash_attn.pto:36:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                    TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp4);  // flash_attn.pto:36:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
+                    GmView21 p_1_lastGm21(p_1_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView21::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                    TSTORE(p_1_lastGm21, t200_aiv1);  // flash_attn.pto:36:17
+                    pipe_barrier(PIPE_V);
                     TileTmp0 tmp5;  // flash_attn.pto:37:28
                     TASSIGN(tmp5, 174080);  // flash_attn.pto:37:28
-                    TROWSUM(t209_aiv1, t208_aiv1, tmp5);  // flash_attn.pto:37:28
+                    TROWSUM(t209_aiv1, t200_aiv1, tmp5);  // flash_attn.pto:37:28
                     pipe_barrier(PIPE_V);
                     TADD(t206_aiv1, t206_aiv1, t209_aiv1);  // flash_attn.pto:37:28
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT213Aiv0 t213_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
             TASSIGN(t213_aiv0, 0);  // flash_attn.pto:37:20
             TileT213Aiv1 t213_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
             TASSIGN(t213_aiv1, 1024);  // flash_attn.pto:37:20
             pipe_barrier(PIPE_V);
             TADD(t213_aiv0, t204_aiv0, t206_aiv0);  // flash_attn.pto:37:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-            GmView24 lGm24(l + _qb3 * 64, GmView24::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-            TSTORE(lGm24, t213_aiv0);  // flash_attn.pto:37:20
-            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-            GmView25 mGm25(m + _qb3 * 64, GmView25::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
-            TSTORE(mGm25, t183_aiv0);  // flash_attn.pto:38:13
+            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView22 lGm22(l + _qb3 * 64, GmView22::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TSTORE(lGm22, t213_aiv0);  // flash_attn.pto:37:20
+            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+            GmView23 mGm23(m + _qb3 * 64, GmView23::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+            TSTORE(mGm23, t183_aiv0);  // flash_attn.pto:38:13
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:37:20
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:37:20
                 TADD(t213_aiv1, t204_aiv1, t206_aiv1);  // flash_attn.pto:37:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView26 lGm26(l + _qb3 * 64 + 32, GmView26::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                TSTORE(lGm26, t213_aiv1);  // flash_attn.pto:37:20
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                GmView27 mGm27(m + _qb3 * 64 + 32, GmView27::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
-                TSTORE(mGm27, t183_aiv1);  // flash_attn.pto:38:13
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView24 lGm24(l + _qb3 * 64 + 32, GmView24::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm24, t213_aiv1);  // flash_attn.pto:37:20
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView25 mGm25(m + _qb3 * 64 + 32, GmView25::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm25, t183_aiv1);  // flash_attn.pto:38:13
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g217) {  // flash_attn.pto:39:21
                 TileT218Aiv0 t218_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
                 TASSIGN(t218_aiv0, 10240);  // flash_attn.pto:39:21
                 TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
                 TASSIGN(t218_aiv1, 18432);  // flash_attn.pto:39:21
-                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                GmView28 p_1_lastGm28(p_1_last + _qb3 * 64 * 64 + _g217 * 64, GmView28::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                TLOAD(t218_aiv0, p_1_lastGm28);  // flash_attn.pto:39:21
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+                GmView26 p_1_lastGm26(p_1_last + _qb3 * 64 * 64 + _g217 * 64, GmView26::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                TLOAD(t218_aiv0, p_1_lastGm26);  // flash_attn.pto:39:21
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                GmView29 ptGm29(pt + _qb3 * 64 * 64 + _g217 * 64, GmView29::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                TSTORE(ptGm29, t218_aiv0);  // flash_attn.pto:39:21
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:39:21
-                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                    GmView30 p_1_lastGm30(p_1_last + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView30::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                    TLOAD(t218_aiv1, p_1_lastGm30);  // flash_attn.pto:39:21
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+                GmView27 ptGm27(pt + _qb3 * 64 * 64 + _g217 * 64, GmView27::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                TSTORE(ptGm27, t218_aiv0);  // flash_attn.pto:39:21
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:39:21
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+                    GmView28 p_1_lastGm28(p_1_last + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView28::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                    TLOAD(t218_aiv1, p_1_lastGm28);  // flash_attn.pto:39:21
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                    GmView31 ptGm31(pt + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView31::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                    TSTORE(ptGm31, t218_aiv1);  // flash_attn.pto:39:21
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+                    GmView29 ptGm29(pt + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView29::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                    TSTORE(ptGm29, t218_aiv1);  // flash_attn.pto:39:21
                 }
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -588,229 +558,226 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t228_aiv0, 108544);  // flash_attn.pto:40:22
             TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
             TASSIGN(t228_aiv1, 124928);  // flash_attn.pto:40:22
-            TileT235Aiv0 t235_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t235_aiv0, 141312);  // flash_attn.pto:43:22
-            TileT235Aiv1 t235_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t235_aiv1, 157696);  // flash_attn.pto:43:22
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView32 accGm32(acc + _qb3 * 64 * D, GmView32::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:40:22
-            TLOAD(t221_aiv0, accGm32);  // flash_attn.pto:40:22
+            using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView30 accGm30(acc + _qb3 * 64 * D, GmView30::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(t221_aiv0, accGm30);  // flash_attn.pto:40:22
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-            GmView33 alphaGm33(alpha + _qb3 * 64, GmView33::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
-            TLOAD(t222_aiv0, alphaGm33);  // flash_attn.pto:40:22
+            using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+            GmView31 alphaGm31(alpha + _qb3 * 64, GmView31::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+            TLOAD(t222_aiv0, alphaGm31);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
             TASSIGN(tmp6, 174080);  // flash_attn.pto:40:22
             TROWEXPAND(tmp6, t222_aiv0);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
             TROWEXPANDMUL(t224_aiv0, t221_aiv0, tmp6);  // flash_attn.pto:40:22
-            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView34 pv_lastGm34(pv_last + _qb3 * 64 * D, GmView34::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView34::Stride(D));  // flash_attn.pto:40:22
-            TLOAD(t227_aiv0, pv_lastGm34);  // flash_attn.pto:40:22
+            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView32 pv_lastGm32(pv_last + _qb3 * 64 * D, GmView32::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(t227_aiv0, pv_lastGm32);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TADD(t228_aiv0, t224_aiv0, t227_aiv0);  // flash_attn.pto:40:22
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView35 accGm35(acc + _qb3 * 64 * D, GmView35::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:40:22
-            TSTORE(accGm35, t228_aiv0);  // flash_attn.pto:40:22
+            using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView33 accGm33(acc + _qb3 * 64 * D, GmView33::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:40:22
+            TSTORE(accGm33, t228_aiv0);  // flash_attn.pto:40:22
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-            GmView36 alphaGm36(alpha + _qb3 * 64, GmView36::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
-            TSTORE(alphaGm36, t190_aiv0);  // flash_attn.pto:41:13
+            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+            GmView34 alphaGm34(alpha + _qb3 * 64, GmView34::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+            TSTORE(alphaGm34, t190_aiv0);  // flash_attn.pto:41:13
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            TileTmp1 tmp7(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:43:22
-            TASSIGN(tmp7, 174080);  // flash_attn.pto:43:22
-            TROWEXPAND(tmp7, t190_aiv0);  // flash_attn.pto:43:22
-            pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-            TROWEXPANDMUL(t235_aiv0, t228_aiv0, tmp7);  // flash_attn.pto:43:22
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
-                using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView37 accGm37(acc + (_qb3 * 64 + 32) * D, GmView37::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t221_aiv1, accGm37);  // flash_attn.pto:40:22
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:40:22
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView35 accGm35(acc + (_qb3 * 64 + 32) * D, GmView35::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t221_aiv1, accGm35);  // flash_attn.pto:40:22
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView36 alphaGm36(alpha + _qb3 * 64 + 32, GmView36::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(t222_aiv1, alphaGm36);  // flash_attn.pto:40:22
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                GmView38 alphaGm38(alpha + _qb3 * 64 + 32, GmView38::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
-                TLOAD(t222_aiv1, alphaGm38);  // flash_attn.pto:40:22
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp8(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
-                TASSIGN(tmp8, 174080);  // flash_attn.pto:40:22
-                TROWEXPAND(tmp8, t222_aiv1);  // flash_attn.pto:40:22
+                TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                TASSIGN(tmp7, 174080);  // flash_attn.pto:40:22
+                TROWEXPAND(tmp7, t222_aiv1);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
-                TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp8);  // flash_attn.pto:40:22
-                using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView39 pv_lastGm39(pv_last + (_qb3 * 64 + 32) * D, GmView39::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t227_aiv1, pv_lastGm39);  // flash_attn.pto:40:22
+                TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp7);  // flash_attn.pto:40:22
+                using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView37 pv_lastGm37(pv_last + (_qb3 * 64 + 32) * D, GmView37::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t227_aiv1, pv_lastGm37);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TADD(t228_aiv1, t224_aiv1, t227_aiv1);  // flash_attn.pto:40:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView38 accGm38(acc + (_qb3 * 64 + 32) * D, GmView38::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm38, t228_aiv1);  // flash_attn.pto:40:22
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView40 accGm40(acc + (_qb3 * 64 + 32) * D, GmView40::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView40::Stride(D));  // flash_attn.pto:40:22
-                TSTORE(accGm40, t228_aiv1);  // flash_attn.pto:40:22
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                GmView41 alphaGm41(alpha + _qb3 * 64 + 32, GmView41::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
-                TSTORE(alphaGm41, t190_aiv1);  // flash_attn.pto:41:13
-                pipe_barrier(PIPE_V);
-                TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-                TASSIGN(tmp9, 174080);  // flash_attn.pto:43:22
-                TROWEXPAND(tmp9, t190_aiv1);  // flash_attn.pto:43:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-                TROWEXPANDMUL(t235_aiv1, t228_aiv1, tmp9);  // flash_attn.pto:43:22
+                using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView39 alphaGm39(alpha + _qb3 * 64 + 32, GmView39::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm39, t190_aiv1);  // flash_attn.pto:41:13
             }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g237 = 0; _g237 < (D + 63) / 64; ++_g237) {  // flash_attn.pto:43:36
-                TileT238 t238(min_i64(S - _qb3 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t238, 0);  // flash_attn.pto:43:36
-                TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
-                TASSIGN(t239, 0);  // flash_attn.pto:43:36
+            for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
+                TileT233 t233(min_i64(S - _qb3 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t233, 0);  // flash_attn.pto:43:36
+                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
+                TASSIGN(t234, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView42 ptGm42(pt + _qb3 * 64 * 64, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
-                TLOAD(t239, ptGm42);  // flash_attn.pto:43:36
+                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
+                GmView40 ptGm40(pt + _qb3 * 64 * 64, GmView40::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                TLOAD(t234, ptGm40);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
-                TASSIGN(t240, 0);  // flash_attn.pto:43:36
+                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
+                TASSIGN(t235, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t240, t239);  // flash_attn.pto:43:36
+                TMOV(t235, t234);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT241 t241(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t241, 0);  // flash_attn.pto:43:36
+                TileT236 t236(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t236, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView43 vj_lastGm43(vj_last + _g237 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
-                TLOAD(t241, vj_lastGm43);  // flash_attn.pto:43:36
+                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                GmView41 vj_lastGm41(vj_last + _g232 * 64, GmView41::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:43:36
+                TLOAD(t236, vj_lastGm41);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT242 t242(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t242, 0);  // flash_attn.pto:43:36
+                TileT237 t237(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t237, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t242, t241);  // flash_attn.pto:43:36
+                TMOV(t237, t236);  // flash_attn.pto:43:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t238, t240, t242);  // flash_attn.pto:43:36
+                TMATMUL(t233, t235, t237);  // flash_attn.pto:43:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k243 = 1; _k243 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k243) {  // flash_attn.pto:43:36
-                    TileT244 t244(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64));  // flash_attn.pto:43:36
-                    TASSIGN(t244, 0);  // flash_attn.pto:43:36
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                    GmView44 ptGm44(pt + _qb3 * 64 * 64 + _k243 * 64, GmView44::Shape(t244.GetValidRow(), t244.GetValidCol()));  // flash_attn.pto:43:36
-                    TLOAD(t244, ptGm44);  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
+                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t239, 0);  // flash_attn.pto:43:36
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
+                    GmView42 ptGm42(pt + _qb3 * 64 * 64 + _k238 * 64, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                    TLOAD(t239, ptGm42);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT245 t245(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64));  // flash_attn.pto:43:36
-                    TASSIGN(t245, 0);  // flash_attn.pto:43:36
+                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t240, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t245, t244);  // flash_attn.pto:43:36
+                    TMOV(t240, t239);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT246 t246(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:43:36
-                    TASSIGN(t246, 0);  // flash_attn.pto:43:36
+                    TileT241 t241(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t241, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView45 vj_lastGm45(vj_last + _k243 * 64 * D + _g237 * 64, GmView45::Shape(t246.GetValidRow(), t246.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:43:36
-                    TLOAD(t246, vj_lastGm45);  // flash_attn.pto:43:36
+                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView43 vj_lastGm43(vj_last + _k238 * 64 * D + _g232 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
+                    TLOAD(t241, vj_lastGm43);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT247 t247(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:43:36
-                    TASSIGN(t247, 0);  // flash_attn.pto:43:36
+                    TileT242 t242(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t242, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t247, t246);  // flash_attn.pto:43:36
+                    TMOV(t242, t241);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t238, t238, t245, t247);  // flash_attn.pto:43:36
+                    TMATMUL_ACC(t233, t233, t240, t242);  // flash_attn.pto:43:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView46 t16_lastGm46(t16_last + _qb3 * 64 * D + _g237 * 64, GmView46::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:43:36
-                TSTORE(t16_lastGm46, t238);  // flash_attn.pto:43:36
+                using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                GmView44 t15_lastGm44(t15_last + _qb3 * 64 * D + _g232 * 64, GmView44::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView44::Stride(D));  // flash_attn.pto:43:36
+                TSTORE(t15_lastGm44, t233);  // flash_attn.pto:43:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv0, 10240);  // flash_attn.pto:43:22
+            TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv1, 26624);  // flash_attn.pto:43:22
             TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t250_aiv0, 2048);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv0, 43008);  // flash_attn.pto:43:22
             TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t250_aiv1, 18432);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv1, 59392);  // flash_attn.pto:43:22
             TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t251_aiv0, 34816);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv0, 75776);  // flash_attn.pto:43:22
             TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t251_aiv1, 51200);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv1, 92160);  // flash_attn.pto:43:22
             TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:44:25
-            TASSIGN(t256_aiv0, 67584);  // flash_attn.pto:44:25
+            TASSIGN(t256_aiv0, 141312);  // flash_attn.pto:44:25
             TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
-            TASSIGN(t256_aiv1, 83968);  // flash_attn.pto:44:25
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            TASSIGN(t256_aiv1, 157696);  // flash_attn.pto:44:25
+            pipe_barrier(PIPE_V);
+            TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:43:22
+            TASSIGN(tmp8, 174080);  // flash_attn.pto:43:22
+            TROWEXPAND(tmp8, t190_aiv0);  // flash_attn.pto:43:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+            TROWEXPANDMUL(t247_aiv0, t228_aiv0, tmp8);  // flash_attn.pto:43:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView47 t16_lastGm47(t16_last + _qb3 * 64 * D, GmView47::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:43:22
-            TLOAD(t250_aiv0, t16_lastGm47);  // flash_attn.pto:43:22
+            using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+            GmView45 t15_lastGm45(t15_last + _qb3 * 64 * D, GmView45::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:43:22
+            TLOAD(t250_aiv0, t15_lastGm45);  // flash_attn.pto:43:22
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t251_aiv0, t235_aiv0, t250_aiv0);  // flash_attn.pto:43:22
+            TADD(t251_aiv0, t247_aiv0, t250_aiv0);  // flash_attn.pto:43:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView48 accGm48(acc + _qb3 * 64 * D, GmView48::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:43:22
-            TSTORE(accGm48, t251_aiv0);  // flash_attn.pto:43:22
+            using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+            GmView46 accGm46(acc + _qb3 * 64 * D, GmView46::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:43:22
+            TSTORE(accGm46, t251_aiv0);  // flash_attn.pto:43:22
             pipe_barrier(PIPE_V);
-            TileTmp1 tmp10(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:44:25
-            TASSIGN(tmp10, 174080);  // flash_attn.pto:44:25
-            TROWEXPAND(tmp10, t213_aiv0);  // flash_attn.pto:44:25
+            TileTmp1 tmp9(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:44:25
+            TASSIGN(tmp9, 174080);  // flash_attn.pto:44:25
+            TROWEXPAND(tmp9, t213_aiv0);  // flash_attn.pto:44:25
             pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
-            TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp10);  // flash_attn.pto:44:25
+            TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp9);  // flash_attn.pto:44:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-            GmView49 oGm49(o + _qb3 * 64 * D, GmView49::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:44:20
-            TSTORE(oGm49, t256_aiv0);  // flash_attn.pto:44:20
+            using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+            GmView47 oGm47(o + _qb3 * 64 * D, GmView47::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:44:20
+            TSTORE(oGm47, t256_aiv0);  // flash_attn.pto:44:20
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:43:22
-                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView50 t16_lastGm50(t16_last + (_qb3 * 64 + 32) * D, GmView50::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:43:22
-                TLOAD(t250_aiv1, t16_lastGm50);  // flash_attn.pto:43:22
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:43:22
+                TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+                TASSIGN(tmp10, 174080);  // flash_attn.pto:43:22
+                TROWEXPAND(tmp10, t190_aiv1);  // flash_attn.pto:43:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp10);  // flash_attn.pto:43:22
+                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView48 t15_lastGm48(t15_last + (_qb3 * 64 + 32) * D, GmView48::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:43:22
+                TLOAD(t250_aiv1, t15_lastGm48);  // flash_attn.pto:43:22
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t251_aiv1, t235_aiv1, t250_aiv1);  // flash_attn.pto:43:22
+                TADD(t251_aiv1, t247_aiv1, t250_aiv1);  // flash_attn.pto:43:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView51 accGm51(acc + (_qb3 * 64 + 32) * D, GmView51::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:43:22
-                TSTORE(accGm51, t251_aiv1);  // flash_attn.pto:43:22
+                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView49 accGm49(acc + (_qb3 * 64 + 32) * D, GmView49::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:43:22
+                TSTORE(accGm49, t251_aiv1);  // flash_attn.pto:43:22
                 pipe_barrier(PIPE_V);
                 TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
                 TASSIGN(tmp11, 174080);  // flash_attn.pto:44:25
@@ -819,14 +786,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp11);  // flash_attn.pto:44:25
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                GmView52 oGm52(o + (_qb3 * 64 + 32) * D, GmView52::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:44:20
-                TSTORE(oGm52, t256_aiv1);  // flash_attn.pto:44:20
+                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                GmView50 oGm50(o + (_qb3 * 64 + 32) * D, GmView50::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:44:20
+                TSTORE(oGm50, t256_aiv1);  // flash_attn.pto:44:20
             }
         }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -834,9 +801,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -1014,17 +981,11 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:37:20
             }
-            for (int64_t _k207 = 0; _k207 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k207) {  // flash_attn.pto:37:28
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:37:28
-                }
-            }
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:37:20
-            }
             for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g217) {  // flash_attn.pto:39:21
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:39:21
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:39:21
                 }
             }
-            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:40:22
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -1033,82 +994,82 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g237 = 0; _g237 < (D + 63) / 64; ++_g237) {  // flash_attn.pto:43:36
-                TileT238 t238(min_i64(S - _qb3 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t238, 0);  // flash_attn.pto:43:36
-                TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
-                TASSIGN(t239, 0);  // flash_attn.pto:43:36
+            for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
+                TileT233 t233(min_i64(S - _qb3 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t233, 0);  // flash_attn.pto:43:36
+                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
+                TASSIGN(t234, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView42 ptGm42(pt + _qb3 * 64 * 64, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
-                TLOAD(t239, ptGm42);  // flash_attn.pto:43:36
+                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
+                GmView40 ptGm40(pt + _qb3 * 64 * 64, GmView40::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                TLOAD(t234, ptGm40);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
-                TASSIGN(t240, 0);  // flash_attn.pto:43:36
+                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
+                TASSIGN(t235, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t240, t239);  // flash_attn.pto:43:36
+                TMOV(t235, t234);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT241 t241(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t241, 0);  // flash_attn.pto:43:36
+                TileT236 t236(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t236, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView43 vj_lastGm43(vj_last + _g237 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
-                TLOAD(t241, vj_lastGm43);  // flash_attn.pto:43:36
+                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                GmView41 vj_lastGm41(vj_last + _g232 * 64, GmView41::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:43:36
+                TLOAD(t236, vj_lastGm41);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT242 t242(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:43:36
-                TASSIGN(t242, 0);  // flash_attn.pto:43:36
+                TileT237 t237(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TASSIGN(t237, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t242, t241);  // flash_attn.pto:43:36
+                TMOV(t237, t236);  // flash_attn.pto:43:36
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t238, t240, t242);  // flash_attn.pto:43:36
+                TMATMUL(t233, t235, t237);  // flash_attn.pto:43:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k243 = 1; _k243 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k243) {  // flash_attn.pto:43:36
-                    TileT244 t244(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64));  // flash_attn.pto:43:36
-                    TASSIGN(t244, 0);  // flash_attn.pto:43:36
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                    GmView44 ptGm44(pt + _qb3 * 64 * 64 + _k243 * 64, GmView44::Shape(t244.GetValidRow(), t244.GetValidCol()));  // flash_attn.pto:43:36
-                    TLOAD(t244, ptGm44);  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
+                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t239, 0);  // flash_attn.pto:43:36
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
+                    GmView42 ptGm42(pt + _qb3 * 64 * 64 + _k238 * 64, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                    TLOAD(t239, ptGm42);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT245 t245(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64));  // flash_attn.pto:43:36
-                    TASSIGN(t245, 0);  // flash_attn.pto:43:36
+                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t240, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t245, t244);  // flash_attn.pto:43:36
+                    TMOV(t240, t239);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT246 t246(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:43:36
-                    TASSIGN(t246, 0);  // flash_attn.pto:43:36
+                    TileT241 t241(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t241, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView45 vj_lastGm45(vj_last + _k243 * 64 * D + _g237 * 64, GmView45::Shape(t246.GetValidRow(), t246.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:43:36
-                    TLOAD(t246, vj_lastGm45);  // flash_attn.pto:43:36
+                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView43 vj_lastGm43(vj_last + _k238 * 64 * D + _g232 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
+                    TLOAD(t241, vj_lastGm43);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT247 t247(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k243 * 64, 64), min_i64(D - _g237 * 64, 64));  // flash_attn.pto:43:36
-                    TASSIGN(t247, 0);  // flash_attn.pto:43:36
+                    TileT242 t242(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TASSIGN(t242, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t247, t246);  // flash_attn.pto:43:36
+                    TMOV(t242, t241);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t238, t238, t245, t247);  // flash_attn.pto:43:36
+                    TMATMUL_ACC(t233, t233, t240, t242);  // flash_attn.pto:43:36
                 }
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView46 t16_lastGm46(t16_last + _qb3 * 64 * D + _g237 * 64, GmView46::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:43:36
-                TSTORE(t16_lastGm46, t238);  // flash_attn.pto:43:36
+                using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                GmView44 t15_lastGm44(t15_last + _qb3 * 64 * D + _g232 * 64, GmView44::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView44::Stride(D));  // flash_attn.pto:43:36
+                TSTORE(t15_lastGm44, t233);  // flash_attn.pto:43:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:43:22
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:43:22
             }
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
@@ -1126,10 +1087,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -1137,9 +1098,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
         wait_flag_dev(2);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -1169,8 +1130,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 if (ptodsl_aiv0) {
                     TMULS(t167_aiv0, t166_aiv0, scale);  // flash_attn.pto:22:13
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
                     GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g153 * 64, GmView6::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
@@ -1187,8 +1148,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     if (!ptodsl_aiv0) {
                         TMULS(t167_aiv1, t166_aiv1, scale);  // flash_attn.pto:22:13
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
                         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
                         GmView8 s_lastGm8(s_last + (_qb3 * 64 + 32) * 64 + _g153 * 64, GmView8::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
@@ -1196,7 +1157,6 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     }
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1283,6 +1243,18 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t190_aiv0, 8192);  // flash_attn.pto:35:17
             TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
             TASSIGN(t190_aiv1, 9216);  // flash_attn.pto:35:17
+            TileT202Aiv0 t202_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv0, 10240);  // flash_attn.pto:37:20
+            TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv1, 11264);  // flash_attn.pto:37:20
+            TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv0, 12288);  // flash_attn.pto:37:20
+            TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv1, 13312);  // flash_attn.pto:37:20
+            TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv0, 14336);  // flash_attn.pto:37:28
+            TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv1, 15360);  // flash_attn.pto:37:28
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
@@ -1296,20 +1268,32 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TMAX(t183_aiv0, t181_aiv0, t176_aiv0);  // flash_attn.pto:34:21
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TSUB(t187_aiv0, t181_aiv0, t183_aiv0);  // flash_attn.pto:35:21
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TEXP(t190_aiv0, t187_aiv0);  // flash_attn.pto:35:17
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(t202_aiv0, lGm15);  // flash_attn.pto:37:20
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TMUL(t204_aiv0, t202_aiv0, t190_aiv0);  // flash_attn.pto:37:20
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TEXPANDS(t206_aiv0, 0.0f);  // flash_attn.pto:37:28
             }
             pipe_barrier(PIPE_V);
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:34:21
                 if (!ptodsl_aiv0) {
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                    GmView15 mGm15(m + _qb3 * 64 + 32, GmView15::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
-                    TLOAD(t181_aiv1, mGm15);  // flash_attn.pto:34:21
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView16 mGm16(m + _qb3 * 64 + 32, GmView16::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(t181_aiv1, mGm16);  // flash_attn.pto:34:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1323,24 +1307,37 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TEXP(t190_aiv1, t187_aiv1);  // flash_attn.pto:35:17
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView17 lGm17(l + _qb3 * 64 + 32, GmView17::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(t202_aiv1, lGm17);  // flash_attn.pto:37:20
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TMUL(t204_aiv1, t202_aiv1, t190_aiv1);  // flash_attn.pto:37:20
+                    TEXPANDS(t206_aiv1, 0.0f);  // flash_attn.pto:37:28
                 }
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g192) {  // flash_attn.pto:36:21
                 TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:21
-                TASSIGN(t193_aiv0, 10240);  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv0, 16384);  // flash_attn.pto:36:21
                 TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:21
-                TASSIGN(t193_aiv1, 18432);  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv1, 24576);  // flash_attn.pto:36:21
                 TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:17
-                TASSIGN(t200_aiv0, 26624);  // flash_attn.pto:36:17
+                TASSIGN(t200_aiv0, 32768);  // flash_attn.pto:36:17
                 TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:17
-                TASSIGN(t200_aiv1, 34816);  // flash_attn.pto:36:17
+                TASSIGN(t200_aiv1, 40960);  // flash_attn.pto:36:17
+                TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
+                TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
+                TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+                TASSIGN(t209_aiv1, 1024);  // flash_attn.pto:37:28
                 if (ptodsl_aiv0) {
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
-                    GmView16 s_lastGm16(s_last + _qb3 * 64 * 64 + _g192 * 64, GmView16::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
-                    TLOAD(t193_aiv0, s_lastGm16);  // flash_attn.pto:36:21
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
+                    GmView18 s_lastGm18(s_last + _qb3 * 64 * 64 + _g192 * 64, GmView18::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                    TLOAD(t193_aiv0, s_lastGm18);  // flash_attn.pto:36:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1354,122 +1351,47 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
-                    GmView17 p_1_lastGm17(p_1_last + _qb3 * 64 * 64 + _g192 * 64, GmView17::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
-                    TSTORE(p_1_lastGm17, t200_aiv0);  // flash_attn.pto:36:17
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
+                    GmView19 p_1_lastGm19(p_1_last + _qb3 * 64 * 64 + _g192 * 64, GmView19::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                    TSTORE(p_1_lastGm19, t200_aiv0);  // flash_attn.pto:36:17
                 }
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:36:21
-                    if (!ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
-                        GmView18 s_lastGm18(s_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView18::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
-                        TLOAD(t193_aiv1, s_lastGm18);  // flash_attn.pto:36:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        TileTmp1 tmp3(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
-                        TASSIGN(tmp3, 174080);  // flash_attn.pto:36:17
-                        TROWEXPAND(tmp3, t183_aiv1);  // flash_attn.pto:36:17
-                        pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
-                        TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp3);  // flash_attn.pto:36:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
-                        GmView19 p_1_lastGm19(p_1_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView19::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
-                        TSTORE(p_1_lastGm19, t200_aiv1);  // flash_attn.pto:36:17
-                    }
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT202Aiv0 t202_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
-            TASSIGN(t202_aiv0, 0);  // flash_attn.pto:37:20
-            TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t202_aiv1, 1024);  // flash_attn.pto:37:20
-            TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
-            TASSIGN(t204_aiv0, 2048);  // flash_attn.pto:37:20
-            TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t204_aiv1, 3072);  // flash_attn.pto:37:20
-            TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
-            TASSIGN(t206_aiv0, 6144);  // flash_attn.pto:37:28
-            TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
-            TASSIGN(t206_aiv1, 7168);  // flash_attn.pto:37:28
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView20 lGm20(l + _qb3 * 64, GmView20::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                TLOAD(t202_aiv0, lGm20);  // flash_attn.pto:37:20
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TMUL(t204_aiv0, t202_aiv0, t190_aiv0);  // flash_attn.pto:37:20
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t206_aiv0, 0.0f);  // flash_attn.pto:37:28
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:37:20
-                if (!ptodsl_aiv0) {
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView21 lGm21(l + _qb3 * 64 + 32, GmView21::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                    TLOAD(t202_aiv1, lGm21);  // flash_attn.pto:37:20
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (!ptodsl_aiv0) {
-                    TMUL(t204_aiv1, t202_aiv1, t190_aiv1);  // flash_attn.pto:37:20
-                    TEXPANDS(t206_aiv1, 0.0f);  // flash_attn.pto:37:28
-                }
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k207 = 0; _k207 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k207) {  // flash_attn.pto:37:28
-                TileT208Aiv0 t208_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k207 * 64, 64));  // flash_attn.pto:37:28
-                TASSIGN(t208_aiv0, 10240);  // flash_attn.pto:37:28
-                TileT208Aiv1 t208_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k207 * 64, 64));  // flash_attn.pto:37:28
-                TASSIGN(t208_aiv1, 18432);  // flash_attn.pto:37:28
-                TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
-                TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
-                TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
-                TASSIGN(t209_aiv1, 1024);  // flash_attn.pto:37:28
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:37:28
-                    GmView22 p_1_lastGm22(p_1_last + _qb3 * 64 * 64 + _k207 * 64, GmView22::Shape(t208_aiv0.GetValidRow(), t208_aiv0.GetValidCol()));  // flash_attn.pto:37:28
-                    TLOAD(t208_aiv0, p_1_lastGm22);  // flash_attn.pto:37:28
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TileTmp0 tmp4;  // flash_attn.pto:37:28
-                    TASSIGN(tmp4, 174080);  // flash_attn.pto:37:28
-                    TROWSUM(t209_aiv0, t208_aiv0, tmp4);  // flash_attn.pto:37:28
+                    TileTmp0 tmp3;  // flash_attn.pto:37:28
+                    TASSIGN(tmp3, 174080);  // flash_attn.pto:37:28
+                    TROWSUM(t209_aiv0, t200_aiv0, tmp3);  // flash_attn.pto:37:28
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t206_aiv0, t206_aiv0, t209_aiv0);  // flash_attn.pto:37:28
                 }
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:37:28
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:36:21
                     if (!ptodsl_aiv0) {
-                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:37:28
-                        GmView23 p_1_lastGm23(p_1_last + (_qb3 * 64 + 32) * 64 + _k207 * 64, GmView23::Shape(t208_aiv1.GetValidRow(), t208_aiv1.GetValidCol()));  // flash_attn.pto:37:28
-                        TLOAD(t208_aiv1, p_1_lastGm23);  // flash_attn.pto:37:28
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
+                        GmView20 s_lastGm20(s_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView20::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                        TLOAD(t193_aiv1, s_lastGm20);  // flash_attn.pto:36:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
+                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
+                        TASSIGN(tmp4, 174080);  // flash_attn.pto:36:17
+                        TROWEXPAND(tmp4, t183_aiv1);  // flash_attn.pto:36:17
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                        TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp4);  // flash_attn.pto:36:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
+                        GmView21 p_1_lastGm21(p_1_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView21::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                        TSTORE(p_1_lastGm21, t200_aiv1);  // flash_attn.pto:36:17
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
                         TileTmp0 tmp5;  // flash_attn.pto:37:28
                         TASSIGN(tmp5, 174080);  // flash_attn.pto:37:28
-                        TROWSUM(t209_aiv1, t208_aiv1, tmp5);  // flash_attn.pto:37:28
+                        TROWSUM(t209_aiv1, t200_aiv1, tmp5);  // flash_attn.pto:37:28
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
@@ -1477,7 +1399,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     }
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT213Aiv0 t213_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
             TASSIGN(t213_aiv0, 0);  // flash_attn.pto:37:20
             TileT213Aiv1 t213_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
@@ -1486,36 +1410,37 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             if (ptodsl_aiv0) {
                 TADD(t213_aiv0, t204_aiv0, t206_aiv0);  // flash_attn.pto:37:20
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView24 lGm24(l + _qb3 * 64, GmView24::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
-                TSTORE(lGm24, t213_aiv0);  // flash_attn.pto:37:20
-                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                GmView25 mGm25(m + _qb3 * 64, GmView25::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
-                TSTORE(mGm25, t183_aiv0);  // flash_attn.pto:38:13
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView22 lGm22(l + _qb3 * 64, GmView22::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm22, t213_aiv0);  // flash_attn.pto:37:20
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView23 mGm23(m + _qb3 * 64, GmView23::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm23, t183_aiv0);  // flash_attn.pto:38:13
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:37:20
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:37:20
                 if (!ptodsl_aiv0) {
                     TADD(t213_aiv1, t204_aiv1, t206_aiv1);  // flash_attn.pto:37:20
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                    GmView26 lGm26(l + _qb3 * 64 + 32, GmView26::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
-                    TSTORE(lGm26, t213_aiv1);  // flash_attn.pto:37:20
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                    GmView27 mGm27(m + _qb3 * 64 + 32, GmView27::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
-                    TSTORE(mGm27, t183_aiv1);  // flash_attn.pto:38:13
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView24 lGm24(l + _qb3 * 64 + 32, GmView24::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm24, t213_aiv1);  // flash_attn.pto:37:20
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView25 mGm25(m + _qb3 * 64 + 32, GmView25::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm25, t183_aiv1);  // flash_attn.pto:38:13
                 }
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag_dev(3);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g217) {  // flash_attn.pto:39:21
                 TileT218Aiv0 t218_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
@@ -1523,29 +1448,29 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
                 TASSIGN(t218_aiv1, 18432);  // flash_attn.pto:39:21
                 if (ptodsl_aiv0) {
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                    GmView28 p_1_lastGm28(p_1_last + _qb3 * 64 * 64 + _g217 * 64, GmView28::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                    TLOAD(t218_aiv0, p_1_lastGm28);  // flash_attn.pto:39:21
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+                    GmView26 p_1_lastGm26(p_1_last + _qb3 * 64 * 64 + _g217 * 64, GmView26::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    TLOAD(t218_aiv0, p_1_lastGm26);  // flash_attn.pto:39:21
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                    GmView29 ptGm29(pt + _qb3 * 64 * 64 + _g217 * 64, GmView29::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
-                    TSTORE(ptGm29, t218_aiv0);  // flash_attn.pto:39:21
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+                    GmView27 ptGm27(pt + _qb3 * 64 * 64 + _g217 * 64, GmView27::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    TSTORE(ptGm27, t218_aiv0);  // flash_attn.pto:39:21
                 }
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:39:21
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:39:21
                     if (!ptodsl_aiv0) {
-                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                        GmView30 p_1_lastGm30(p_1_last + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView30::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                        TLOAD(t218_aiv1, p_1_lastGm30);  // flash_attn.pto:39:21
+                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+                        GmView28 p_1_lastGm28(p_1_last + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView28::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        TLOAD(t218_aiv1, p_1_lastGm28);  // flash_attn.pto:39:21
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                        GmView31 ptGm31(pt + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView31::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
-                        TSTORE(ptGm31, t218_aiv1);  // flash_attn.pto:39:21
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
+                        GmView29 ptGm29(pt + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView29::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        TSTORE(ptGm29, t218_aiv1);  // flash_attn.pto:39:21
                     }
                 }
             }
@@ -1571,26 +1496,22 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t228_aiv0, 108544);  // flash_attn.pto:40:22
             TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
             TASSIGN(t228_aiv1, 124928);  // flash_attn.pto:40:22
-            TileT235Aiv0 t235_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t235_aiv0, 141312);  // flash_attn.pto:43:22
-            TileT235Aiv1 t235_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t235_aiv1, 157696);  // flash_attn.pto:43:22
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView32 accGm32(acc + _qb3 * 64 * D, GmView32::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t221_aiv0, accGm32);  // flash_attn.pto:40:22
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView30 accGm30(acc + _qb3 * 64 * D, GmView30::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t221_aiv0, accGm30);  // flash_attn.pto:40:22
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                GmView33 alphaGm33(alpha + _qb3 * 64, GmView33::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
-                TLOAD(t222_aiv0, alphaGm33);  // flash_attn.pto:40:22
+                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView31 alphaGm31(alpha + _qb3 * 64, GmView31::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(t222_aiv0, alphaGm31);  // flash_attn.pto:40:22
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
@@ -1601,9 +1522,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             wait_flag_dev(4);
             if (ptodsl_aiv0) {
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView34 pv_lastGm34(pv_last + _qb3 * 64 * D, GmView34::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView34::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t227_aiv0, pv_lastGm34);  // flash_attn.pto:40:22
+                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView32 pv_lastGm32(pv_last + _qb3 * 64 * D, GmView32::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t227_aiv0, pv_lastGm32);  // flash_attn.pto:40:22
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1611,56 +1532,48 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             if (ptodsl_aiv0) {
                 TADD(t228_aiv0, t224_aiv0, t227_aiv0);  // flash_attn.pto:40:22
             }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView35 accGm35(acc + _qb3 * 64 * D, GmView35::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:40:22
-                TSTORE(accGm35, t228_aiv0);  // flash_attn.pto:40:22
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView33 accGm33(acc + _qb3 * 64 * D, GmView33::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm33, t228_aiv0);  // flash_attn.pto:40:22
             }
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                GmView36 alphaGm36(alpha + _qb3 * 64, GmView36::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
-                TSTORE(alphaGm36, t190_aiv0);  // flash_attn.pto:41:13
+                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView34 alphaGm34(alpha + _qb3 * 64, GmView34::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm34, t190_aiv0);  // flash_attn.pto:41:13
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TileTmp1 tmp7(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:43:22
-                TASSIGN(tmp7, 174080);  // flash_attn.pto:43:22
-                TROWEXPAND(tmp7, t190_aiv0);  // flash_attn.pto:43:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-                TROWEXPANDMUL(t235_aiv0, t228_aiv0, tmp7);  // flash_attn.pto:43:22
-            }
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:40:22
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:40:22
                 if (!ptodsl_aiv0) {
-                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView37 accGm37(acc + (_qb3 * 64 + 32) * D, GmView37::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t221_aiv1, accGm37);  // flash_attn.pto:40:22
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView35 accGm35(acc + (_qb3 * 64 + 32) * D, GmView35::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t221_aiv1, accGm35);  // flash_attn.pto:40:22
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView36 alphaGm36(alpha + _qb3 * 64 + 32, GmView36::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(t222_aiv1, alphaGm36);  // flash_attn.pto:40:22
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                if (!ptodsl_aiv0) {
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                    GmView38 alphaGm38(alpha + _qb3 * 64 + 32, GmView38::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
-                    TLOAD(t222_aiv1, alphaGm38);  // flash_attn.pto:40:22
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    TileTmp1 tmp8(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
-                    TASSIGN(tmp8, 174080);  // flash_attn.pto:40:22
-                    TROWEXPAND(tmp8, t222_aiv1);  // flash_attn.pto:40:22
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                    TASSIGN(tmp7, 174080);  // flash_attn.pto:40:22
+                    TROWEXPAND(tmp7, t222_aiv1);  // flash_attn.pto:40:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
-                    TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp8);  // flash_attn.pto:40:22
-                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView39 pv_lastGm39(pv_last + (_qb3 * 64 + 32) * D, GmView39::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView39::Stride(D));  // flash_attn.pto:40:22
-                    TLOAD(t227_aiv1, pv_lastGm39);  // flash_attn.pto:40:22
+                    TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp7);  // flash_attn.pto:40:22
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView37 pv_lastGm37(pv_last + (_qb3 * 64 + 32) * D, GmView37::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t227_aiv1, pv_lastGm37);  // flash_attn.pto:40:22
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1670,101 +1583,108 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView38 accGm38(acc + (_qb3 * 64 + 32) * D, GmView38::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm38, t228_aiv1);  // flash_attn.pto:40:22
+                }
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                    GmView40 accGm40(acc + (_qb3 * 64 + 32) * D, GmView40::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView40::Stride(D));  // flash_attn.pto:40:22
-                    TSTORE(accGm40, t228_aiv1);  // flash_attn.pto:40:22
-                }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                if (!ptodsl_aiv0) {
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                    GmView41 alphaGm41(alpha + _qb3 * 64 + 32, GmView41::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
-                    TSTORE(alphaGm41, t190_aiv1);  // flash_attn.pto:41:13
-                }
-                pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-                    TASSIGN(tmp9, 174080);  // flash_attn.pto:43:22
-                    TROWEXPAND(tmp9, t190_aiv1);  // flash_attn.pto:43:22
-                    pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-                    TROWEXPANDMUL(t235_aiv1, t228_aiv1, tmp9);  // flash_attn.pto:43:22
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView39 alphaGm39(alpha + _qb3 * 64 + 32, GmView39::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm39, t190_aiv1);  // flash_attn.pto:41:13
                 }
             }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g237 = 0; _g237 < (D + 63) / 64; ++_g237) {  // flash_attn.pto:43:36
-                for (int64_t _k243 = 1; _k243 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k243) {  // flash_attn.pto:43:36
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
                 }
             }
+            TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv0, 10240);  // flash_attn.pto:43:22
+            TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv1, 26624);  // flash_attn.pto:43:22
             TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t250_aiv0, 2048);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv0, 43008);  // flash_attn.pto:43:22
             TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t250_aiv1, 18432);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv1, 59392);  // flash_attn.pto:43:22
             TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t251_aiv0, 34816);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv0, 75776);  // flash_attn.pto:43:22
             TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t251_aiv1, 51200);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv1, 92160);  // flash_attn.pto:43:22
             TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:44:25
-            TASSIGN(t256_aiv0, 67584);  // flash_attn.pto:44:25
+            TASSIGN(t256_aiv0, 141312);  // flash_attn.pto:44:25
             TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
-            TASSIGN(t256_aiv1, 83968);  // flash_attn.pto:44:25
+            TASSIGN(t256_aiv1, 157696);  // flash_attn.pto:44:25
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:43:22
+                TASSIGN(tmp8, 174080);  // flash_attn.pto:43:22
+                TROWEXPAND(tmp8, t190_aiv0);  // flash_attn.pto:43:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                TROWEXPANDMUL(t247_aiv0, t228_aiv0, tmp8);  // flash_attn.pto:43:22
+            }
             wait_flag_dev(3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView47 t16_lastGm47(t16_last + _qb3 * 64 * D, GmView47::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:43:22
-                TLOAD(t250_aiv0, t16_lastGm47);  // flash_attn.pto:43:22
+                using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView45 t15_lastGm45(t15_last + _qb3 * 64 * D, GmView45::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:43:22
+                TLOAD(t250_aiv0, t15_lastGm45);  // flash_attn.pto:43:22
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TADD(t251_aiv0, t235_aiv0, t250_aiv0);  // flash_attn.pto:43:22
+                TADD(t251_aiv0, t247_aiv0, t250_aiv0);  // flash_attn.pto:43:22
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView48 accGm48(acc + _qb3 * 64 * D, GmView48::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:43:22
-                TSTORE(accGm48, t251_aiv0);  // flash_attn.pto:43:22
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView46 accGm46(acc + _qb3 * 64 * D, GmView46::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:43:22
+                TSTORE(accGm46, t251_aiv0);  // flash_attn.pto:43:22
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp10(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:44:25
-                TASSIGN(tmp10, 174080);  // flash_attn.pto:44:25
-                TROWEXPAND(tmp10, t213_aiv0);  // flash_attn.pto:44:25
+                TileTmp1 tmp9(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:44:25
+                TASSIGN(tmp9, 174080);  // flash_attn.pto:44:25
+                TROWEXPAND(tmp9, t213_aiv0);  // flash_attn.pto:44:25
                 pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
-                TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp10);  // flash_attn.pto:44:25
+                TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp9);  // flash_attn.pto:44:25
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                GmView49 oGm49(o + _qb3 * 64 * D, GmView49::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:44:20
-                TSTORE(oGm49, t256_aiv0);  // flash_attn.pto:44:20
+                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                GmView47 oGm47(o + _qb3 * 64 * D, GmView47::Shape(t256_aiv0.GetValidRow(), t256_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:44:20
+                TSTORE(oGm47, t256_aiv0);  // flash_attn.pto:44:20
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // flash_attn.pto:43:22
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:43:22
                 if (!ptodsl_aiv0) {
-                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView50 t16_lastGm50(t16_last + (_qb3 * 64 + 32) * D, GmView50::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:43:22
-                    TLOAD(t250_aiv1, t16_lastGm50);  // flash_attn.pto:43:22
+                    TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+                    TASSIGN(tmp10, 174080);  // flash_attn.pto:43:22
+                    TROWEXPAND(tmp10, t190_aiv1);  // flash_attn.pto:43:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                    TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp10);  // flash_attn.pto:43:22
+                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView48 t15_lastGm48(t15_last + (_qb3 * 64 + 32) * D, GmView48::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t250_aiv1, t15_lastGm48);  // flash_attn.pto:43:22
                 }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    TADD(t251_aiv1, t235_aiv1, t250_aiv1);  // flash_attn.pto:43:22
+                    TADD(t251_aiv1, t247_aiv1, t250_aiv1);  // flash_attn.pto:43:22
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                    GmView51 accGm51(acc + (_qb3 * 64 + 32) * D, GmView51::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView51::Stride(D));  // flash_attn.pto:43:22
-                    TSTORE(accGm51, t251_aiv1);  // flash_attn.pto:43:22
+                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView49 accGm49(acc + (_qb3 * 64 + 32) * D, GmView49::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:43:22
+                    TSTORE(accGm49, t251_aiv1);  // flash_attn.pto:43:22
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
@@ -1777,25 +1697,25 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                    GmView52 oGm52(o + (_qb3 * 64 + 32) * D, GmView52::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView52::Stride(D));  // flash_attn.pto:44:20
-                    TSTORE(oGm52, t256_aiv1);  // flash_attn.pto:44:20
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                    GmView50 oGm50(o + (_qb3 * 64 + 32) * D, GmView50::Shape(t256_aiv1.GetValidRow(), t256_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:44:20
+                    TSTORE(oGm50, t256_aiv1);  // flash_attn.pto:44:20
                 }
             }
         }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     }
     wait_flag_dev(2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

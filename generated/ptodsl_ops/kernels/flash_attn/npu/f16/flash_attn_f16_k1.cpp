@@ -2,7 +2,7 @@
 #include "../../cpu/f16/flash_attn_f16_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches flash_attn_f16_k1 on an NPU stream (mixed core).
-extern "C" void flash_attn_f16_k1_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* acc, float* alpha, half* pt, half* vj_first, float* t16_first, float* l, half* o, int64_t S, int64_t D, int64_t L)
+extern "C" void flash_attn_f16_k1_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* vj_first, half* pt, float* t15_first, float* acc, float* alpha, float* l, half* o, int64_t S, int64_t D, int64_t L)
 {
-    flash_attn_f16_k1<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ float*)acc, (__gm__ float*)alpha, (__gm__ half*)pt, (__gm__ half*)vj_first, (__gm__ float*)t16_first, (__gm__ float*)l, (__gm__ half*)o, S, D, L);
+    flash_attn_f16_k1<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ half*)vj_first, (__gm__ half*)pt, (__gm__ float*)t15_first, (__gm__ float*)acc, (__gm__ float*)alpha, (__gm__ float*)l, (__gm__ half*)o, S, D, L);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/flash_attn_f16_k3.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches flash_attn_f16_k3 on an NPU stream (mixed core).
-extern "C" void flash_attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, half* pt, float* pv_last, float* m, float* p_1_last, float* l, float* acc, float* alpha, float* t16_last, half* o, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" void flash_attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, half* pt, float* pv_last, float* m, float* l, float* p_1_last, float* acc, float* alpha, float* t15_last, half* o, int64_t S, int64_t L, int64_t D, float scale)
 {
-    flash_attn_f16_k3<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ half*)k, (__gm__ half*)v, (__gm__ half*)q, (__gm__ float*)t0_last, (__gm__ float*)s_last, (__gm__ half*)pt, (__gm__ float*)pv_last, (__gm__ float*)m, (__gm__ float*)p_1_last, (__gm__ float*)l, (__gm__ float*)acc, (__gm__ float*)alpha, (__gm__ float*)t16_last, (__gm__ half*)o, S, L, D, scale);
+    flash_attn_f16_k3<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ half*)k, (__gm__ half*)v, (__gm__ half*)q, (__gm__ float*)t0_last, (__gm__ float*)s_last, (__gm__ half*)pt, (__gm__ float*)pv_last, (__gm__ float*)m, (__gm__ float*)l, (__gm__ float*)p_1_last, (__gm__ float*)acc, (__gm__ float*)alpha, (__gm__ float*)t15_last, (__gm__ half*)o, S, L, D, scale);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f32/flash_attn_f32_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches flash_attn_f32_k1 on an NPU stream (mixed core).
-extern "C" void flash_attn_f32_k1_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* acc, float* alpha, float* pt, float* vj_first, float* t16_first, float* l, float* o, int64_t S, int64_t D, int64_t L)
+extern "C" void flash_attn_f32_k1_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, float* vj_first, float* pt, float* t15_first, float* acc, float* alpha, float* l, float* o, int64_t S, int64_t D, int64_t L)
 {
-    flash_attn_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ float*)acc, (__gm__ float*)alpha, (__gm__ float*)pt, (__gm__ float*)vj_first, (__gm__ float*)t16_first, (__gm__ float*)l, (__gm__ float*)o, S, D, L);
+    flash_attn_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ float*)vj_first, (__gm__ float*)pt, (__gm__ float*)t15_first, (__gm__ float*)acc, (__gm__ float*)alpha, (__gm__ float*)l, (__gm__ float*)o, S, D, L);
 }

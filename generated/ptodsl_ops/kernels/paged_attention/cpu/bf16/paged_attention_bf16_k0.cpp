@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ int32_t* kv_act_seqs, __gm__ bfloat16_t* q, __gm__ int32_t* block_table, __gm__ bfloat16_t* k, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, __gm__ bfloat16_t* v, __gm__ bfloat16_t* vj_assemble_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ float* oi_update, __gm__ bfloat16_t* atten_out, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ bfloat16_t* t15_u2c0, __gm__ float* t14_u2c0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ bfloat16_t* t15_u2c1, __gm__ float* t14_u2c1, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, __gm__ bfloat16_t* vj_assemble_last, __gm__ float* sij_scale_last, __gm__ float* tilda_pij_1_last, __gm__ bfloat16_t* t15_last, __gm__ float* t14_last, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, int64_t block_index, int64_t block_count, __gm__ int64_t* status)
+extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ int32_t* kv_act_seqs, __gm__ bfloat16_t* q, __gm__ int32_t* block_table, __gm__ bfloat16_t* k, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, __gm__ bfloat16_t* v, __gm__ bfloat16_t* vj_assemble_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ float* oi_update, __gm__ bfloat16_t* atten_out, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ bfloat16_t* t14_u2c0, __gm__ float* t13_u2c0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ bfloat16_t* t14_u2c1, __gm__ float* t13_u2c1, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ bfloat16_t* t14_u1c0, __gm__ float* t13_u1c0, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, __gm__ bfloat16_t* vj_assemble_last, __gm__ float* sij_scale_last, __gm__ float* tilda_pij_1_last, __gm__ bfloat16_t* t14_last, __gm__ float* t13_last, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, int64_t block_index, int64_t block_count, __gm__ int64_t* status)
 #else
-extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ int32_t* kv_act_seqs, __gm__ bfloat16_t* q, __gm__ int32_t* block_table, __gm__ bfloat16_t* k, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, __gm__ bfloat16_t* v, __gm__ bfloat16_t* vj_assemble_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ float* oi_update, __gm__ bfloat16_t* atten_out, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ bfloat16_t* t15_u2c0, __gm__ float* t14_u2c0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ bfloat16_t* t15_u2c1, __gm__ float* t14_u2c1, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, __gm__ bfloat16_t* vj_assemble_last, __gm__ float* sij_scale_last, __gm__ float* tilda_pij_1_last, __gm__ bfloat16_t* t15_last, __gm__ float* t14_last, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, __gm__ int64_t* status)
+extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ int32_t* kv_act_seqs, __gm__ bfloat16_t* q, __gm__ int32_t* block_table, __gm__ bfloat16_t* k, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, __gm__ bfloat16_t* v, __gm__ bfloat16_t* vj_assemble_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ float* oi_update, __gm__ bfloat16_t* atten_out, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ bfloat16_t* t14_u2c0, __gm__ float* t13_u2c0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ bfloat16_t* t14_u2c1, __gm__ float* t13_u2c1, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ bfloat16_t* t14_u1c0, __gm__ float* t13_u1c0, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, __gm__ bfloat16_t* vj_assemble_last, __gm__ float* sij_scale_last, __gm__ float* tilda_pij_1_last, __gm__ bfloat16_t* t14_last, __gm__ float* t13_last, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, __gm__ int64_t* status)
 #endif
 {
     using TileT1 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -87,20 +87,20 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
     using TileT113 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT115 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT119 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT121 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT123 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT124 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT127 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT128 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT130 = TileAcc<float, 16, 32, DYNAMIC, 32>;
+    using TileT122 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT123 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT125 = TileAcc<float, 16, 32, DYNAMIC, 32>;
+    using TileT126 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT127 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
+    using TileT128 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
+    using TileT129 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
     using TileT131 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT132 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
     using TileT133 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
     using TileT134 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
-    using TileT136 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT137 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
-    using TileT138 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
-    using TileT139 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
+    using TileT136 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT138 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT139 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT142 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT143 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT145 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -127,20 +127,20 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
     using TileT196 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT198 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT202 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT204 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT206 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT207 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT210 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT211 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT213 = TileAcc<float, 16, 32, DYNAMIC, 32>;
+    using TileT205 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT206 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT208 = TileAcc<float, 16, 32, DYNAMIC, 32>;
+    using TileT209 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT210 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
+    using TileT211 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
+    using TileT212 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
     using TileT214 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT215 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
     using TileT216 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
     using TileT217 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
-    using TileT219 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT220 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
-    using TileT221 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
-    using TileT222 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
+    using TileT219 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT221 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT222 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT225 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT226 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT228 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -167,20 +167,20 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
     using TileT279 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT281 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT285 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT287 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT289 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT290 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT293 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT294 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT296 = TileAcc<float, 16, 32, DYNAMIC, 32>;
+    using TileT288 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT289 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT291 = TileAcc<float, 16, 32, DYNAMIC, 32>;
+    using TileT292 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT293 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
+    using TileT294 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
+    using TileT295 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
     using TileT297 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT298 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
     using TileT299 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
     using TileT300 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
-    using TileT302 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT303 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
-    using TileT304 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
-    using TileT305 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
+    using TileT302 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT304 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT305 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT308 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT309 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT311 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -207,20 +207,20 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
     using TileT362 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT364 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT368 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT370 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT372 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT373 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
-    using TileT376 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT377 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT379 = TileAcc<float, 16, 32, DYNAMIC, 32>;
+    using TileT371 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT372 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT374 = TileAcc<float, 16, 32, DYNAMIC, 32>;
+    using TileT375 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT376 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
+    using TileT377 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
+    using TileT378 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
     using TileT380 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT381 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
     using TileT382 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
     using TileT383 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
-    using TileT385 = Tile<TileType::Mat, bfloat16_t, 16, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT386 = TileLeft<bfloat16_t, 16, 32, DYNAMIC, DYNAMIC>;
-    using TileT387 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
-    using TileT388 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
+    using TileT385 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT387 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileT388 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT391 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT392 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT393 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
@@ -245,29 +245,29 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
     __gm__ bfloat16_t* vj_assemble_u2c0_own = vj_assemble_u2c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_u2c0_own = sij_scale_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_u2c0_own = tilda_pij_1_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_u2c0_own = t15_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_u2c0_own = t14_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_u2c0_own = t14_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_u2c0_own = t13_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* kj_assemble_u2c1_own = kj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_u2c1_own = sij_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* vj_assemble_u2c1_own = vj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_u2c1_own = sij_scale_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_u2c1_own = tilda_pij_1_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_u2c1_own = t15_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_u2c1_own = t14_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_u2c1_own = t14_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_u2c1_own = t13_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* kj_assemble_u1c0_own = kj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_u1c0_own = sij_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* vj_assemble_u1c0_own = vj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_u1c0_own = sij_scale_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_u1c0_own = tilda_pij_1_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_u1c0_own = t15_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_u1c0_own = t14_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_u1c0_own = t14_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_u1c0_own = t13_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* kj_assemble_last_own = kj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_last_own = sij_last + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* vj_assemble_last_own = vj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_last_own = sij_scale_last + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_last_own = tilda_pij_1_last + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_last_own = t15_last + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_last_own = t14_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_last_own = t14_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_last_own = t13_last + block_index * 16 * 32;  // paged_attention.pto:20:5
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // paged_attention.pto:20:5
         for (int64_t s1 = 0; s1 < QR / (B * 64); ++s1) {  // paged_attention.pto:21:9
             const int64_t s0 = static_cast<int64_t>(kv_act_seqs[b]);  // paged_attention.pto:22:23
@@ -1157,127 +1157,127 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
                             GmView45 sum_update_ownGm45(sum_update_own + _g75 * 16, GmView45::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
                             TSTORE(sum_update_ownGm45, t119);  // paged_attention.pto:57:45
+                            pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            TileT121 t121(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:58:44
-                            TASSIGN(t121, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView46 oi_update_ownGm46(oi_update_own + _g75 * 16 * 32, GmView46::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t121, oi_update_ownGm46);  // paged_attention.pto:58:44
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t123, 3072);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            TROWEXPAND(t123, t109);  // paged_attention.pto:58:44
-                            TileT124 t124(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t124, 5120);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            TMUL(t124, t121, t123);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g126 = 0; _g126 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g126) {  // paged_attention.pto:58:76
-                                TileT127 t127(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t127, 0);  // paged_attention.pto:58:76
-                                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView47 tilda_pij_1_u2c0_ownGm47(tilda_pij_1_u2c0_own + _g75 * 16 * 32 + _g126 * 32, GmView47::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
-                                TLOAD(t127, tilda_pij_1_u2c0_ownGm47);  // paged_attention.pto:58:76
+                            for (int64_t _g121 = 0; _g121 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g121) {  // paged_attention.pto:58:76
+                                TileT122 t122(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g121 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t122, 1024);  // paged_attention.pto:58:76
+                                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                GmView46 tilda_pij_1_u2c0_ownGm46(tilda_pij_1_u2c0_own + _g75 * 16 * 32 + _g121 * 32, GmView46::Shape(t122.GetValidRow(), t122.GetValidCol()));  // paged_attention.pto:58:76
+                                TLOAD(t122, tilda_pij_1_u2c0_ownGm46);  // paged_attention.pto:58:76
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t128, 2048);  // paged_attention.pto:58:76
+                                TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g121 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t123, 3072);  // paged_attention.pto:58:76
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TCVT(t128, t127, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
+                                TCVT(t123, t122, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView48 t15_u2c0_ownGm48(t15_u2c0_own + _g75 * 16 * 32 + _g126 * 32, GmView48::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
-                                TSTORE(t15_u2c0_ownGm48, t128);  // paged_attention.pto:58:76
+                                using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                GmView47 t14_u2c0_ownGm47(t14_u2c0_own + _g75 * 16 * 32 + _g121 * 32, GmView47::Shape(t123.GetValidRow(), t123.GetValidCol()));  // paged_attention.pto:58:76
+                                TSTORE(t14_u2c0_ownGm47, t123);  // paged_attention.pto:58:76
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            TileT130 t130(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:69
-                            TASSIGN(t130, 0);  // paged_attention.pto:58:69
-                            TileT131 t131(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t131, 0);  // paged_attention.pto:58:69
-                            using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView49 t15_u2c0_ownGm49(t15_u2c0_own + _g75 * 16 * 32, GmView49::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t131, t15_u2c0_ownGm49);  // paged_attention.pto:58:69
+                            TileT125 t125(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:69
+                            TASSIGN(t125, 0);  // paged_attention.pto:58:69
+                            TileT126 t126(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t126, 0);  // paged_attention.pto:58:69
+                            using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView48 t14_u2c0_ownGm48(t14_u2c0_own + _g75 * 16 * 32, GmView48::Shape(t126.GetValidRow(), t126.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t126, t14_u2c0_ownGm48);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                            TileT132 t132(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t132, 0);  // paged_attention.pto:58:69
+                            TileT127 t127(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t127, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                            TMOV(t132, t131);  // paged_attention.pto:58:69
+                            TMOV(t127, t126);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            TileT133 t133(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t133, 0);  // paged_attention.pto:58:69
+                            TileT128 t128(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t128, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            using GmView50 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView50 vj_u2c0Gm50(vj_u2c0, GmView50::Shape(t133.GetValidRow()));  // paged_attention.pto:58:69
-                            TLOAD(t133, vj_u2c0Gm50);  // paged_attention.pto:58:69
+                            using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView49 vj_u2c0Gm49(vj_u2c0, GmView49::Shape(t128.GetValidRow()));  // paged_attention.pto:58:69
+                            TLOAD(t128, vj_u2c0Gm49);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                            TileT134 t134(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t134, 0);  // paged_attention.pto:58:69
+                            TileT129 t129(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t129, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                            TMOV(t134, t133);  // paged_attention.pto:58:69
+                            TMOV(t129, t128);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL(t130, t132, t134);  // paged_attention.pto:58:69
+                            TMATMUL(t125, t127, t129);  // paged_attention.pto:58:69
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _k135 = 1; _k135 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k135) {  // paged_attention.pto:58:69
-                                TileT136 t136(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t136, 0);  // paged_attention.pto:58:69
-                                using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView51 t15_u2c0_ownGm51(t15_u2c0_own + _g75 * 16 * 32 + _k135 * 32, GmView51::Shape(t136.GetValidRow(), t136.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t136, t15_u2c0_ownGm51);  // paged_attention.pto:58:69
+                            for (int64_t _k130 = 1; _k130 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k130) {  // paged_attention.pto:58:69
+                                TileT131 t131(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k130 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t131, 0);  // paged_attention.pto:58:69
+                                using GmView50 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView50 t14_u2c0_ownGm50(t14_u2c0_own + _g75 * 16 * 32 + _k130 * 32, GmView50::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t131, t14_u2c0_ownGm50);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT137 t137(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t137, 0);  // paged_attention.pto:58:69
+                                TileT132 t132(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k130 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t132, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t137, t136);  // paged_attention.pto:58:69
+                                TMOV(t132, t131);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                TileT138 t138(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t138, 0);  // paged_attention.pto:58:69
+                                TileT133 t133(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k130 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t133, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                using GmView52 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView52 vj_u2c0Gm52(vj_u2c0 + _k135 * 32 * 32, GmView52::Shape(t138.GetValidRow()));  // paged_attention.pto:58:69
-                                TLOAD(t138, vj_u2c0Gm52);  // paged_attention.pto:58:69
+                                using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView51 vj_u2c0Gm51(vj_u2c0 + _k130 * 32 * 32, GmView51::Shape(t133.GetValidRow()));  // paged_attention.pto:58:69
+                                TLOAD(t133, vj_u2c0Gm51);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT139 t139(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t139, 0);  // paged_attention.pto:58:69
+                                TileT134 t134(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k130 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t134, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t139, t138);  // paged_attention.pto:58:69
+                                TMOV(t134, t133);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL_ACC(t130, t130, t137, t139);  // paged_attention.pto:58:69
+                                TMATMUL_ACC(t125, t125, t132, t134);  // paged_attention.pto:58:69
                             }
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView53 t14_u2c0_ownGm53(t14_u2c0_own + _g75 * 16 * 32, GmView53::Shape(t130.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u2c0_ownGm53, t130);  // paged_attention.pto:58:69
+                            using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView52 t13_u2c0_ownGm52(t13_u2c0_own + _g75 * 16 * 32, GmView52::Shape(t125.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t13_u2c0_ownGm52, t125);  // paged_attention.pto:58:69
+                            TileT136 t136(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:58:44
+                            TASSIGN(t136, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+                            GmView53 oi_update_ownGm53(oi_update_own + _g75 * 16 * 32, GmView53::Shape(t136.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t136, oi_update_ownGm53);  // paged_attention.pto:58:44
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            TileT138 t138(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t138, 3072);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            TROWEXPAND(t138, t109);  // paged_attention.pto:58:44
+                            TileT139 t139(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t139, 5120);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            TMUL(t139, t136, t138);  // paged_attention.pto:58:44
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             TileT142 t142(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t142, 0);  // paged_attention.pto:58:44
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView54 t14_u2c0_ownGm54(t14_u2c0_own + _g75 * 16 * 32, GmView54::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t142, t14_u2c0_ownGm54);  // paged_attention.pto:58:44
+                            GmView54 t13_u2c0_ownGm54(t13_u2c0_own + _g75 * 16 * 32, GmView54::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t142, t13_u2c0_ownGm54);  // paged_attention.pto:58:44
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT143 t143(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t143, 2048);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            TADD(t143, t124, t142);  // paged_attention.pto:58:44
+                            TADD(t143, t139, t142);  // paged_attention.pto:58:44
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                             GmView55 oi_update_ownGm55(oi_update_own + _g75 * 16 * 32, GmView55::Shape(t143.GetValidRow()));  // paged_attention.pto:58:44
                             TSTORE(oi_update_ownGm55, t143);  // paged_attention.pto:58:44
@@ -1651,127 +1651,127 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
                             GmView74 sum_update_ownGm74(sum_update_own + _g158 * 16, GmView74::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
                             TSTORE(sum_update_ownGm74, t202);  // paged_attention.pto:57:45
+                            pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            TileT204 t204(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:58:44
-                            TASSIGN(t204, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView75 oi_update_ownGm75(oi_update_own + _g158 * 16 * 32, GmView75::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t204, oi_update_ownGm75);  // paged_attention.pto:58:44
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t206, 3072);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            TROWEXPAND(t206, t192);  // paged_attention.pto:58:44
-                            TileT207 t207(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t207, 5120);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            TMUL(t207, t204, t206);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            for (int64_t _g209 = 0; _g209 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g209) {  // paged_attention.pto:58:76
-                                TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t210, 0);  // paged_attention.pto:58:76
-                                using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView76 tilda_pij_1_u2c1_ownGm76(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView76::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
-                                TLOAD(t210, tilda_pij_1_u2c1_ownGm76);  // paged_attention.pto:58:76
+                            for (int64_t _g204 = 0; _g204 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g204) {  // paged_attention.pto:58:76
+                                TileT205 t205(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g204 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t205, 1024);  // paged_attention.pto:58:76
+                                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                GmView75 tilda_pij_1_u2c1_ownGm75(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g204 * 32, GmView75::Shape(t205.GetValidRow(), t205.GetValidCol()));  // paged_attention.pto:58:76
+                                TLOAD(t205, tilda_pij_1_u2c1_ownGm75);  // paged_attention.pto:58:76
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t211, 2048);  // paged_attention.pto:58:76
+                                TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g204 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t206, 3072);  // paged_attention.pto:58:76
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TCVT(t211, t210, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
+                                TCVT(t206, t205, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView77 t15_u2c1_ownGm77(t15_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView77::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
-                                TSTORE(t15_u2c1_ownGm77, t211);  // paged_attention.pto:58:76
+                                using GmView76 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                GmView76 t14_u2c1_ownGm76(t14_u2c1_own + _g158 * 16 * 32 + _g204 * 32, GmView76::Shape(t206.GetValidRow(), t206.GetValidCol()));  // paged_attention.pto:58:76
+                                TSTORE(t14_u2c1_ownGm76, t206);  // paged_attention.pto:58:76
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            TileT213 t213(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:69
-                            TASSIGN(t213, 0);  // paged_attention.pto:58:69
-                            TileT214 t214(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t214, 0);  // paged_attention.pto:58:69
-                            using GmView78 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView78 t15_u2c1_ownGm78(t15_u2c1_own + _g158 * 16 * 32, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t214, t15_u2c1_ownGm78);  // paged_attention.pto:58:69
+                            TileT208 t208(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:69
+                            TASSIGN(t208, 0);  // paged_attention.pto:58:69
+                            TileT209 t209(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t209, 0);  // paged_attention.pto:58:69
+                            using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView77 t14_u2c1_ownGm77(t14_u2c1_own + _g158 * 16 * 32, GmView77::Shape(t209.GetValidRow(), t209.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t209, t14_u2c1_ownGm77);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TileT215 t215(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t215, 0);  // paged_attention.pto:58:69
+                            TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t210, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TMOV(t215, t214);  // paged_attention.pto:58:69
+                            TMOV(t210, t209);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            TileT216 t216(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t216, 0);  // paged_attention.pto:58:69
+                            TileT211 t211(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t211, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView79 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView79 vj_u2c1Gm79(vj_u2c1, GmView79::Shape(t216.GetValidRow()));  // paged_attention.pto:58:69
-                            TLOAD(t216, vj_u2c1Gm79);  // paged_attention.pto:58:69
+                            using GmView78 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView78 vj_u2c1Gm78(vj_u2c1, GmView78::Shape(t211.GetValidRow()));  // paged_attention.pto:58:69
+                            TLOAD(t211, vj_u2c1Gm78);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TileT217 t217(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t217, 0);  // paged_attention.pto:58:69
+                            TileT212 t212(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t212, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TMOV(t217, t216);  // paged_attention.pto:58:69
+                            TMOV(t212, t211);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL(t213, t215, t217);  // paged_attention.pto:58:69
+                            TMATMUL(t208, t210, t212);  // paged_attention.pto:58:69
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            for (int64_t _k218 = 1; _k218 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k218) {  // paged_attention.pto:58:69
-                                TileT219 t219(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t219, 0);  // paged_attention.pto:58:69
-                                using GmView80 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView80 t15_u2c1_ownGm80(t15_u2c1_own + _g158 * 16 * 32 + _k218 * 32, GmView80::Shape(t219.GetValidRow(), t219.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t219, t15_u2c1_ownGm80);  // paged_attention.pto:58:69
+                            for (int64_t _k213 = 1; _k213 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k213) {  // paged_attention.pto:58:69
+                                TileT214 t214(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k213 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t214, 0);  // paged_attention.pto:58:69
+                                using GmView79 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView79 t14_u2c1_ownGm79(t14_u2c1_own + _g158 * 16 * 32 + _k213 * 32, GmView79::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t214, t14_u2c1_ownGm79);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT220 t220(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t220, 0);  // paged_attention.pto:58:69
+                                TileT215 t215(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k213 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t215, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t220, t219);  // paged_attention.pto:58:69
+                                TMOV(t215, t214);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                TileT221 t221(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t221, 0);  // paged_attention.pto:58:69
+                                TileT216 t216(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k213 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t216, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                using GmView81 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView81 vj_u2c1Gm81(vj_u2c1 + _k218 * 32 * 32, GmView81::Shape(t221.GetValidRow()));  // paged_attention.pto:58:69
-                                TLOAD(t221, vj_u2c1Gm81);  // paged_attention.pto:58:69
+                                using GmView80 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView80 vj_u2c1Gm80(vj_u2c1 + _k213 * 32 * 32, GmView80::Shape(t216.GetValidRow()));  // paged_attention.pto:58:69
+                                TLOAD(t216, vj_u2c1Gm80);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT222 t222(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t222, 0);  // paged_attention.pto:58:69
+                                TileT217 t217(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k213 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t217, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t222, t221);  // paged_attention.pto:58:69
+                                TMOV(t217, t216);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL_ACC(t213, t213, t220, t222);  // paged_attention.pto:58:69
+                                TMATMUL_ACC(t208, t208, t215, t217);  // paged_attention.pto:58:69
                             }
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView82 t14_u2c1_ownGm82(t14_u2c1_own + _g158 * 16 * 32, GmView82::Shape(t213.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u2c1_ownGm82, t213);  // paged_attention.pto:58:69
+                            using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView81 t13_u2c1_ownGm81(t13_u2c1_own + _g158 * 16 * 32, GmView81::Shape(t208.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t13_u2c1_ownGm81, t208);  // paged_attention.pto:58:69
+                            TileT219 t219(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:58:44
+                            TASSIGN(t219, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+                            GmView82 oi_update_ownGm82(oi_update_own + _g158 * 16 * 32, GmView82::Shape(t219.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t219, oi_update_ownGm82);  // paged_attention.pto:58:44
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            TileT221 t221(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t221, 3072);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            TROWEXPAND(t221, t192);  // paged_attention.pto:58:44
+                            TileT222 t222(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t222, 5120);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            TMUL(t222, t219, t221);  // paged_attention.pto:58:44
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             TileT225 t225(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t225, 0);  // paged_attention.pto:58:44
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView83 t14_u2c1_ownGm83(t14_u2c1_own + _g158 * 16 * 32, GmView83::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t225, t14_u2c1_ownGm83);  // paged_attention.pto:58:44
+                            GmView83 t13_u2c1_ownGm83(t13_u2c1_own + _g158 * 16 * 32, GmView83::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t225, t13_u2c1_ownGm83);  // paged_attention.pto:58:44
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT226 t226(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t226, 2048);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            TADD(t226, t207, t225);  // paged_attention.pto:58:44
+                            TADD(t226, t222, t225);  // paged_attention.pto:58:44
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                             GmView84 oi_update_ownGm84(oi_update_own + _g158 * 16 * 32, GmView84::Shape(t226.GetValidRow()));  // paged_attention.pto:58:44
                             TSTORE(oi_update_ownGm84, t226);  // paged_attention.pto:58:44
@@ -2138,127 +2138,127 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
                             GmView103 sum_update_ownGm103(sum_update_own + _g241 * 16, GmView103::Shape(t285.GetValidRow()));  // paged_attention.pto:57:45
                             TSTORE(sum_update_ownGm103, t285);  // paged_attention.pto:57:45
+                            pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            TileT287 t287(min_i64(max_i64(16 - _g241 * 16, 0), 16));  // paged_attention.pto:58:44
-                            TASSIGN(t287, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView104 oi_update_ownGm104(oi_update_own + _g241 * 16 * 32, GmView104::Shape(t287.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t287, oi_update_ownGm104);  // paged_attention.pto:58:44
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TileT289 t289(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t289, 3072);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                            TROWEXPAND(t289, t275);  // paged_attention.pto:58:44
-                            TileT290 t290(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t290, 5120);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TMUL(t290, t287, t289);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _g292 = 0; _g292 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g292) {  // paged_attention.pto:58:76
-                                TileT293 t293(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t293, 0);  // paged_attention.pto:58:76
-                                using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView105 tilda_pij_1_u1c0_ownGm105(tilda_pij_1_u1c0_own + _g241 * 16 * 32 + _g292 * 32, GmView105::Shape(t293.GetValidRow(), t293.GetValidCol()));  // paged_attention.pto:58:76
-                                TLOAD(t293, tilda_pij_1_u1c0_ownGm105);  // paged_attention.pto:58:76
+                            for (int64_t _g287 = 0; _g287 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g287) {  // paged_attention.pto:58:76
+                                TileT288 t288(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g287 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t288, 1024);  // paged_attention.pto:58:76
+                                using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                GmView104 tilda_pij_1_u1c0_ownGm104(tilda_pij_1_u1c0_own + _g241 * 16 * 32 + _g287 * 32, GmView104::Shape(t288.GetValidRow(), t288.GetValidCol()));  // paged_attention.pto:58:76
+                                TLOAD(t288, tilda_pij_1_u1c0_ownGm104);  // paged_attention.pto:58:76
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                TileT294 t294(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t294, 2048);  // paged_attention.pto:58:76
+                                TileT289 t289(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g287 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t289, 3072);  // paged_attention.pto:58:76
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                TCVT(t294, t293, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
+                                TCVT(t289, t288, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                using GmView106 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                GmView106 t15_u1c0_ownGm106(t15_u1c0_own + _g241 * 16 * 32 + _g292 * 32, GmView106::Shape(t294.GetValidRow(), t294.GetValidCol()));  // paged_attention.pto:58:76
-                                TSTORE(t15_u1c0_ownGm106, t294);  // paged_attention.pto:58:76
+                                using GmView105 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                GmView105 t14_u1c0_ownGm105(t14_u1c0_own + _g241 * 16 * 32 + _g287 * 32, GmView105::Shape(t289.GetValidRow(), t289.GetValidCol()));  // paged_attention.pto:58:76
+                                TSTORE(t14_u1c0_ownGm105, t289);  // paged_attention.pto:58:76
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            TileT296 t296(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:69
-                            TASSIGN(t296, 0);  // paged_attention.pto:58:69
-                            TileT297 t297(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t297, 0);  // paged_attention.pto:58:69
-                            using GmView107 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView107 t15_u1c0_ownGm107(t15_u1c0_own + _g241 * 16 * 32, GmView107::Shape(t297.GetValidRow(), t297.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t297, t15_u1c0_ownGm107);  // paged_attention.pto:58:69
+                            TileT291 t291(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:69
+                            TASSIGN(t291, 0);  // paged_attention.pto:58:69
+                            TileT292 t292(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t292, 0);  // paged_attention.pto:58:69
+                            using GmView106 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView106 t14_u1c0_ownGm106(t14_u1c0_own + _g241 * 16 * 32, GmView106::Shape(t292.GetValidRow(), t292.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t292, t14_u1c0_ownGm106);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            TileT298 t298(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t298, 0);  // paged_attention.pto:58:69
+                            TileT293 t293(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t293, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            TMOV(t298, t297);  // paged_attention.pto:58:69
+                            TMOV(t293, t292);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            TileT299 t299(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t299, 0);  // paged_attention.pto:58:69
+                            TileT294 t294(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t294, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView108 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView108 vj_u1c0Gm108(vj_u1c0, GmView108::Shape(t299.GetValidRow()));  // paged_attention.pto:58:69
-                            TLOAD(t299, vj_u1c0Gm108);  // paged_attention.pto:58:69
+                            using GmView107 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView107 vj_u1c0Gm107(vj_u1c0, GmView107::Shape(t294.GetValidRow()));  // paged_attention.pto:58:69
+                            TLOAD(t294, vj_u1c0Gm107);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            TileT300 t300(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t300, 0);  // paged_attention.pto:58:69
+                            TileT295 t295(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t295, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            TMOV(t300, t299);  // paged_attention.pto:58:69
+                            TMOV(t295, t294);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL(t296, t298, t300);  // paged_attention.pto:58:69
+                            TMATMUL(t291, t293, t295);  // paged_attention.pto:58:69
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _k301 = 1; _k301 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k301) {  // paged_attention.pto:58:69
-                                TileT302 t302(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t302, 0);  // paged_attention.pto:58:69
-                                using GmView109 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView109 t15_u1c0_ownGm109(t15_u1c0_own + _g241 * 16 * 32 + _k301 * 32, GmView109::Shape(t302.GetValidRow(), t302.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t302, t15_u1c0_ownGm109);  // paged_attention.pto:58:69
+                            for (int64_t _k296 = 1; _k296 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k296) {  // paged_attention.pto:58:69
+                                TileT297 t297(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k296 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t297, 0);  // paged_attention.pto:58:69
+                                using GmView108 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView108 t14_u1c0_ownGm108(t14_u1c0_own + _g241 * 16 * 32 + _k296 * 32, GmView108::Shape(t297.GetValidRow(), t297.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t297, t14_u1c0_ownGm108);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TileT303 t303(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t303, 0);  // paged_attention.pto:58:69
+                                TileT298 t298(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k296 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t298, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TMOV(t303, t302);  // paged_attention.pto:58:69
+                                TMOV(t298, t297);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                TileT304 t304(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t304, 0);  // paged_attention.pto:58:69
+                                TileT299 t299(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k296 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t299, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                using GmView110 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView110 vj_u1c0Gm110(vj_u1c0 + _k301 * 32 * 32, GmView110::Shape(t304.GetValidRow()));  // paged_attention.pto:58:69
-                                TLOAD(t304, vj_u1c0Gm110);  // paged_attention.pto:58:69
+                                using GmView109 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView109 vj_u1c0Gm109(vj_u1c0 + _k296 * 32 * 32, GmView109::Shape(t299.GetValidRow()));  // paged_attention.pto:58:69
+                                TLOAD(t299, vj_u1c0Gm109);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TileT305 t305(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t305, 0);  // paged_attention.pto:58:69
+                                TileT300 t300(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k296 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t300, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TMOV(t305, t304);  // paged_attention.pto:58:69
+                                TMOV(t300, t299);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL_ACC(t296, t296, t303, t305);  // paged_attention.pto:58:69
+                                TMATMUL_ACC(t291, t291, t298, t300);  // paged_attention.pto:58:69
                             }
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView111 t14_u1c0_ownGm111(t14_u1c0_own + _g241 * 16 * 32, GmView111::Shape(t296.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u1c0_ownGm111, t296);  // paged_attention.pto:58:69
+                            using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView110 t13_u1c0_ownGm110(t13_u1c0_own + _g241 * 16 * 32, GmView110::Shape(t291.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t13_u1c0_ownGm110, t291);  // paged_attention.pto:58:69
+                            TileT302 t302(min_i64(max_i64(16 - _g241 * 16, 0), 16));  // paged_attention.pto:58:44
+                            TASSIGN(t302, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+                            GmView111 oi_update_ownGm111(oi_update_own + _g241 * 16 * 32, GmView111::Shape(t302.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t302, oi_update_ownGm111);  // paged_attention.pto:58:44
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                            TileT304 t304(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t304, 3072);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            TROWEXPAND(t304, t275);  // paged_attention.pto:58:44
+                            TileT305 t305(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t305, 5120);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                            TMUL(t305, t302, t304);  // paged_attention.pto:58:44
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             TileT308 t308(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t308, 0);  // paged_attention.pto:58:44
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                            GmView112 t14_u1c0_ownGm112(t14_u1c0_own + _g241 * 16 * 32, GmView112::Shape(t308.GetValidRow()));  // paged_attention.pto:58:44
-                            TLOAD(t308, t14_u1c0_ownGm112);  // paged_attention.pto:58:44
+                            GmView112 t13_u1c0_ownGm112(t13_u1c0_own + _g241 * 16 * 32, GmView112::Shape(t308.GetValidRow()));  // paged_attention.pto:58:44
+                            TLOAD(t308, t13_u1c0_ownGm112);  // paged_attention.pto:58:44
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TileT309 t309(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t309, 2048);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TADD(t309, t290, t308);  // paged_attention.pto:58:44
+                            TADD(t309, t305, t308);  // paged_attention.pto:58:44
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                             GmView113 oi_update_ownGm113(oi_update_own + _g241 * 16 * 32, GmView113::Shape(t309.GetValidRow()));  // paged_attention.pto:58:44
                             TSTORE(oi_update_ownGm113, t309);  // paged_attention.pto:58:44
@@ -2606,127 +2606,127 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 using GmView132 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
                                 GmView132 sum_update_ownGm132(sum_update_own + _g324 * 16, GmView132::Shape(t368.GetValidRow()));  // paged_attention.pto:57:45
                                 TSTORE(sum_update_ownGm132, t368);  // paged_attention.pto:57:45
+                                pipe_barrier(PIPE_V);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                TileT370 t370(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:58:44
-                                TASSIGN(t370, 1024);  // paged_attention.pto:58:44
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                                using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView133 oi_update_ownGm133(oi_update_own + _g324 * 16 * 32, GmView133::Shape(t370.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t370, oi_update_ownGm133);  // paged_attention.pto:58:44
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                                TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
-                                TASSIGN(t372, 3072);  // paged_attention.pto:58:44
-                                pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                                TROWEXPAND(t372, t358);  // paged_attention.pto:58:44
-                                TileT373 t373(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
-                                TASSIGN(t373, 5120);  // paged_attention.pto:58:44
-                                pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                                TMUL(t373, t370, t372);  // paged_attention.pto:58:44
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                                for (int64_t _g375 = 0; _g375 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g375) {  // paged_attention.pto:58:76
-                                    TileT376 t376(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
-                                    TASSIGN(t376, 0);  // paged_attention.pto:58:76
-                                    using GmView134 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView134 tilda_pij_1_last_ownGm134(tilda_pij_1_last_own + _g324 * 16 * 32 + _g375 * 32, GmView134::Shape(t376.GetValidRow(), t376.GetValidCol()));  // paged_attention.pto:58:76
-                                    TLOAD(t376, tilda_pij_1_last_ownGm134);  // paged_attention.pto:58:76
+                                for (int64_t _g370 = 0; _g370 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g370) {  // paged_attention.pto:58:76
+                                    TileT371 t371(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g370 * 32, 32));  // paged_attention.pto:58:76
+                                    TASSIGN(t371, 1024);  // paged_attention.pto:58:76
+                                    using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                    GmView133 tilda_pij_1_last_ownGm133(tilda_pij_1_last_own + _g324 * 16 * 32 + _g370 * 32, GmView133::Shape(t371.GetValidRow(), t371.GetValidCol()));  // paged_attention.pto:58:76
+                                    TLOAD(t371, tilda_pij_1_last_ownGm133);  // paged_attention.pto:58:76
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                                    TileT377 t377(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
-                                    TASSIGN(t377, 2048);  // paged_attention.pto:58:76
+                                    TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g370 * 32, 32));  // paged_attention.pto:58:76
+                                    TASSIGN(t372, 3072);  // paged_attention.pto:58:76
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                                    TCVT(t377, t376, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
+                                    TCVT(t372, t371, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                    using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView135 t15_last_ownGm135(t15_last_own + _g324 * 16 * 32 + _g375 * 32, GmView135::Shape(t377.GetValidRow(), t377.GetValidCol()));  // paged_attention.pto:58:76
-                                    TSTORE(t15_last_ownGm135, t377);  // paged_attention.pto:58:76
+                                    using GmView134 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                    GmView134 t14_last_ownGm134(t14_last_own + _g324 * 16 * 32 + _g370 * 32, GmView134::Shape(t372.GetValidRow(), t372.GetValidCol()));  // paged_attention.pto:58:76
+                                    TSTORE(t14_last_ownGm134, t372);  // paged_attention.pto:58:76
                                 }
                                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                                TileT379 t379(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:69
-                                TASSIGN(t379, 0);  // paged_attention.pto:58:69
-                                TileT380 t380(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
-                                TASSIGN(t380, 0);  // paged_attention.pto:58:69
-                                using GmView136 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView136 t15_last_ownGm136(t15_last_own + _g324 * 16 * 32, GmView136::Shape(t380.GetValidRow(), t380.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t380, t15_last_ownGm136);  // paged_attention.pto:58:69
+                                TileT374 t374(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:69
+                                TASSIGN(t374, 0);  // paged_attention.pto:58:69
+                                TileT375 t375(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+                                TASSIGN(t375, 0);  // paged_attention.pto:58:69
+                                using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView135 t14_last_ownGm135(t14_last_own + _g324 * 16 * 32, GmView135::Shape(t375.GetValidRow(), t375.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t375, t14_last_ownGm135);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TileT381 t381(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
-                                TASSIGN(t381, 0);  // paged_attention.pto:58:69
+                                TileT376 t376(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+                                TASSIGN(t376, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TMOV(t381, t380);  // paged_attention.pto:58:69
+                                TMOV(t376, t375);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                TileT382 t382(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
-                                TASSIGN(t382, 0);  // paged_attention.pto:58:69
+                                TileT377 t377(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+                                TASSIGN(t377, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                using GmView137 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView137 vj_lastGm137(vj_last, GmView137::Shape(t382.GetValidRow()));  // paged_attention.pto:58:69
-                                TLOAD(t382, vj_lastGm137);  // paged_attention.pto:58:69
+                                using GmView136 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView136 vj_lastGm136(vj_last, GmView136::Shape(t377.GetValidRow()));  // paged_attention.pto:58:69
+                                TLOAD(t377, vj_lastGm136);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TileT383 t383(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
-                                TASSIGN(t383, 0);  // paged_attention.pto:58:69
+                                TileT378 t378(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+                                TASSIGN(t378, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TMOV(t383, t382);  // paged_attention.pto:58:69
+                                TMOV(t378, t377);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL(t379, t381, t383);  // paged_attention.pto:58:69
+                                TMATMUL(t374, t376, t378);  // paged_attention.pto:58:69
                                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                for (int64_t _k384 = 1; _k384 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k384) {  // paged_attention.pto:58:69
-                                    TileT385 t385(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
-                                    TASSIGN(t385, 0);  // paged_attention.pto:58:69
-                                    using GmView138 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                    GmView138 t15_last_ownGm138(t15_last_own + _g324 * 16 * 32 + _k384 * 32, GmView138::Shape(t385.GetValidRow(), t385.GetValidCol()));  // paged_attention.pto:58:69
-                                    TLOAD(t385, t15_last_ownGm138);  // paged_attention.pto:58:69
+                                for (int64_t _k379 = 1; _k379 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k379) {  // paged_attention.pto:58:69
+                                    TileT380 t380(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k379 * 32, 32));  // paged_attention.pto:58:69
+                                    TASSIGN(t380, 0);  // paged_attention.pto:58:69
+                                    using GmView137 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                    GmView137 t14_last_ownGm137(t14_last_own + _g324 * 16 * 32 + _k379 * 32, GmView137::Shape(t380.GetValidRow(), t380.GetValidCol()));  // paged_attention.pto:58:69
+                                    TLOAD(t380, t14_last_ownGm137);  // paged_attention.pto:58:69
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                    TileT386 t386(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
-                                    TASSIGN(t386, 0);  // paged_attention.pto:58:69
+                                    TileT381 t381(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k379 * 32, 32));  // paged_attention.pto:58:69
+                                    TASSIGN(t381, 0);  // paged_attention.pto:58:69
                                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                    TMOV(t386, t385);  // paged_attention.pto:58:69
+                                    TMOV(t381, t380);  // paged_attention.pto:58:69
                                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                    TileT387 t387(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
-                                    TASSIGN(t387, 0);  // paged_attention.pto:58:69
+                                    TileT382 t382(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k379 * 32, 32));  // paged_attention.pto:58:69
+                                    TASSIGN(t382, 0);  // paged_attention.pto:58:69
                                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                    using GmView139 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                    GmView139 vj_lastGm139(vj_last + _k384 * 32 * 32, GmView139::Shape(t387.GetValidRow()));  // paged_attention.pto:58:69
-                                    TLOAD(t387, vj_lastGm139);  // paged_attention.pto:58:69
+                                    using GmView138 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                    GmView138 vj_lastGm138(vj_last + _k379 * 32 * 32, GmView138::Shape(t382.GetValidRow()));  // paged_attention.pto:58:69
+                                    TLOAD(t382, vj_lastGm138);  // paged_attention.pto:58:69
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                    TileT388 t388(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
-                                    TASSIGN(t388, 0);  // paged_attention.pto:58:69
+                                    TileT383 t383(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k379 * 32, 32));  // paged_attention.pto:58:69
+                                    TASSIGN(t383, 0);  // paged_attention.pto:58:69
                                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                    TMOV(t388, t387);  // paged_attention.pto:58:69
+                                    TMOV(t383, t382);  // paged_attention.pto:58:69
                                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                    TMATMUL_ACC(t379, t379, t386, t388);  // paged_attention.pto:58:69
+                                    TMATMUL_ACC(t374, t374, t381, t383);  // paged_attention.pto:58:69
                                 }
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView140 t14_last_ownGm140(t14_last_own + _g324 * 16 * 32, GmView140::Shape(t379.GetValidRow()));  // paged_attention.pto:58:69
-                                TSTORE(t14_last_ownGm140, t379);  // paged_attention.pto:58:69
+                                using GmView139 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView139 t13_last_ownGm139(t13_last_own + _g324 * 16 * 32, GmView139::Shape(t374.GetValidRow()));  // paged_attention.pto:58:69
+                                TSTORE(t13_last_ownGm139, t374);  // paged_attention.pto:58:69
+                                TileT385 t385(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:58:44
+                                TASSIGN(t385, 1024);  // paged_attention.pto:58:44
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                                using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+                                GmView140 oi_update_ownGm140(oi_update_own + _g324 * 16 * 32, GmView140::Shape(t385.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t385, oi_update_ownGm140);  // paged_attention.pto:58:44
+                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                TileT387 t387(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
+                                TASSIGN(t387, 3072);  // paged_attention.pto:58:44
+                                pipe_barrier(PIPE_V);
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                                TROWEXPAND(t387, t358);  // paged_attention.pto:58:44
+                                TileT388 t388(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
+                                TASSIGN(t388, 5120);  // paged_attention.pto:58:44
+                                pipe_barrier(PIPE_V);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                TMUL(t388, t385, t387);  // paged_attention.pto:58:44
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 TileT391 t391(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t391, 0);  // paged_attention.pto:58:44
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView141 t14_last_ownGm141(t14_last_own + _g324 * 16 * 32, GmView141::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t391, t14_last_ownGm141);  // paged_attention.pto:58:44
+                                GmView141 t13_last_ownGm141(t13_last_own + _g324 * 16 * 32, GmView141::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t391, t13_last_ownGm141);  // paged_attention.pto:58:44
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT392 t392(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t392, 2048);  // paged_attention.pto:58:44
                                 pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                                TADD(t392, t373, t391);  // paged_attention.pto:58:44
+                                TADD(t392, t388, t391);  // paged_attention.pto:58:44
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 using GmView142 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                 GmView142 oi_update_ownGm142(oi_update_own + _g324 * 16 * 32, GmView142::Shape(t392.GetValidRow()));  // paged_attention.pto:58:44
                                 TSTORE(oi_update_ownGm142, t392);  // paged_attention.pto:58:44
@@ -2824,29 +2824,29 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
     __gm__ bfloat16_t* vj_assemble_u2c0_own = vj_assemble_u2c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_u2c0_own = sij_scale_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_u2c0_own = tilda_pij_1_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_u2c0_own = t15_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_u2c0_own = t14_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_u2c0_own = t14_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_u2c0_own = t13_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* kj_assemble_u2c1_own = kj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_u2c1_own = sij_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* vj_assemble_u2c1_own = vj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_u2c1_own = sij_scale_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_u2c1_own = tilda_pij_1_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_u2c1_own = t15_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_u2c1_own = t14_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_u2c1_own = t14_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_u2c1_own = t13_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* kj_assemble_u1c0_own = kj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_u1c0_own = sij_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* vj_assemble_u1c0_own = vj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_u1c0_own = sij_scale_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_u1c0_own = tilda_pij_1_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_u1c0_own = t15_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_u1c0_own = t14_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_u1c0_own = t14_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_u1c0_own = t13_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* kj_assemble_last_own = kj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_last_own = sij_last + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* vj_assemble_last_own = vj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_last_own = sij_scale_last + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_last_own = tilda_pij_1_last + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_last_own = t15_last + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_last_own = t14_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_last_own = t14_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_last_own = t13_last + block_index * 16 * 32;  // paged_attention.pto:20:5
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // paged_attention.pto:20:5
         for (int64_t s1 = 0; s1 < QR / (B * 64); ++s1) {  // paged_attention.pto:21:9
             const int64_t s0 = static_cast<int64_t>(kv_act_seqs[b]);  // paged_attention.pto:22:23
@@ -3317,72 +3317,72 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             }
                             for (int64_t _g89 = 0; _g89 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g89) {  // paged_attention.pto:53:45
                             }
-                            for (int64_t _g126 = 0; _g126 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g126) {  // paged_attention.pto:58:76
+                            for (int64_t _g121 = 0; _g121 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g121) {  // paged_attention.pto:58:76
                             }
-                            TileT130 t130(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:69
-                            TASSIGN(t130, 0);  // paged_attention.pto:58:69
-                            TileT131 t131(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t131, 0);  // paged_attention.pto:58:69
+                            TileT125 t125(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:69
+                            TASSIGN(t125, 0);  // paged_attention.pto:58:69
+                            TileT126 t126(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t126, 0);  // paged_attention.pto:58:69
                             wait_flag_dev(11);
-                            using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView49 t15_u2c0_ownGm49(t15_u2c0_own + _g75 * 16 * 32, GmView49::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t131, t15_u2c0_ownGm49);  // paged_attention.pto:58:69
+                            using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView48 t14_u2c0_ownGm48(t14_u2c0_own + _g75 * 16 * 32, GmView48::Shape(t126.GetValidRow(), t126.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t126, t14_u2c0_ownGm48);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                            TileT132 t132(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t132, 0);  // paged_attention.pto:58:69
+                            TileT127 t127(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t127, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                            TMOV(t132, t131);  // paged_attention.pto:58:69
+                            TMOV(t127, t126);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            TileT133 t133(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t133, 0);  // paged_attention.pto:58:69
+                            TileT128 t128(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t128, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            using GmView50 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView50 vj_u2c0Gm50(vj_u2c0, GmView50::Shape(t133.GetValidRow()));  // paged_attention.pto:58:69
-                            TLOAD(t133, vj_u2c0Gm50);  // paged_attention.pto:58:69
+                            using GmView49 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView49 vj_u2c0Gm49(vj_u2c0, GmView49::Shape(t128.GetValidRow()));  // paged_attention.pto:58:69
+                            TLOAD(t128, vj_u2c0Gm49);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                            TileT134 t134(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t134, 0);  // paged_attention.pto:58:69
+                            TileT129 t129(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t129, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                            TMOV(t134, t133);  // paged_attention.pto:58:69
+                            TMOV(t129, t128);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL(t130, t132, t134);  // paged_attention.pto:58:69
+                            TMATMUL(t125, t127, t129);  // paged_attention.pto:58:69
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _k135 = 1; _k135 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k135) {  // paged_attention.pto:58:69
-                                TileT136 t136(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t136, 0);  // paged_attention.pto:58:69
-                                using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView51 t15_u2c0_ownGm51(t15_u2c0_own + _g75 * 16 * 32 + _k135 * 32, GmView51::Shape(t136.GetValidRow(), t136.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t136, t15_u2c0_ownGm51);  // paged_attention.pto:58:69
+                            for (int64_t _k130 = 1; _k130 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k130) {  // paged_attention.pto:58:69
+                                TileT131 t131(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k130 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t131, 0);  // paged_attention.pto:58:69
+                                using GmView50 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView50 t14_u2c0_ownGm50(t14_u2c0_own + _g75 * 16 * 32 + _k130 * 32, GmView50::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t131, t14_u2c0_ownGm50);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT137 t137(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t137, 0);  // paged_attention.pto:58:69
+                                TileT132 t132(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k130 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t132, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t137, t136);  // paged_attention.pto:58:69
+                                TMOV(t132, t131);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                TileT138 t138(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t138, 0);  // paged_attention.pto:58:69
+                                TileT133 t133(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k130 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t133, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                using GmView52 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView52 vj_u2c0Gm52(vj_u2c0 + _k135 * 32 * 32, GmView52::Shape(t138.GetValidRow()));  // paged_attention.pto:58:69
-                                TLOAD(t138, vj_u2c0Gm52);  // paged_attention.pto:58:69
+                                using GmView51 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView51 vj_u2c0Gm51(vj_u2c0 + _k130 * 32 * 32, GmView51::Shape(t133.GetValidRow()));  // paged_attention.pto:58:69
+                                TLOAD(t133, vj_u2c0Gm51);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT139 t139(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t139, 0);  // paged_attention.pto:58:69
+                                TileT134 t134(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k130 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t134, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t139, t138);  // paged_attention.pto:58:69
+                                TMOV(t134, t133);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL_ACC(t130, t130, t137, t139);  // paged_attention.pto:58:69
+                                TMATMUL_ACC(t125, t125, t132, t134);  // paged_attention.pto:58:69
                             }
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView53 t14_u2c0_ownGm53(t14_u2c0_own + _g75 * 16 * 32, GmView53::Shape(t130.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u2c0_ownGm53, t130);  // paged_attention.pto:58:69
+                            using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView52 t13_u2c0_ownGm52(t13_u2c0_own + _g75 * 16 * 32, GmView52::Shape(t125.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t13_u2c0_ownGm52, t125);  // paged_attention.pto:58:69
                             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
                         }
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -3572,72 +3572,72 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             }
                             for (int64_t _g172 = 0; _g172 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g172) {  // paged_attention.pto:53:45
                             }
-                            for (int64_t _g209 = 0; _g209 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g209) {  // paged_attention.pto:58:76
+                            for (int64_t _g204 = 0; _g204 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g204) {  // paged_attention.pto:58:76
                             }
-                            TileT213 t213(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:69
-                            TASSIGN(t213, 0);  // paged_attention.pto:58:69
-                            TileT214 t214(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t214, 0);  // paged_attention.pto:58:69
+                            TileT208 t208(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:69
+                            TASSIGN(t208, 0);  // paged_attention.pto:58:69
+                            TileT209 t209(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t209, 0);  // paged_attention.pto:58:69
                             wait_flag_dev(11);
-                            using GmView78 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView78 t15_u2c1_ownGm78(t15_u2c1_own + _g158 * 16 * 32, GmView78::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t214, t15_u2c1_ownGm78);  // paged_attention.pto:58:69
+                            using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView77 t14_u2c1_ownGm77(t14_u2c1_own + _g158 * 16 * 32, GmView77::Shape(t209.GetValidRow(), t209.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t209, t14_u2c1_ownGm77);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TileT215 t215(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t215, 0);  // paged_attention.pto:58:69
+                            TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t210, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TMOV(t215, t214);  // paged_attention.pto:58:69
+                            TMOV(t210, t209);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            TileT216 t216(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t216, 0);  // paged_attention.pto:58:69
+                            TileT211 t211(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t211, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView79 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView79 vj_u2c1Gm79(vj_u2c1, GmView79::Shape(t216.GetValidRow()));  // paged_attention.pto:58:69
-                            TLOAD(t216, vj_u2c1Gm79);  // paged_attention.pto:58:69
+                            using GmView78 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView78 vj_u2c1Gm78(vj_u2c1, GmView78::Shape(t211.GetValidRow()));  // paged_attention.pto:58:69
+                            TLOAD(t211, vj_u2c1Gm78);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TileT217 t217(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t217, 0);  // paged_attention.pto:58:69
+                            TileT212 t212(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t212, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TMOV(t217, t216);  // paged_attention.pto:58:69
+                            TMOV(t212, t211);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL(t213, t215, t217);  // paged_attention.pto:58:69
+                            TMATMUL(t208, t210, t212);  // paged_attention.pto:58:69
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            for (int64_t _k218 = 1; _k218 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k218) {  // paged_attention.pto:58:69
-                                TileT219 t219(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t219, 0);  // paged_attention.pto:58:69
-                                using GmView80 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView80 t15_u2c1_ownGm80(t15_u2c1_own + _g158 * 16 * 32 + _k218 * 32, GmView80::Shape(t219.GetValidRow(), t219.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t219, t15_u2c1_ownGm80);  // paged_attention.pto:58:69
+                            for (int64_t _k213 = 1; _k213 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k213) {  // paged_attention.pto:58:69
+                                TileT214 t214(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k213 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t214, 0);  // paged_attention.pto:58:69
+                                using GmView79 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView79 t14_u2c1_ownGm79(t14_u2c1_own + _g158 * 16 * 32 + _k213 * 32, GmView79::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t214, t14_u2c1_ownGm79);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT220 t220(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t220, 0);  // paged_attention.pto:58:69
+                                TileT215 t215(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k213 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t215, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t220, t219);  // paged_attention.pto:58:69
+                                TMOV(t215, t214);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                TileT221 t221(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t221, 0);  // paged_attention.pto:58:69
+                                TileT216 t216(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k213 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t216, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                using GmView81 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView81 vj_u2c1Gm81(vj_u2c1 + _k218 * 32 * 32, GmView81::Shape(t221.GetValidRow()));  // paged_attention.pto:58:69
-                                TLOAD(t221, vj_u2c1Gm81);  // paged_attention.pto:58:69
+                                using GmView80 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView80 vj_u2c1Gm80(vj_u2c1 + _k213 * 32 * 32, GmView80::Shape(t216.GetValidRow()));  // paged_attention.pto:58:69
+                                TLOAD(t216, vj_u2c1Gm80);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT222 t222(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t222, 0);  // paged_attention.pto:58:69
+                                TileT217 t217(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k213 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t217, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t222, t221);  // paged_attention.pto:58:69
+                                TMOV(t217, t216);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL_ACC(t213, t213, t220, t222);  // paged_attention.pto:58:69
+                                TMATMUL_ACC(t208, t208, t215, t217);  // paged_attention.pto:58:69
                             }
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView82 t14_u2c1_ownGm82(t14_u2c1_own + _g158 * 16 * 32, GmView82::Shape(t213.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u2c1_ownGm82, t213);  // paged_attention.pto:58:69
+                            using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView81 t13_u2c1_ownGm81(t13_u2c1_own + _g158 * 16 * 32, GmView81::Shape(t208.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t13_u2c1_ownGm81, t208);  // paged_attention.pto:58:69
                             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
                         }
                         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
@@ -3805,72 +3805,72 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                             }
                             for (int64_t _g255 = 0; _g255 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g255) {  // paged_attention.pto:53:45
                             }
-                            for (int64_t _g292 = 0; _g292 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g292) {  // paged_attention.pto:58:76
+                            for (int64_t _g287 = 0; _g287 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g287) {  // paged_attention.pto:58:76
                             }
-                            TileT296 t296(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:69
-                            TASSIGN(t296, 0);  // paged_attention.pto:58:69
-                            TileT297 t297(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t297, 0);  // paged_attention.pto:58:69
+                            TileT291 t291(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:69
+                            TASSIGN(t291, 0);  // paged_attention.pto:58:69
+                            TileT292 t292(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t292, 0);  // paged_attention.pto:58:69
                             wait_flag_dev(5);
-                            using GmView107 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView107 t15_u1c0_ownGm107(t15_u1c0_own + _g241 * 16 * 32, GmView107::Shape(t297.GetValidRow(), t297.GetValidCol()));  // paged_attention.pto:58:69
-                            TLOAD(t297, t15_u1c0_ownGm107);  // paged_attention.pto:58:69
+                            using GmView106 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView106 t14_u1c0_ownGm106(t14_u1c0_own + _g241 * 16 * 32, GmView106::Shape(t292.GetValidRow(), t292.GetValidCol()));  // paged_attention.pto:58:69
+                            TLOAD(t292, t14_u1c0_ownGm106);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            TileT298 t298(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t298, 0);  // paged_attention.pto:58:69
+                            TileT293 t293(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t293, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            TMOV(t298, t297);  // paged_attention.pto:58:69
+                            TMOV(t293, t292);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            TileT299 t299(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t299, 0);  // paged_attention.pto:58:69
+                            TileT294 t294(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t294, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView108 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView108 vj_u1c0Gm108(vj_u1c0, GmView108::Shape(t299.GetValidRow()));  // paged_attention.pto:58:69
-                            TLOAD(t299, vj_u1c0Gm108);  // paged_attention.pto:58:69
+                            using GmView107 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView107 vj_u1c0Gm107(vj_u1c0, GmView107::Shape(t294.GetValidRow()));  // paged_attention.pto:58:69
+                            TLOAD(t294, vj_u1c0Gm107);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            TileT300 t300(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
-                            TASSIGN(t300, 0);  // paged_attention.pto:58:69
+                            TileT295 t295(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+                            TASSIGN(t295, 0);  // paged_attention.pto:58:69
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                            TMOV(t300, t299);  // paged_attention.pto:58:69
+                            TMOV(t295, t294);  // paged_attention.pto:58:69
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL(t296, t298, t300);  // paged_attention.pto:58:69
+                            TMATMUL(t291, t293, t295);  // paged_attention.pto:58:69
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _k301 = 1; _k301 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k301) {  // paged_attention.pto:58:69
-                                TileT302 t302(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t302, 0);  // paged_attention.pto:58:69
-                                using GmView109 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView109 t15_u1c0_ownGm109(t15_u1c0_own + _g241 * 16 * 32 + _k301 * 32, GmView109::Shape(t302.GetValidRow(), t302.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t302, t15_u1c0_ownGm109);  // paged_attention.pto:58:69
+                            for (int64_t _k296 = 1; _k296 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k296) {  // paged_attention.pto:58:69
+                                TileT297 t297(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k296 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t297, 0);  // paged_attention.pto:58:69
+                                using GmView108 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView108 t14_u1c0_ownGm108(t14_u1c0_own + _g241 * 16 * 32 + _k296 * 32, GmView108::Shape(t297.GetValidRow(), t297.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t297, t14_u1c0_ownGm108);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TileT303 t303(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t303, 0);  // paged_attention.pto:58:69
+                                TileT298 t298(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k296 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t298, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TMOV(t303, t302);  // paged_attention.pto:58:69
+                                TMOV(t298, t297);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                TileT304 t304(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t304, 0);  // paged_attention.pto:58:69
+                                TileT299 t299(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k296 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t299, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                using GmView110 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView110 vj_u1c0Gm110(vj_u1c0 + _k301 * 32 * 32, GmView110::Shape(t304.GetValidRow()));  // paged_attention.pto:58:69
-                                TLOAD(t304, vj_u1c0Gm110);  // paged_attention.pto:58:69
+                                using GmView109 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView109 vj_u1c0Gm109(vj_u1c0 + _k296 * 32 * 32, GmView109::Shape(t299.GetValidRow()));  // paged_attention.pto:58:69
+                                TLOAD(t299, vj_u1c0Gm109);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TileT305 t305(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
-                                TASSIGN(t305, 0);  // paged_attention.pto:58:69
+                                TileT300 t300(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k296 * 32, 32));  // paged_attention.pto:58:69
+                                TASSIGN(t300, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TMOV(t305, t304);  // paged_attention.pto:58:69
+                                TMOV(t300, t299);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL_ACC(t296, t296, t303, t305);  // paged_attention.pto:58:69
+                                TMATMUL_ACC(t291, t291, t298, t300);  // paged_attention.pto:58:69
                             }
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                            GmView111 t14_u1c0_ownGm111(t14_u1c0_own + _g241 * 16 * 32, GmView111::Shape(t296.GetValidRow()));  // paged_attention.pto:58:69
-                            TSTORE(t14_u1c0_ownGm111, t296);  // paged_attention.pto:58:69
+                            using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                            GmView110 t13_u1c0_ownGm110(t13_u1c0_own + _g241 * 16 * 32, GmView110::Shape(t291.GetValidRow()));  // paged_attention.pto:58:69
+                            TSTORE(t13_u1c0_ownGm110, t291);  // paged_attention.pto:58:69
                             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                         }
                     }
@@ -4029,72 +4029,72 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 }
                                 for (int64_t _g338 = 0; _g338 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g338) {  // paged_attention.pto:53:45
                                 }
-                                for (int64_t _g375 = 0; _g375 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g375) {  // paged_attention.pto:58:76
+                                for (int64_t _g370 = 0; _g370 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g370) {  // paged_attention.pto:58:76
                                 }
-                                TileT379 t379(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:69
-                                TASSIGN(t379, 0);  // paged_attention.pto:58:69
-                                TileT380 t380(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
-                                TASSIGN(t380, 0);  // paged_attention.pto:58:69
+                                TileT374 t374(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:69
+                                TASSIGN(t374, 0);  // paged_attention.pto:58:69
+                                TileT375 t375(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+                                TASSIGN(t375, 0);  // paged_attention.pto:58:69
                                 wait_flag_dev(5);
-                                using GmView136 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView136 t15_last_ownGm136(t15_last_own + _g324 * 16 * 32, GmView136::Shape(t380.GetValidRow(), t380.GetValidCol()));  // paged_attention.pto:58:69
-                                TLOAD(t380, t15_last_ownGm136);  // paged_attention.pto:58:69
+                                using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView135 t14_last_ownGm135(t14_last_own + _g324 * 16 * 32, GmView135::Shape(t375.GetValidRow(), t375.GetValidCol()));  // paged_attention.pto:58:69
+                                TLOAD(t375, t14_last_ownGm135);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TileT381 t381(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
-                                TASSIGN(t381, 0);  // paged_attention.pto:58:69
+                                TileT376 t376(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+                                TASSIGN(t376, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TMOV(t381, t380);  // paged_attention.pto:58:69
+                                TMOV(t376, t375);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                TileT382 t382(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
-                                TASSIGN(t382, 0);  // paged_attention.pto:58:69
+                                TileT377 t377(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+                                TASSIGN(t377, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                using GmView137 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView137 vj_lastGm137(vj_last, GmView137::Shape(t382.GetValidRow()));  // paged_attention.pto:58:69
-                                TLOAD(t382, vj_lastGm137);  // paged_attention.pto:58:69
+                                using GmView136 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView136 vj_lastGm136(vj_last, GmView136::Shape(t377.GetValidRow()));  // paged_attention.pto:58:69
+                                TLOAD(t377, vj_lastGm136);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TileT383 t383(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
-                                TASSIGN(t383, 0);  // paged_attention.pto:58:69
+                                TileT378 t378(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+                                TASSIGN(t378, 0);  // paged_attention.pto:58:69
                                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                TMOV(t383, t382);  // paged_attention.pto:58:69
+                                TMOV(t378, t377);  // paged_attention.pto:58:69
                                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL(t379, t381, t383);  // paged_attention.pto:58:69
+                                TMATMUL(t374, t376, t378);  // paged_attention.pto:58:69
                                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                for (int64_t _k384 = 1; _k384 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k384) {  // paged_attention.pto:58:69
-                                    TileT385 t385(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
-                                    TASSIGN(t385, 0);  // paged_attention.pto:58:69
-                                    using GmView138 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                    GmView138 t15_last_ownGm138(t15_last_own + _g324 * 16 * 32 + _k384 * 32, GmView138::Shape(t385.GetValidRow(), t385.GetValidCol()));  // paged_attention.pto:58:69
-                                    TLOAD(t385, t15_last_ownGm138);  // paged_attention.pto:58:69
+                                for (int64_t _k379 = 1; _k379 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k379) {  // paged_attention.pto:58:69
+                                    TileT380 t380(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k379 * 32, 32));  // paged_attention.pto:58:69
+                                    TASSIGN(t380, 0);  // paged_attention.pto:58:69
+                                    using GmView137 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                    GmView137 t14_last_ownGm137(t14_last_own + _g324 * 16 * 32 + _k379 * 32, GmView137::Shape(t380.GetValidRow(), t380.GetValidCol()));  // paged_attention.pto:58:69
+                                    TLOAD(t380, t14_last_ownGm137);  // paged_attention.pto:58:69
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                    TileT386 t386(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
-                                    TASSIGN(t386, 0);  // paged_attention.pto:58:69
+                                    TileT381 t381(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k379 * 32, 32));  // paged_attention.pto:58:69
+                                    TASSIGN(t381, 0);  // paged_attention.pto:58:69
                                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                    TMOV(t386, t385);  // paged_attention.pto:58:69
+                                    TMOV(t381, t380);  // paged_attention.pto:58:69
                                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                    TileT387 t387(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
-                                    TASSIGN(t387, 0);  // paged_attention.pto:58:69
+                                    TileT382 t382(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k379 * 32, 32));  // paged_attention.pto:58:69
+                                    TASSIGN(t382, 0);  // paged_attention.pto:58:69
                                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                    using GmView139 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                    GmView139 vj_lastGm139(vj_last + _k384 * 32 * 32, GmView139::Shape(t387.GetValidRow()));  // paged_attention.pto:58:69
-                                    TLOAD(t387, vj_lastGm139);  // paged_attention.pto:58:69
+                                    using GmView138 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                    GmView138 vj_lastGm138(vj_last + _k379 * 32 * 32, GmView138::Shape(t382.GetValidRow()));  // paged_attention.pto:58:69
+                                    TLOAD(t382, vj_lastGm138);  // paged_attention.pto:58:69
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                    TileT388 t388(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
-                                    TASSIGN(t388, 0);  // paged_attention.pto:58:69
+                                    TileT383 t383(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k379 * 32, 32));  // paged_attention.pto:58:69
+                                    TASSIGN(t383, 0);  // paged_attention.pto:58:69
                                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                                    TMOV(t388, t387);  // paged_attention.pto:58:69
+                                    TMOV(t383, t382);  // paged_attention.pto:58:69
                                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                    TMATMUL_ACC(t379, t379, t386, t388);  // paged_attention.pto:58:69
+                                    TMATMUL_ACC(t374, t374, t381, t383);  // paged_attention.pto:58:69
                                 }
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
-                                GmView140 t14_last_ownGm140(t14_last_own + _g324 * 16 * 32, GmView140::Shape(t379.GetValidRow()));  // paged_attention.pto:58:69
-                                TSTORE(t14_last_ownGm140, t379);  // paged_attention.pto:58:69
+                                using GmView139 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
+                                GmView139 t13_last_ownGm139(t13_last_own + _g324 * 16 * 32, GmView139::Shape(t374.GetValidRow()));  // paged_attention.pto:58:69
+                                TSTORE(t13_last_ownGm139, t374);  // paged_attention.pto:58:69
                                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                             }
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
@@ -4143,29 +4143,29 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
     __gm__ bfloat16_t* vj_assemble_u2c0_own = vj_assemble_u2c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_u2c0_own = sij_scale_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_u2c0_own = tilda_pij_1_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_u2c0_own = t15_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_u2c0_own = t14_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_u2c0_own = t14_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_u2c0_own = t13_u2c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* kj_assemble_u2c1_own = kj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_u2c1_own = sij_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* vj_assemble_u2c1_own = vj_assemble_u2c1 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_u2c1_own = sij_scale_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_u2c1_own = tilda_pij_1_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_u2c1_own = t15_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_u2c1_own = t14_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_u2c1_own = t14_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_u2c1_own = t13_u2c1 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* kj_assemble_u1c0_own = kj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_u1c0_own = sij_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* vj_assemble_u1c0_own = vj_assemble_u1c0 + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_u1c0_own = sij_scale_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_u1c0_own = tilda_pij_1_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_u1c0_own = t15_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_u1c0_own = t14_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_u1c0_own = t14_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_u1c0_own = t13_u1c0 + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* kj_assemble_last_own = kj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_last_own = sij_last + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ bfloat16_t* vj_assemble_last_own = vj_assemble_last + block_index * 32 * 32;  // paged_attention.pto:20:5
     __gm__ float* sij_scale_last_own = sij_scale_last + block_index * 16 * 32;  // paged_attention.pto:20:5
     __gm__ float* tilda_pij_1_last_own = tilda_pij_1_last + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ bfloat16_t* t15_last_own = t15_last + block_index * 16 * 32;  // paged_attention.pto:20:5
-    __gm__ float* t14_last_own = t14_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ bfloat16_t* t14_last_own = t14_last + block_index * 16 * 32;  // paged_attention.pto:20:5
+    __gm__ float* t13_last_own = t13_last + block_index * 16 * 32;  // paged_attention.pto:20:5
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // paged_attention.pto:20:5
         for (int64_t s1 = 0; s1 < QR / (B * 64); ++s1) {  // paged_attention.pto:21:9
             const int64_t s0 = static_cast<int64_t>(kv_act_seqs[b]);  // paged_attention.pto:22:23
@@ -5055,84 +5055,84 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView45 sum_update_ownGm45(sum_update_own + _g75 * 16, GmView45::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
                                 TSTORE(sum_update_ownGm45, t119);  // paged_attention.pto:57:45
                             }
+                            pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            TileT121 t121(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:58:44
-                            TASSIGN(t121, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            if (ptodsl_aiv0) {
-                                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView46 oi_update_ownGm46(oi_update_own + _g75 * 16 * 32, GmView46::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t121, oi_update_ownGm46);  // paged_attention.pto:58:44
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t123, 3072);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            if (ptodsl_aiv0) {
-                                TROWEXPAND(t123, t109);  // paged_attention.pto:58:44
-                            }
-                            TileT124 t124(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t124, 5120);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            if (ptodsl_aiv0) {
-                                TMUL(t124, t121, t123);  // paged_attention.pto:58:44
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g126 = 0; _g126 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g126) {  // paged_attention.pto:58:76
-                                TileT127 t127(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t127, 0);  // paged_attention.pto:58:76
+                            for (int64_t _g121 = 0; _g121 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g121) {  // paged_attention.pto:58:76
+                                TileT122 t122(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g121 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t122, 1024);  // paged_attention.pto:58:76
                                 if (ptodsl_aiv0) {
-                                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView47 tilda_pij_1_u2c0_ownGm47(tilda_pij_1_u2c0_own + _g75 * 16 * 32 + _g126 * 32, GmView47::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
-                                    TLOAD(t127, tilda_pij_1_u2c0_ownGm47);  // paged_attention.pto:58:76
+                                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                    GmView46 tilda_pij_1_u2c0_ownGm46(tilda_pij_1_u2c0_own + _g75 * 16 * 32 + _g121 * 32, GmView46::Shape(t122.GetValidRow(), t122.GetValidCol()));  // paged_attention.pto:58:76
+                                    TLOAD(t122, tilda_pij_1_u2c0_ownGm46);  // paged_attention.pto:58:76
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t128, 2048);  // paged_attention.pto:58:76
+                                TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g121 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t123, 3072);  // paged_attention.pto:58:76
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
-                                    TCVT(t128, t127, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
+                                    TCVT(t123, t122, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
                                 }
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 if (ptodsl_aiv0) {
-                                    using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView48 t15_u2c0_ownGm48(t15_u2c0_own + _g75 * 16 * 32 + _g126 * 32, GmView48::Shape(t128.GetValidRow(), t128.GetValidCol()));  // paged_attention.pto:58:76
-                                    TSTORE(t15_u2c0_ownGm48, t128);  // paged_attention.pto:58:76
+                                    using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                    GmView47 t14_u2c0_ownGm47(t14_u2c0_own + _g75 * 16 * 32 + _g121 * 32, GmView47::Shape(t123.GetValidRow(), t123.GetValidCol()));  // paged_attention.pto:58:76
+                                    TSTORE(t14_u2c0_ownGm47, t123);  // paged_attention.pto:58:76
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
-                            for (int64_t _k135 = 1; _k135 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k135) {  // paged_attention.pto:58:69
+                            for (int64_t _k130 = 1; _k130 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k130) {  // paged_attention.pto:58:69
                             }
+                            TileT136 t136(min_i64(max_i64(16 - _g75 * 16, 0), 16));  // paged_attention.pto:58:44
+                            TASSIGN(t136, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            if (ptodsl_aiv0) {
+                                using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+                                GmView53 oi_update_ownGm53(oi_update_own + _g75 * 16 * 32, GmView53::Shape(t136.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t136, oi_update_ownGm53);  // paged_attention.pto:58:44
+                            }
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            TileT138 t138(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t138, 3072);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            if (ptodsl_aiv0) {
+                                TROWEXPAND(t138, t109);  // paged_attention.pto:58:44
+                            }
+                            TileT139 t139(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t139, 5120);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            if (ptodsl_aiv0) {
+                                TMUL(t139, t136, t138);  // paged_attention.pto:58:44
+                            }
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             TileT142 t142(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t142, 0);  // paged_attention.pto:58:44
                             wait_flag_dev(11);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView54 t14_u2c0_ownGm54(t14_u2c0_own + _g75 * 16 * 32, GmView54::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t142, t14_u2c0_ownGm54);  // paged_attention.pto:58:44
+                                GmView54 t13_u2c0_ownGm54(t13_u2c0_own + _g75 * 16 * 32, GmView54::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t142, t13_u2c0_ownGm54);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT143 t143(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t143, 2048);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
-                                TADD(t143, t124, t142);  // paged_attention.pto:58:44
+                                TADD(t143, t139, t142);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                             if (ptodsl_aiv0) {
                                 using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                 GmView55 oi_update_ownGm55(oi_update_own + _g75 * 16 * 32, GmView55::Shape(t143.GetValidRow()));  // paged_attention.pto:58:44
@@ -5546,84 +5546,84 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView74 sum_update_ownGm74(sum_update_own + _g158 * 16, GmView74::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
                                 TSTORE(sum_update_ownGm74, t202);  // paged_attention.pto:57:45
                             }
+                            pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            TileT204 t204(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:58:44
-                            TASSIGN(t204, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            if (ptodsl_aiv0) {
-                                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView75 oi_update_ownGm75(oi_update_own + _g158 * 16 * 32, GmView75::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t204, oi_update_ownGm75);  // paged_attention.pto:58:44
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t206, 3072);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                            if (ptodsl_aiv0) {
-                                TROWEXPAND(t206, t192);  // paged_attention.pto:58:44
-                            }
-                            TileT207 t207(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t207, 5120);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            if (ptodsl_aiv0) {
-                                TMUL(t207, t204, t206);  // paged_attention.pto:58:44
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            for (int64_t _g209 = 0; _g209 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g209) {  // paged_attention.pto:58:76
-                                TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t210, 0);  // paged_attention.pto:58:76
+                            for (int64_t _g204 = 0; _g204 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g204) {  // paged_attention.pto:58:76
+                                TileT205 t205(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g204 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t205, 1024);  // paged_attention.pto:58:76
                                 if (ptodsl_aiv0) {
-                                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView76 tilda_pij_1_u2c1_ownGm76(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView76::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
-                                    TLOAD(t210, tilda_pij_1_u2c1_ownGm76);  // paged_attention.pto:58:76
+                                    using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                    GmView75 tilda_pij_1_u2c1_ownGm75(tilda_pij_1_u2c1_own + _g158 * 16 * 32 + _g204 * 32, GmView75::Shape(t205.GetValidRow(), t205.GetValidCol()));  // paged_attention.pto:58:76
+                                    TLOAD(t205, tilda_pij_1_u2c1_ownGm75);  // paged_attention.pto:58:76
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t211, 2048);  // paged_attention.pto:58:76
+                                TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g204 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t206, 3072);  // paged_attention.pto:58:76
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
-                                    TCVT(t211, t210, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
+                                    TCVT(t206, t205, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
                                 }
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 if (ptodsl_aiv0) {
-                                    using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView77 t15_u2c1_ownGm77(t15_u2c1_own + _g158 * 16 * 32 + _g209 * 32, GmView77::Shape(t211.GetValidRow(), t211.GetValidCol()));  // paged_attention.pto:58:76
-                                    TSTORE(t15_u2c1_ownGm77, t211);  // paged_attention.pto:58:76
+                                    using GmView76 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                    GmView76 t14_u2c1_ownGm76(t14_u2c1_own + _g158 * 16 * 32 + _g204 * 32, GmView76::Shape(t206.GetValidRow(), t206.GetValidCol()));  // paged_attention.pto:58:76
+                                    TSTORE(t14_u2c1_ownGm76, t206);  // paged_attention.pto:58:76
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
-                            for (int64_t _k218 = 1; _k218 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k218) {  // paged_attention.pto:58:69
+                            for (int64_t _k213 = 1; _k213 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k213) {  // paged_attention.pto:58:69
                             }
+                            TileT219 t219(min_i64(max_i64(16 - _g158 * 16, 0), 16));  // paged_attention.pto:58:44
+                            TASSIGN(t219, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                            if (ptodsl_aiv0) {
+                                using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+                                GmView82 oi_update_ownGm82(oi_update_own + _g158 * 16 * 32, GmView82::Shape(t219.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t219, oi_update_ownGm82);  // paged_attention.pto:58:44
+                            }
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            TileT221 t221(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t221, 3072);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                            if (ptodsl_aiv0) {
+                                TROWEXPAND(t221, t192);  // paged_attention.pto:58:44
+                            }
+                            TileT222 t222(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t222, 5120);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            if (ptodsl_aiv0) {
+                                TMUL(t222, t219, t221);  // paged_attention.pto:58:44
+                            }
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             TileT225 t225(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t225, 0);  // paged_attention.pto:58:44
                             wait_flag_dev(11);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView83 t14_u2c1_ownGm83(t14_u2c1_own + _g158 * 16 * 32, GmView83::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t225, t14_u2c1_ownGm83);  // paged_attention.pto:58:44
+                                GmView83 t13_u2c1_ownGm83(t13_u2c1_own + _g158 * 16 * 32, GmView83::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t225, t13_u2c1_ownGm83);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             TileT226 t226(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t226, 2048);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
-                                TADD(t226, t207, t225);  // paged_attention.pto:58:44
+                                TADD(t226, t222, t225);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                 GmView84 oi_update_ownGm84(oi_update_own + _g158 * 16 * 32, GmView84::Shape(t226.GetValidRow()));  // paged_attention.pto:58:44
@@ -6012,84 +6012,84 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                 GmView103 sum_update_ownGm103(sum_update_own + _g241 * 16, GmView103::Shape(t285.GetValidRow()));  // paged_attention.pto:57:45
                                 TSTORE(sum_update_ownGm103, t285);  // paged_attention.pto:57:45
                             }
+                            pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            TileT287 t287(min_i64(max_i64(16 - _g241 * 16, 0), 16));  // paged_attention.pto:58:44
-                            TASSIGN(t287, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView104 oi_update_ownGm104(oi_update_own + _g241 * 16 * 32, GmView104::Shape(t287.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t287, oi_update_ownGm104);  // paged_attention.pto:58:44
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TileT289 t289(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t289, 3072);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                TROWEXPAND(t289, t275);  // paged_attention.pto:58:44
-                            }
-                            TileT290 t290(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
-                            TASSIGN(t290, 5120);  // paged_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                TMUL(t290, t287, t289);  // paged_attention.pto:58:44
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _g292 = 0; _g292 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g292) {  // paged_attention.pto:58:76
-                                TileT293 t293(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t293, 0);  // paged_attention.pto:58:76
+                            for (int64_t _g287 = 0; _g287 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g287) {  // paged_attention.pto:58:76
+                                TileT288 t288(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g287 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t288, 1024);  // paged_attention.pto:58:76
                                 if (ptodsl_aiv0) {
-                                    using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView105 tilda_pij_1_u1c0_ownGm105(tilda_pij_1_u1c0_own + _g241 * 16 * 32 + _g292 * 32, GmView105::Shape(t293.GetValidRow(), t293.GetValidCol()));  // paged_attention.pto:58:76
-                                    TLOAD(t293, tilda_pij_1_u1c0_ownGm105);  // paged_attention.pto:58:76
+                                    using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                    GmView104 tilda_pij_1_u1c0_ownGm104(tilda_pij_1_u1c0_own + _g241 * 16 * 32 + _g287 * 32, GmView104::Shape(t288.GetValidRow(), t288.GetValidCol()));  // paged_attention.pto:58:76
+                                    TLOAD(t288, tilda_pij_1_u1c0_ownGm104);  // paged_attention.pto:58:76
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                TileT294 t294(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
-                                TASSIGN(t294, 2048);  // paged_attention.pto:58:76
+                                TileT289 t289(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g287 * 32, 32));  // paged_attention.pto:58:76
+                                TASSIGN(t289, 3072);  // paged_attention.pto:58:76
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 if (ptodsl_aiv0) {
-                                    TCVT(t294, t293, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
+                                    TCVT(t289, t288, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
                                 }
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
-                                    using GmView106 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                    GmView106 t15_u1c0_ownGm106(t15_u1c0_own + _g241 * 16 * 32 + _g292 * 32, GmView106::Shape(t294.GetValidRow(), t294.GetValidCol()));  // paged_attention.pto:58:76
-                                    TSTORE(t15_u1c0_ownGm106, t294);  // paged_attention.pto:58:76
+                                    using GmView105 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                    GmView105 t14_u1c0_ownGm105(t14_u1c0_own + _g241 * 16 * 32 + _g287 * 32, GmView105::Shape(t289.GetValidRow(), t289.GetValidCol()));  // paged_attention.pto:58:76
+                                    TSTORE(t14_u1c0_ownGm105, t289);  // paged_attention.pto:58:76
                                 }
                             }
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                            for (int64_t _k301 = 1; _k301 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k301) {  // paged_attention.pto:58:69
+                            for (int64_t _k296 = 1; _k296 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k296) {  // paged_attention.pto:58:69
                             }
+                            TileT302 t302(min_i64(max_i64(16 - _g241 * 16, 0), 16));  // paged_attention.pto:58:44
+                            TASSIGN(t302, 1024);  // paged_attention.pto:58:44
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            if (ptodsl_aiv0) {
+                                using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+                                GmView111 oi_update_ownGm111(oi_update_own + _g241 * 16 * 32, GmView111::Shape(t302.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t302, oi_update_ownGm111);  // paged_attention.pto:58:44
+                            }
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                            TileT304 t304(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t304, 3072);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            if (ptodsl_aiv0) {
+                                TROWEXPAND(t304, t275);  // paged_attention.pto:58:44
+                            }
+                            TileT305 t305(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
+                            TASSIGN(t305, 5120);  // paged_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                            if (ptodsl_aiv0) {
+                                TMUL(t305, t302, t304);  // paged_attention.pto:58:44
+                            }
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             TileT308 t308(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t308, 0);  // paged_attention.pto:58:44
                             wait_flag_dev(5);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                GmView112 t14_u1c0_ownGm112(t14_u1c0_own + _g241 * 16 * 32, GmView112::Shape(t308.GetValidRow()));  // paged_attention.pto:58:44
-                                TLOAD(t308, t14_u1c0_ownGm112);  // paged_attention.pto:58:44
+                                GmView112 t13_u1c0_ownGm112(t13_u1c0_own + _g241 * 16 * 32, GmView112::Shape(t308.GetValidRow()));  // paged_attention.pto:58:44
+                                TLOAD(t308, t13_u1c0_ownGm112);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TileT309 t309(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16));  // paged_attention.pto:58:44
                             TASSIGN(t309, 2048);  // paged_attention.pto:58:44
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             if (ptodsl_aiv0) {
-                                TADD(t309, t290, t308);  // paged_attention.pto:58:44
+                                TADD(t309, t305, t308);  // paged_attention.pto:58:44
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
                                 using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                 GmView113 oi_update_ownGm113(oi_update_own + _g241 * 16 * 32, GmView113::Shape(t309.GetValidRow()));  // paged_attention.pto:58:44
@@ -6462,84 +6462,84 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ uint64_t* ptods
                                     GmView132 sum_update_ownGm132(sum_update_own + _g324 * 16, GmView132::Shape(t368.GetValidRow()));  // paged_attention.pto:57:45
                                     TSTORE(sum_update_ownGm132, t368);  // paged_attention.pto:57:45
                                 }
+                                pipe_barrier(PIPE_V);
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                TileT370 t370(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:58:44
-                                TASSIGN(t370, 1024);  // paged_attention.pto:58:44
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                                if (ptodsl_aiv0) {
-                                    using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                    GmView133 oi_update_ownGm133(oi_update_own + _g324 * 16 * 32, GmView133::Shape(t370.GetValidRow()));  // paged_attention.pto:58:44
-                                    TLOAD(t370, oi_update_ownGm133);  // paged_attention.pto:58:44
-                                }
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                                TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
-                                TASSIGN(t372, 3072);  // paged_attention.pto:58:44
-                                pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                                if (ptodsl_aiv0) {
-                                    TROWEXPAND(t372, t358);  // paged_attention.pto:58:44
-                                }
-                                TileT373 t373(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
-                                TASSIGN(t373, 5120);  // paged_attention.pto:58:44
-                                pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                                if (ptodsl_aiv0) {
-                                    TMUL(t373, t370, t372);  // paged_attention.pto:58:44
-                                }
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                                for (int64_t _g375 = 0; _g375 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g375) {  // paged_attention.pto:58:76
-                                    TileT376 t376(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
-                                    TASSIGN(t376, 0);  // paged_attention.pto:58:76
+                                for (int64_t _g370 = 0; _g370 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g370) {  // paged_attention.pto:58:76
+                                    TileT371 t371(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g370 * 32, 32));  // paged_attention.pto:58:76
+                                    TASSIGN(t371, 1024);  // paged_attention.pto:58:76
                                     if (ptodsl_aiv0) {
-                                        using GmView134 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                        GmView134 tilda_pij_1_last_ownGm134(tilda_pij_1_last_own + _g324 * 16 * 32 + _g375 * 32, GmView134::Shape(t376.GetValidRow(), t376.GetValidCol()));  // paged_attention.pto:58:76
-                                        TLOAD(t376, tilda_pij_1_last_ownGm134);  // paged_attention.pto:58:76
+                                        using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                        GmView133 tilda_pij_1_last_ownGm133(tilda_pij_1_last_own + _g324 * 16 * 32 + _g370 * 32, GmView133::Shape(t371.GetValidRow(), t371.GetValidCol()));  // paged_attention.pto:58:76
+                                        TLOAD(t371, tilda_pij_1_last_ownGm133);  // paged_attention.pto:58:76
                                     }
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                                    TileT377 t377(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
-                                    TASSIGN(t377, 2048);  // paged_attention.pto:58:76
+                                    TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g370 * 32, 32));  // paged_attention.pto:58:76
+                                    TASSIGN(t372, 3072);  // paged_attention.pto:58:76
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                     if (ptodsl_aiv0) {
-                                        TCVT(t377, t376, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
+                                        TCVT(t372, t371, RoundMode::CAST_RINT);  // paged_attention.pto:58:76
                                     }
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     if (ptodsl_aiv0) {
-                                        using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
-                                        GmView135 t15_last_ownGm135(t15_last_own + _g324 * 16 * 32 + _g375 * 32, GmView135::Shape(t377.GetValidRow(), t377.GetValidCol()));  // paged_attention.pto:58:76
-                                        TSTORE(t15_last_ownGm135, t377);  // paged_attention.pto:58:76
+                                        using GmView134 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
+                                        GmView134 t14_last_ownGm134(t14_last_own + _g324 * 16 * 32 + _g370 * 32, GmView134::Shape(t372.GetValidRow(), t372.GetValidCol()));  // paged_attention.pto:58:76
+                                        TSTORE(t14_last_ownGm134, t372);  // paged_attention.pto:58:76
                                     }
                                 }
                                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                                for (int64_t _k384 = 1; _k384 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k384) {  // paged_attention.pto:58:69
+                                for (int64_t _k379 = 1; _k379 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k379) {  // paged_attention.pto:58:69
                                 }
+                                TileT385 t385(min_i64(max_i64(16 - _g324 * 16, 0), 16));  // paged_attention.pto:58:44
+                                TASSIGN(t385, 1024);  // paged_attention.pto:58:44
+                                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                                if (ptodsl_aiv0) {
+                                    using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
+                                    GmView140 oi_update_ownGm140(oi_update_own + _g324 * 16 * 32, GmView140::Shape(t385.GetValidRow()));  // paged_attention.pto:58:44
+                                    TLOAD(t385, oi_update_ownGm140);  // paged_attention.pto:58:44
+                                }
+                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                TileT387 t387(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
+                                TASSIGN(t387, 3072);  // paged_attention.pto:58:44
+                                pipe_barrier(PIPE_V);
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                                if (ptodsl_aiv0) {
+                                    TROWEXPAND(t387, t358);  // paged_attention.pto:58:44
+                                }
+                                TileT388 t388(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
+                                TASSIGN(t388, 5120);  // paged_attention.pto:58:44
+                                pipe_barrier(PIPE_V);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                if (ptodsl_aiv0) {
+                                    TMUL(t388, t385, t387);  // paged_attention.pto:58:44
+                                }
+                                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 TileT391 t391(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t391, 0);  // paged_attention.pto:58:44
                                 wait_flag_dev(5);
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
-                                    GmView141 t14_last_ownGm141(t14_last_own + _g324 * 16 * 32, GmView141::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
-                                    TLOAD(t391, t14_last_ownGm141);  // paged_attention.pto:58:44
+                                    GmView141 t13_last_ownGm141(t13_last_own + _g324 * 16 * 32, GmView141::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
+                                    TLOAD(t391, t13_last_ownGm141);  // paged_attention.pto:58:44
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileT392 t392(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16));  // paged_attention.pto:58:44
                                 TASSIGN(t392, 2048);  // paged_attention.pto:58:44
                                 pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 if (ptodsl_aiv0) {
-                                    TADD(t392, t373, t391);  // paged_attention.pto:58:44
+                                    TADD(t392, t388, t391);  // paged_attention.pto:58:44
                                 }
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
                                     using GmView142 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
                                     GmView142 oi_update_ownGm142(oi_update_own + _g324 * 16 * 32, GmView142::Shape(t392.GetValidRow()));  // paged_attention.pto:58:44

@@ -514,11 +514,82 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TSTORE(t1_first_ownGm11, t40);  // varlen_attention.pto:42:42
                                 }
                             }
+                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            for (int64_t _g41 = 0; _g41 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g41) {  // varlen_attention.pto:42:35
+                                TileT42 t42(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:42:35
+                                TASSIGN(t42, 0);  // varlen_attention.pto:42:35
+                                TileT43 t43(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
+                                TASSIGN(t43, 0);  // varlen_attention.pto:42:35
+                                using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
+                                GmView12 t1_first_ownGm12(t1_first_own + _g41 * 64 * 128, GmView12::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
+                                TLOAD(t43, t1_first_ownGm12);  // varlen_attention.pto:42:35
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                                TileT44 t44(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
+                                TASSIGN(t44, 0);  // varlen_attention.pto:42:35
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                                TMOV(t44, t43);  // varlen_attention.pto:42:35
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                TileT45 t45(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
+                                TASSIGN(t45, 0);  // varlen_attention.pto:42:35
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
+                                GmView13 v_tile_view_firstGm13(v_tile_view_first, GmView13::Shape(t45.GetValidRow()), GmView13::Stride(HD));  // varlen_attention.pto:42:35
+                                TLOAD(t45, v_tile_view_firstGm13);  // varlen_attention.pto:42:35
+                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                                TileT46 t46(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
+                                TASSIGN(t46, 0);  // varlen_attention.pto:42:35
+                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                                TMOV(t46, t45);  // varlen_attention.pto:42:35
+                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                                TMATMUL(t42, t44, t46);  // varlen_attention.pto:42:35
+                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k47) {  // varlen_attention.pto:42:35
+                                    TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
+                                    TASSIGN(t48, 0);  // varlen_attention.pto:42:35
+                                    using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
+                                    GmView14 t1_first_ownGm14(t1_first_own + _g41 * 64 * 128 + _k47 * 64, GmView14::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
+                                    TLOAD(t48, t1_first_ownGm14);  // varlen_attention.pto:42:35
+                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                                    TileT49 t49(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
+                                    TASSIGN(t49, 0);  // varlen_attention.pto:42:35
+                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                                    TMOV(t49, t48);  // varlen_attention.pto:42:35
+                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                    TileT50 t50(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
+                                    TASSIGN(t50, 0);  // varlen_attention.pto:42:35
+                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                                    using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
+                                    GmView15 v_tile_view_firstGm15(v_tile_view_first + _k47 * 64 * HD, GmView15::Shape(t50.GetValidRow()), GmView15::Stride(HD));  // varlen_attention.pto:42:35
+                                    TLOAD(t50, v_tile_view_firstGm15);  // varlen_attention.pto:42:35
+                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                                    TileT51 t51(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
+                                    TASSIGN(t51, 0);  // varlen_attention.pto:42:35
+                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
+                                    TMOV(t51, t50);  // varlen_attention.pto:42:35
+                                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                                    TMATMUL_ACC(t42, t42, t49, t51);  // varlen_attention.pto:42:35
+                                }
+                                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:42:35
+                                GmView16 oij_first_ownGm16(oij_first_own + _g41 * 64 * 64, GmView16::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
+                                TSTORE(oij_first_ownGm16, t42);  // varlen_attention.pto:42:35
+                            }
+                            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:43:29
                                 (&status[4 * block_index])[0] = 6;  // varlen_attention.pto:43:29
                                 (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:43:29
@@ -609,122 +680,53 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:45:29
                                 return;  // varlen_attention.pto:45:29
                             }
-                            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g41 = 0; _g41 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g41) {  // varlen_attention.pto:42:35
-                                TileT42 t42(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:42:35
-                                TASSIGN(t42, 0);  // varlen_attention.pto:42:35
-                                TileT43 t43(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
-                                TASSIGN(t43, 0);  // varlen_attention.pto:42:35
-                                using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
-                                GmView12 t1_first_ownGm12(t1_first_own + _g41 * 64 * 128, GmView12::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
-                                TLOAD(t43, t1_first_ownGm12);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TileT44 t44(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
-                                TASSIGN(t44, 0);  // varlen_attention.pto:42:35
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TMOV(t44, t43);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                TileT45 t45(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
-                                TASSIGN(t45, 0);  // varlen_attention.pto:42:35
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
-                                GmView13 v_tile_view_firstGm13(v_tile_view_first, GmView13::Shape(t45.GetValidRow()), GmView13::Stride(HD));  // varlen_attention.pto:42:35
-                                TLOAD(t45, v_tile_view_firstGm13);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TileT46 t46(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
-                                TASSIGN(t46, 0);  // varlen_attention.pto:42:35
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                TMOV(t46, t45);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL(t42, t44, t46);  // varlen_attention.pto:42:35
-                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k47) {  // varlen_attention.pto:42:35
-                                    TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
-                                    TASSIGN(t48, 0);  // varlen_attention.pto:42:35
-                                    using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
-                                    GmView14 t1_first_ownGm14(t1_first_own + _g41 * 64 * 128 + _k47 * 64, GmView14::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
-                                    TLOAD(t48, t1_first_ownGm14);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                    TileT49 t49(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
-                                    TASSIGN(t49, 0);  // varlen_attention.pto:42:35
-                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                    TMOV(t49, t48);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                    TileT50 t50(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
-                                    TASSIGN(t50, 0);  // varlen_attention.pto:42:35
-                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                    using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
-                                    GmView15 v_tile_view_firstGm15(v_tile_view_first + _k47 * 64 * HD, GmView15::Shape(t50.GetValidRow()), GmView15::Stride(HD));  // varlen_attention.pto:42:35
-                                    TLOAD(t50, v_tile_view_firstGm15);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                    TileT51 t51(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
-                                    TASSIGN(t51, 0);  // varlen_attention.pto:42:35
-                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                                    TMOV(t51, t50);  // varlen_attention.pto:42:35
-                                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                    TMATMUL_ACC(t42, t42, t49, t51);  // varlen_attention.pto:42:35
-                                }
-                                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:42:35
-                                GmView16 oij_first_ownGm16(oij_first_own + _g41 * 64 * 64, GmView16::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
-                                TSTORE(oij_first_ownGm16, t42);  // varlen_attention.pto:42:35
-                                TileT53 t53(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:43:29
+                            for (int64_t _g52 = 0; _g52 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g52) {  // varlen_attention.pto:43:29
+                                TileT53 t53(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:43:29
                                 TASSIGN(t53, 0);  // varlen_attention.pto:43:29
                                 using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
-                                GmView17 lij_first_ownGm17(lij_first_own + _g41 * 64, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
+                                GmView17 lij_first_ownGm17(lij_first_own + _g52 * 64, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
                                 TLOAD(t53, lij_first_ownGm17);  // varlen_attention.pto:43:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:43:29
-                                GmView18 l_outputGm18(l_output + (q_start + q_tile_idx * 64 + _g41 * 64) * NH + h, GmView18::Shape(t53.GetValidRow()), GmView18::Stride(NH));  // varlen_attention.pto:43:29
+                                GmView18 l_outputGm18(l_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView18::Shape(t53.GetValidRow()), GmView18::Stride(NH));  // varlen_attention.pto:43:29
                                 TSTORE(l_outputGm18, t53);  // varlen_attention.pto:43:29
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                TileT55 t55(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:44:29
+                                TileT55 t55(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:44:29
                                 TASSIGN(t55, 0);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                                 using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
-                                GmView19 mij_first_ownGm19(mij_first_own + _g41 * 64, GmView19::Shape(t55.GetValidRow()));  // varlen_attention.pto:44:29
+                                GmView19 mij_first_ownGm19(mij_first_own + _g52 * 64, GmView19::Shape(t55.GetValidRow()));  // varlen_attention.pto:44:29
                                 TLOAD(t55, mij_first_ownGm19);  // varlen_attention.pto:44:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:44:29
-                                GmView20 m_outputGm20(m_output + (q_start + q_tile_idx * 64 + _g41 * 64) * NH + h, GmView20::Shape(t55.GetValidRow()), GmView20::Stride(NH));  // varlen_attention.pto:44:29
+                                GmView20 m_outputGm20(m_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView20::Shape(t55.GetValidRow()), GmView20::Stride(NH));  // varlen_attention.pto:44:29
                                 TSTORE(m_outputGm20, t55);  // varlen_attention.pto:44:29
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                TileT57 t57(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:45:71
+                                TileT57 t57(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:45:71
                                 TASSIGN(t57, 0);  // varlen_attention.pto:45:71
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                                 using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
-                                GmView21 oij_first_ownGm21(oij_first_own + _g41 * 64 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
+                                GmView21 oij_first_ownGm21(oij_first_own + _g52 * 64 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
                                 TLOAD(t57, oij_first_ownGm21);  // varlen_attention.pto:45:71
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:45:71
+                                TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:45:71
                                 TASSIGN(t58, 16384);  // varlen_attention.pto:45:71
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TCVT(t58, t57, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:45:71
-                                GmView22 outputGm22(output + (q_start + q_tile_idx * 64 + _g41 * 64) * HD + h * 64, GmView22::Shape(t58.GetValidRow()), GmView22::Stride(HD));  // varlen_attention.pto:45:71
+                                GmView22 outputGm22(output + (q_start + q_tile_idx * 64 + _g52 * 64) * HD + h * 64, GmView22::Shape(t58.GetValidRow()), GmView22::Stride(HD));  // varlen_attention.pto:45:71
                                 TSTORE(outputGm22, t58);  // varlen_attention.pto:45:71
                             }
-                            set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         }
@@ -770,8 +772,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g63) {  // varlen_attention.pto:47:44
                                 TileT64 t64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64));  // varlen_attention.pto:47:44
                                 TASSIGN(t64, 0);  // varlen_attention.pto:47:44
@@ -836,27 +836,31 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:47:44
                                 GmView29 oi_update_ownGm29(oi_update_own + _g63 * 64 * 64, GmView29::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
                                 TSTORE(oi_update_ownGm29, t64);  // varlen_attention.pto:47:44
-                                TileT75 t75(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64));  // varlen_attention.pto:48:29
+                            }
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g74) {  // varlen_attention.pto:48:29
+                                TileT75 t75(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64));  // varlen_attention.pto:48:29
                                 TASSIGN(t75, 0);  // varlen_attention.pto:48:29
                                 using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                GmView30 lij_first_ownGm30(lij_first_own + _g63 * 64, GmView30::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
+                                GmView30 lij_first_ownGm30(lij_first_own + _g74 * 64, GmView30::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
                                 TLOAD(t75, lij_first_ownGm30);  // varlen_attention.pto:48:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                GmView31 li_update_ownGm31(li_update_own + _g63 * 64, GmView31::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
+                                GmView31 li_update_ownGm31(li_update_own + _g74 * 64, GmView31::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
                                 TSTORE(li_update_ownGm31, t75);  // varlen_attention.pto:48:29
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                TileT77 t77(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64));  // varlen_attention.pto:49:29
+                                TileT77 t77(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64));  // varlen_attention.pto:49:29
                                 TASSIGN(t77, 0);  // varlen_attention.pto:49:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                GmView32 mij_first_ownGm32(mij_first_own + _g63 * 64, GmView32::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
+                                GmView32 mij_first_ownGm32(mij_first_own + _g74 * 64, GmView32::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
                                 TLOAD(t77, mij_first_ownGm32);  // varlen_attention.pto:49:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                GmView33 mi_update_ownGm33(mi_update_own + _g63 * 64, GmView33::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
+                                GmView33 mi_update_ownGm33(mi_update_own + _g74 * 64, GmView33::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
                                 TSTORE(mi_update_ownGm33, t77);  // varlen_attention.pto:49:29
                             }
                         }
@@ -2436,81 +2440,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g32) {  // varlen_attention.pto:42:47
                                 }
                             }
-                            if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:43:29
-                                (&status[4 * block_index])[0] = 6;  // varlen_attention.pto:43:29
-                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:43:29
-                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:43:29
-                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:43:29
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
-#endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag_dev(7);  // varlen_attention.pto:43:29
-                                wait_flag_dev(8);  // varlen_attention.pto:43:29
-                                return;  // varlen_attention.pto:43:29
-                            }
-                            if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
-                                (&status[4 * block_index])[0] = 7;  // varlen_attention.pto:43:29
-                                (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:43:29
-                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:43:29
-                                (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:43:29
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
-#endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag_dev(7);  // varlen_attention.pto:43:29
-                                wait_flag_dev(8);  // varlen_attention.pto:43:29
-                                return;  // varlen_attention.pto:43:29
-                            }
-                            if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:44:29
-                                (&status[4 * block_index])[0] = 8;  // varlen_attention.pto:44:29
-                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:44:29
-                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:44:29
-                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:44:29
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
-#endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag_dev(7);  // varlen_attention.pto:44:29
-                                wait_flag_dev(8);  // varlen_attention.pto:44:29
-                                return;  // varlen_attention.pto:44:29
-                            }
-                            if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
-                                (&status[4 * block_index])[0] = 9;  // varlen_attention.pto:44:29
-                                (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:44:29
-                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:44:29
-                                (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:44:29
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
-#endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag_dev(7);  // varlen_attention.pto:44:29
-                                wait_flag_dev(8);  // varlen_attention.pto:44:29
-                                return;  // varlen_attention.pto:44:29
-                            }
-                            if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:45:29
-                                (&status[4 * block_index])[0] = 10;  // varlen_attention.pto:45:29
-                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:45:29
-                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:45:29
-                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
-#endif
-                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag_dev(7);  // varlen_attention.pto:45:29
-                                wait_flag_dev(8);  // varlen_attention.pto:45:29
-                                return;  // varlen_attention.pto:45:29
-                            }
                             wait_flag_dev(7);
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
@@ -2580,12 +2509,79 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:42:35
                                 GmView16 oij_first_ownGm16(oij_first_own + _g41 * 64 * 64, GmView16::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
                                 TSTORE(oij_first_ownGm16, t42);  // varlen_attention.pto:42:35
-                                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                             }
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                             set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                            if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[0] = 6;  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:43:29
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
+#endif
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
+                                return;  // varlen_attention.pto:43:29
+                            }
+                            if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[0] = 7;  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:43:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:43:29
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
+#endif
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
+                                return;  // varlen_attention.pto:43:29
+                            }
+                            if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[0] = 8;  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:44:29
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
+#endif
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
+                                return;  // varlen_attention.pto:44:29
+                            }
+                            if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[0] = 9;  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:44:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:44:29
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
+#endif
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
+                                return;  // varlen_attention.pto:44:29
+                            }
+                            if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[0] = 10;  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:45:29
+                                (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                                dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
+#endif
+                                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
+                                return;  // varlen_attention.pto:45:29
+                            }
+                            for (int64_t _g52 = 0; _g52 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g52) {  // varlen_attention.pto:43:29
+                            }
                         }
                         wait_flag_dev(7);
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2667,6 +2663,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:47:44
                                 GmView29 oi_update_ownGm29(oi_update_own + _g63 * 64 * 64, GmView29::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
                                 TSTORE(oi_update_ownGm29, t64);  // varlen_attention.pto:47:44
+                            }
+                            for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g74) {  // varlen_attention.pto:48:29
                             }
                         }
                     }
@@ -3485,6 +3483,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
+                            for (int64_t _g41 = 0; _g41 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g41) {  // varlen_attention.pto:42:35
+                                for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k47) {  // varlen_attention.pto:42:35
+                                }
+                            }
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:43:29
                                 (&status[4 * block_index])[0] = 6;  // varlen_attention.pto:43:29
                                 (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:43:29
@@ -3493,7 +3495,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
+                                wait_flag_dev(8);  // varlen_attention.pto:43:29
                                 wait_flag_dev(3);  // varlen_attention.pto:43:29
+                                wait_flag_dev(6);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
@@ -3509,7 +3513,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:43:29
 #endif
+                                wait_flag_dev(8);  // varlen_attention.pto:43:29
                                 wait_flag_dev(3);  // varlen_attention.pto:43:29
+                                wait_flag_dev(6);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
@@ -3525,7 +3531,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
+                                wait_flag_dev(8);  // varlen_attention.pto:44:29
                                 wait_flag_dev(3);  // varlen_attention.pto:44:29
+                                wait_flag_dev(6);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
@@ -3541,7 +3549,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:44:29
 #endif
+                                wait_flag_dev(8);  // varlen_attention.pto:44:29
                                 wait_flag_dev(3);  // varlen_attention.pto:44:29
+                                wait_flag_dev(6);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
@@ -3557,7 +3567,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                                 dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:45:29
 #endif
+                                wait_flag_dev(8);  // varlen_attention.pto:45:29
                                 wait_flag_dev(3);  // varlen_attention.pto:45:29
+                                wait_flag_dev(6);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
@@ -3567,55 +3579,53 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            wait_flag_dev(8);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g41 = 0; _g41 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g41) {  // varlen_attention.pto:42:35
-                                for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k47) {  // varlen_attention.pto:42:35
-                                }
-                                TileT53 t53(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:43:29
+                            for (int64_t _g52 = 0; _g52 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g52) {  // varlen_attention.pto:43:29
+                                TileT53 t53(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:43:29
                                 TASSIGN(t53, 0);  // varlen_attention.pto:43:29
                                 if (ptodsl_aiv0) {
                                     using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
-                                    GmView17 lij_first_ownGm17(lij_first_own + _g41 * 64, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
+                                    GmView17 lij_first_ownGm17(lij_first_own + _g52 * 64, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
                                     TLOAD(t53, lij_first_ownGm17);  // varlen_attention.pto:43:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:43:29
-                                    GmView18 l_outputGm18(l_output + (q_start + q_tile_idx * 64 + _g41 * 64) * NH + h, GmView18::Shape(t53.GetValidRow()), GmView18::Stride(NH));  // varlen_attention.pto:43:29
+                                    GmView18 l_outputGm18(l_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView18::Shape(t53.GetValidRow()), GmView18::Stride(NH));  // varlen_attention.pto:43:29
                                     TSTORE(l_outputGm18, t53);  // varlen_attention.pto:43:29
                                 }
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                TileT55 t55(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:44:29
+                                TileT55 t55(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:44:29
                                 TASSIGN(t55, 0);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                                 if (ptodsl_aiv0) {
                                     using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
-                                    GmView19 mij_first_ownGm19(mij_first_own + _g41 * 64, GmView19::Shape(t55.GetValidRow()));  // varlen_attention.pto:44:29
+                                    GmView19 mij_first_ownGm19(mij_first_own + _g52 * 64, GmView19::Shape(t55.GetValidRow()));  // varlen_attention.pto:44:29
                                     TLOAD(t55, mij_first_ownGm19);  // varlen_attention.pto:44:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:44:29
-                                    GmView20 m_outputGm20(m_output + (q_start + q_tile_idx * 64 + _g41 * 64) * NH + h, GmView20::Shape(t55.GetValidRow()), GmView20::Stride(NH));  // varlen_attention.pto:44:29
+                                    GmView20 m_outputGm20(m_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView20::Shape(t55.GetValidRow()), GmView20::Stride(NH));  // varlen_attention.pto:44:29
                                     TSTORE(m_outputGm20, t55);  // varlen_attention.pto:44:29
                                 }
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                TileT57 t57(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:45:71
+                                TileT57 t57(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:45:71
                                 TASSIGN(t57, 0);  // varlen_attention.pto:45:71
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                wait_flag_dev(8);
                                 if (ptodsl_aiv0) {
                                     using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
-                                    GmView21 oij_first_ownGm21(oij_first_own + _g41 * 64 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
+                                    GmView21 oij_first_ownGm21(oij_first_own + _g52 * 64 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
                                     TLOAD(t57, oij_first_ownGm21);  // varlen_attention.pto:45:71
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:45:71
+                                TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:45:71
                                 TASSIGN(t58, 16384);  // varlen_attention.pto:45:71
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
@@ -3625,7 +3635,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:45:71
-                                    GmView22 outputGm22(output + (q_start + q_tile_idx * 64 + _g41 * 64) * HD + h * 64, GmView22::Shape(t58.GetValidRow()), GmView22::Stride(HD));  // varlen_attention.pto:45:71
+                                    GmView22 outputGm22(output + (q_start + q_tile_idx * 64 + _g52 * 64) * HD + h * 64, GmView22::Shape(t58.GetValidRow()), GmView22::Stride(HD));  // varlen_attention.pto:45:71
                                     TSTORE(outputGm22, t58);  // varlen_attention.pto:45:71
                                 }
                             }
@@ -3674,39 +3684,41 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g63) {  // varlen_attention.pto:47:44
                                 for (int64_t _k69 = 1; _k69 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k69) {  // varlen_attention.pto:47:44
                                 }
-                                TileT75 t75(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64));  // varlen_attention.pto:48:29
+                            }
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g74) {  // varlen_attention.pto:48:29
+                                TileT75 t75(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64));  // varlen_attention.pto:48:29
                                 TASSIGN(t75, 0);  // varlen_attention.pto:48:29
                                 if (ptodsl_aiv0) {
                                     using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                    GmView30 lij_first_ownGm30(lij_first_own + _g63 * 64, GmView30::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
+                                    GmView30 lij_first_ownGm30(lij_first_own + _g74 * 64, GmView30::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
                                     TLOAD(t75, lij_first_ownGm30);  // varlen_attention.pto:48:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                    GmView31 li_update_ownGm31(li_update_own + _g63 * 64, GmView31::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
+                                    GmView31 li_update_ownGm31(li_update_own + _g74 * 64, GmView31::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
                                     TSTORE(li_update_ownGm31, t75);  // varlen_attention.pto:48:29
                                 }
                                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                TileT77 t77(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64));  // varlen_attention.pto:49:29
+                                TileT77 t77(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64));  // varlen_attention.pto:49:29
                                 TASSIGN(t77, 0);  // varlen_attention.pto:49:29
                                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                    GmView32 mij_first_ownGm32(mij_first_own + _g63 * 64, GmView32::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
+                                    GmView32 mij_first_ownGm32(mij_first_own + _g74 * 64, GmView32::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
                                     TLOAD(t77, mij_first_ownGm32);  // varlen_attention.pto:49:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
                                     using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                    GmView33 mi_update_ownGm33(mi_update_own + _g63 * 64, GmView33::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
+                                    GmView33 mi_update_ownGm33(mi_update_own + _g74 * 64, GmView33::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
                                     TSTORE(mi_update_ownGm33, t77);  // varlen_attention.pto:49:29
                                 }
                             }
