@@ -344,3 +344,42 @@ def test_a_sum_over_rows_stays_out_of_a_products_grid_loop(write_spec):
     a = np.exp((x.astype(np.float64) @ w1) * 0.25)
     np.testing.assert_allclose(y, a @ w2, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(s[0], a.sum(axis=0), rtol=1e-4, atol=1e-4)
+
+
+CUBE = "  cube_tile: {m: [16, 16], k: [32, 32], n: [32, 32]}\n"
+
+
+def test_a_rescale_beside_a_product_stays_in_ub(write_spec):
+    # `acc * alpha + matmul(p, v)`: the product is lowered first, so the rescale lies next to the
+    # `+` reading it and the two fuse; lowered first, the rescale went to a workspace of its own
+    # across the product's kernel (attention's running output, every KV block)
+    pto = ("kernel k(acc: f32[M, N], alpha: f32[M, 1], p: f16[M, K], v: f16[K, N], y: out f32[M, N]):\n"
+           "    y[:] = acc * alpha + matmul(p, v, out_dtype=f32)\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule:\n  vec_tile: [16, 32]\n" + CUBE))
+    work = [o.name for o in op.compiled.stages["tensor"].funcs[0].walk() if o.name not in ("loop", "view", "alloc")]
+    assert work[0] == "matmul"
+    assert len(_ops(op, "alloc")) == 1  # the product's workspace, not the rescale's
+    rng = np.random.default_rng(5)
+    acc, alpha = rng.standard_normal((20, 40)).astype(np.float32), rng.standard_normal((20, 1)).astype(np.float32)
+    p, v = rng.standard_normal((20, 24)).astype(np.float16), rng.standard_normal((24, 40)).astype(np.float16)
+    want = acc.astype(np.float64) * alpha + p.astype(np.float64) @ v.astype(np.float64)
+    np.testing.assert_allclose(op(acc, alpha, p, v), want, rtol=1e-3, atol=1e-3)
+
+
+def test_independent_cube_and_vector_nests_stay_apart(write_spec):
+    # a product and vector work that reads nothing of it, over equal grids: one loop would gain no
+    # reuse, and would keep the vector nest from the next vector nest
+    pto = ("kernel k(a: f16[M, K], b: f16[K, N], x: f32[M, N], y: out f32[M, N], z: out f32[M, N]):\n"
+           "    y[:] = matmul(a, b, out_dtype=f32)\n"
+           "    z[:] = x * 2.0\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule:\n  vec_tile: [16, 32]\n" + CUBE))
+    from ptodsl.ir.queues import cores_of
+
+    tops = [o for o in op.compiled.stages["tile"].funcs[0].walk() if o.name == "loop" and o.attrs.get("kind") == "grid"]
+    assert tops and all(len(cores_of([g])) == 1 for g in tops)
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((20, 24)).astype(np.float16), rng.standard_normal((24, 40)).astype(np.float16)
+    x = rng.standard_normal((20, 40)).astype(np.float32)
+    y, z = op(a, b, x)
+    np.testing.assert_allclose(y, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-3)
+    np.testing.assert_array_equal(z, x * 2.0)
