@@ -428,7 +428,7 @@ def test_two_top_k_blocks_draw_k_within_the_one_row_length(write_spec):
 
 
 @pytest.mark.parametrize("seed, backends", [
-    (7450028, ("sim", "cpu")), (7450052, ("sim", "cpu")), (7460201, ("sim",)),
+    (7450028, ("sim", "cpu")), (7450052, ("sim", "cpu")), (7460201, ("sim",)), (7974019, ("sim",)),
     # (an internal compiler error: compiling for the simulator finds it; the cpu build, 16 s, under -m slow)
     pytest.param(7460201, ("sim", "cpu"), marks=pytest.mark.slow),
 ])
@@ -436,7 +436,9 @@ def test_programs_the_fuzzer_found_this_round(seed, backends):
     """7450028: a grid loading a view of what the grid before it stores ran in its iterations (a
     wrong answer). 7450052: a check of an index's repeats moved above a guard that stops earlier
     (another diagnostic). 7460201: the loads a one-pass row loop hoisted out of it stayed behind
-    when the loop had to launch a kernel per iteration (an internal compiler error)."""
+    when the loop had to launch a kernel per iteration (an internal compiler error). 7974019: the
+    generator took a select of an element read of T and a literal for f32 (a program the compiler
+    rightly refused: arms of f16 and f32)."""
     outcome = run_programs([generate(seed, ALL_FEATURES)], backends)[0]
     assert outcome.kind == "ok", outcome
 

@@ -419,13 +419,18 @@ class Gen:
             c = r.choice(ctx.conds)
             thr = r.choice(["0.0", "0.5", "-0.25"])
             if self.has("where_scalars") and (dtype == "f32" or self.has("casts")) and r.random() < 0.3:
-                # two scalar arms: the select makes an f32 tensor of the condition's shape
+                # two scalar arms: the select makes a tensor of the condition's shape, of the dtype
+                # of its arm that is not a literal (f32 for two literals: an element read of T and
+                # 2.0 select in T, seed 7974019)
                 a, b = self.scalar_operand(ctx), self.scalar_operand(ctx)
                 if "lit" not in (a.dtype, b.dtype) and a.dtype != b.dtype:
                     b = self.literal()  # the arms must agree: an element read of T and the f32 scalar s do not
-                sel = Ex("where({} " + r.choice([">", "<", ">="]) + " " + thr + ", {}, {})", (c, a, b), "f32",
+                arm = next((x.dtype for x in (a, b) if x.dtype != "lit"), "f32")
+                if arm != dtype and not self.has("casts"):
+                    a, b, arm = self.literal(), self.literal(), "f32"  # (dtype is f32 here)
+                sel = Ex("where({} " + r.choice([">", "<", ">="]) + " " + thr + ", {}, {})", (c, a, b), arm,
                          cls, max(abs(a.bound), abs(b.bound)))
-                return sel if dtype == "f32" else Ex("cast({}, " + dtype + ")", (sel,), dtype, cls, sel.bound)
+                return sel if arm == dtype else Ex("cast({}, " + dtype + ")", (sel,), dtype, cls, sel.bound)
             a = self.expr(ctx, dtype, "full", depth - 1)
             b = self.expr(ctx, dtype, r.choice(["full", "full"] + (["row"] if ctx.row else [])), depth - 1)
             cond, kids = "{} " + r.choice([">", "<", ">="]) + " " + thr, (c,)
