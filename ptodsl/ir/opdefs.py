@@ -505,7 +505,11 @@ def _structural() -> list[IROp]:
             "within", "any", doc="the indices of the loops of a kernel this workspace was allocated inside "
             "before partitioning hoisted it above the launch (passes/persistent.py): each of their "
             "iterations has a workspace of its own, so blocks sharing one of them out may each take "
-            "a copy (passes/blocks.py)")), control=True),
+            "a copy (passes/blocks.py); passes/rowgrid.py records the loops of a row block's work it "
+            "hoists one out of, and the skew pass reads it (passes/skew.py)"), Attr(
+            "row_block", "name", doc="the row block loop one of whose row blocks this workspace holds "
+            "(passes/rowgrid.py): blocks sharing that loop out each take a copy (passes/blocks.py)")),
+            control=True),
         IROp("assemble", ("tensor",), "assemble", (Arg("dst", TENSOR, "dst"), Arg("src", TENSOR)), (),
              (OFFSETS,), (same_dtype("dst", "src"), same_rank("dst", "src"), offsets_of("dst"))),
         IROp("fill", ("tensor",), "fill", (Arg("dst", TENSOR, "dst"),), (),

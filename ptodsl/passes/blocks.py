@@ -25,7 +25,7 @@ left on one block, since all blocks would share that workspace, unless the launc
 call and the loop's proof holds with the workspace shared (each iteration writes its own part):
 ``passes/parallel.py``'s, or for a row block loop ``passes/rowgrid.py``'s (``rows_interchanged``),
 whose iterations touch only their own rows of every tensor written, workspaces included; a
-workspace rowgrid gave one row block's rows (``alloc {within}`` the row block loop) gets a copy
+workspace rowgrid gave one row block's rows (``alloc {row_block}``) gets a copy
 per block (:func:`row_private`, :func:`privatize`). A
 ``mixed`` kernel's blocks go to the cube cores (one AIC and the AIVs beside it per block).
 
@@ -390,14 +390,14 @@ def private_share(kernel: Func, launch: Op, allocs: dict[str, Op]) -> tuple[Op, 
 
 def row_private(kernel: Func, loops: list[Op], launch: Op, allocs: dict[str, Op]) -> list[str]:
     """The workspaces (parameters of ``kernel``) a row block loop of ``loops`` writes that belong
-    to one of its row blocks (``alloc {within}`` naming the loop: ``passes/rowgrid.py`` gives a
-    statement run's intermediates one row block's rows): the proof that row blocks are disjoint
+    to one of its row blocks (``alloc {row_block}`` naming the loop: ``passes/rowgrid.py`` gives
+    a statement run's intermediates one row block's rows): the proof that row blocks are disjoint
     holds for them only with a copy per block."""
     indices = {loop.attrs["index"] for loop in loops if loop.attrs.get("rows_interchanged") == 1}
     launched = {p.name: v.name for p, v in zip([p for p in kernel.params if p.is_tensor], launch.operands)}
     return [name for name in sorted(_written_params(kernel))
             if (alloc := allocs.get(launched.get(name, ""))) is not None
-            and indices & set(alloc.attrs.get("within", ()))]
+            and alloc.attrs.get("row_block") in indices]
 
 
 def privatize(kernel: Func, launch: Op, control: Func, names: list[str]) -> None:

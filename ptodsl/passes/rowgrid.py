@@ -327,19 +327,22 @@ def _hoist_workspaces(ops: list[Op], bound: set[str]) -> list[Op]:
     workspace is a temporary the iteration fills before reading), so one allocation serves all."""
     taken: list[Op] = []
 
-    def region(r: list[Op]) -> None:
+    def region(r: list[Op], within: tuple[str, ...]) -> None:
         kept = []
         for op in r:
             t = op.result.type if op.name == "alloc" else None
             if t is not None and "fill" not in op.attrs and not any(sym.free_symbols(d) & bound for d in t.shape):
+                if within:  # each iteration of those loops filled a workspace of its own (as partitioning records)
+                    op.attrs = dict(op.attrs) | {"within": within}
                 taken.append(op)
                 continue
+            inner = (*within, op.attrs["index"]) if op.name == "loop" else within
             for sub in op.regions:
-                region(sub)
+                region(sub, inner)
             kept.append(op)
         r[:] = kept
 
-    region(ops)
+    region(ops, ())
     return taken
 
 
@@ -454,10 +457,9 @@ def _localize(loop: Op, rows: sym.Expr, tile_rows: int, elsewhere: set[str]) -> 
     of the function uses) allocated in its body at one row block's rows, the offsets of those
     accesses moved up by the block's first row: a row block's intermediates (an FFN's hidden
     activations) then live in a buffer of one row block, rather than in bands of a tensor of every
-    row. Each such workspace records the loop as the one it belongs to (``within``, as
-    partitioning records a workspace it hoists out of a loop), which the blocks pass reads to give
-    each block a copy of its own (``passes/blocks.py``): shared, every block would fill the one
-    buffer at once."""
+    row. Each such workspace records the loop as the one it belongs to (``row_block``), which the
+    blocks pass reads to give each block a copy of its own (``passes/blocks.py``): shared, every
+    block would fill the one buffer at once."""
     allocs = [o for o in loop.walk() if o.name == "alloc" and "fill" not in o.attrs
               and o.result.type.shape and sym.sub(o.result.type.shape[0], rows) == 0]
     first = sym.mul(sym.Sym(loop.attrs["index"]), tile_rows)
@@ -475,7 +477,7 @@ def _localize(loop: Op, rows: sym.Expr, tile_rows: int, elsewhere: set[str]) -> 
             o.attrs = dict(o.attrs) | {"offsets": tuple(offsets)}
         t = v.type
         v.type = TensorType(t.dtype, (tile_rows, *t.shape[1:]), None)
-        alloc.attrs = dict(alloc.attrs) | {"within": (loop.attrs["index"],)}
+        alloc.attrs = dict(alloc.attrs) | {"row_block": loop.attrs["index"]}
         moved.append(alloc)
     if not moved:
         return loop

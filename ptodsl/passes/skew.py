@@ -42,10 +42,27 @@ runs ``A``, ``B``, ``C`` in that order: ``A(i)`` and ``B(i)`` in iteration ``i``
 iteration ``i + 1``, on the same copy of each workspace. On the simulator and the cpu backend
 the program runs in this order and computes what the original did.
 
+Carried loops. A loop of the user's that carries state across its iterations (attention's KV
+loop: its running max, sum and output), not ``parallel``, is pipelined by stages instead
+(:func:`stages_of`): stage 2 is the first op whose cube work reads what the vector cores wrote in
+the iteration (the product of the probabilities with v) and every later op that touches what
+stage 2 writes or writes what it reads (the rescaled output); stage 1 is the rest (the scores,
+the softmax, the probabilities handed to the cube). Iteration ``i`` runs stage 1 of ``i`` and
+then stage 2 of ``i - 1``: the cube multiplies the probabilities of the step before while the
+vector cores work out this step's softmax. Each stage keeps its own order of steps, so state
+that only one stage touches (the max and sum in stage 1, the output in stage 2) is carried as
+before; the loop is not pipelined where stage 2 writes anything stage 1 touches (the next step
+would run before it), where stage 2 reads what stage 1 writes later in the body (what the step
+before left), or where stage 1 hands stage 2 a tile allocated outside the body. What stage 1
+hands stage 2 goes in pairs of buffers, the even steps on one and the odd steps on the other:
+each GM workspace the iteration fills anew (allocated inside the loop, ``alloc {within}``) gets
+a twin, without which the loop is not pipelined, and each tile (the rescale ``alpha``) is
+allocated twice before the loop.
+
 Not skewed: loops whose body does not split so, or where a part uses a value another part
-defines (other than a view), or which bind a scalar (``read``) in the body, and kernels that
-would no longer compile within the target's limits (``passes/trial.py``).
-``pass_options: {skew: false}`` turns the pass off.
+defines (other than a view or a handed tile), or which bind a scalar (``read``), guard or print
+in the body, and kernels that would no longer compile within the target's limits
+(``passes/trial.py``). ``pass_options: {skew: false}`` turns the pass off.
 """
 
 from __future__ import annotations
@@ -53,13 +70,15 @@ from __future__ import annotations
 import itertools
 
 from .. import sym
-from ..ir import Func, Module, Op, Param, Value
+from ..ir import Func, Module, Op, Param, TileType, Value
 from ..ir.gm import walk_ops
-from ..ir.queues import cores_of
+from ..ir.opdefs import IR_OPS
+from ..ir.queues import core_of, cores_of
 from ..ir.schedule import schedule_of
 from . import stack, trial
 from .context import Pass, PassContext
 from .merge import substitute_index
+from .persistent import bound_within
 from .remat import view_bases
 from .unroll import _Cloner
 
@@ -101,6 +120,149 @@ def parts_of(loop: Op, counter: itertools.count) -> list[list[Op]] | None:
             return None
         plan.append((ops, needed))
     return [_with_views(ops, needed, counter) for ops, needed in plan]
+
+
+def _locations(op: Op, roots: dict[str, str], core: str | None = None) -> tuple[set[str], set[str]]:
+    """What ``op`` reads and writes, anywhere inside it (``core``: only its ops on that kind of
+    core): tiles by name, GM tensors by the tensor they view (``gm:`` and its name)."""
+    reads: set[str] = set()
+    writes: set[str] = set()
+    for o in op.walk():
+        if not o.name.startswith("tile.") or o.name == "tile.alloc" or o.name not in IR_OPS:
+            continue
+        if core is not None and core_of(o) != core:
+            continue
+        r, w = IR_OPS[o.name].reads_writes(len(o.operands))
+        for i, v in enumerate(o.operands):
+            key = v.name if isinstance(v.type, TileType) else "gm:" + roots.get(v.name, v.name)
+            if i in r:
+                reads.add(key)
+            if i in w:
+                writes.add(key)
+    return reads, writes
+
+
+Stages = tuple[list[tuple[list[Op], list[Op]]], list[Op], list[str]]
+
+
+def stages_of(loop: Op, roots: dict[str, str]) -> Stages | None:
+    """The body of ``loop``, a loop of the user's that carries state (not ``parallel``), as its two
+    stages (module docstring, carried loops), each as its ops and the views of the body it uses;
+    the allocations of the tiles stage 1 hands to stage 2 (the caller allocates each twice,
+    before the loop); and the GM tensors stage 1 hands to stage 2, each of which needs a twin.
+    None where the body does not split so. The body is left as it is."""
+    a = loop.attrs
+    if a.get("parallel") == 1 or a["step"] != 1 or a.get("kind") is not None:
+        return None
+    body = loop.regions[0]
+    if any(o.name in ("read", "guard", "print") for op in body for o in op.walk()):
+        return None
+    work = [k for k, op in enumerate(body) if op.name not in ("view", "tile.alloc")]
+    rw: dict[int, tuple[set[str], set[str]]] = {}
+    stage: dict[int, int] = {}
+    vec_written: set[str] = set()
+    s2_reads: set[str] = set()
+    s2_writes: set[str] = set()
+    for k in work:
+        reads, writes = rw[k] = _locations(body[k], roots)
+        # the cube's work reading what the vector cores made this iteration starts stage 2 (a
+        # nest of both kinds, the scores' product and the row maximum after it, by its cube ops)
+        cube_reads = _locations(body[k], roots, "cube")[0]
+        late = bool((reads | writes) & s2_writes or writes & s2_reads or cube_reads & vec_written)
+        stage[k] = 2 if late else 1
+        vec_written |= _locations(body[k], roots, "vec")[1]
+        if late:
+            s2_reads |= reads
+            s2_writes |= writes
+    first = [k for k in work if stage[k] == 1]
+    second = [k for k in work if stage[k] == 2]
+    if not any("cube" in cores_of([body[k]]) for k in second) or not any("vec" in cores_of([body[k]]) for k in first):
+        return None
+    s1_touched = set().union(*(rw[k][0] | rw[k][1] for k in first))
+    if s2_writes & s1_touched:
+        return None  # stage 2 hands something back to stage 1: the iteration after would run first
+    handed = set().union(*(rw[k][1] for k in first)) & s2_reads
+    for loc in handed:
+        # stage 2 reads what stage 1 wrote in the same iteration, not what it left the one before
+        if max(k for k in first if loc in rw[k][1]) > min(k for k in second if loc in rw[k][0]):
+            return None
+    allocs = {op.results[0].name: k for k, op in enumerate(body) if op.name == "tile.alloc"}
+    bound = bound_within(loop)
+    hoisted: list[Op] = []
+    for loc in sorted(x for x in handed if not x.startswith("gm:")):
+        k = allocs.get(loc)
+        if k is None or any(sym.free_symbols(d) & bound for d in body[k].results[0].type.valid):
+            return None  # a tile from outside the loop (carried), or one whose extent the loop moves
+        hoisted.append(body[k])
+    for name, k in allocs.items():
+        users = {stage[j] for j in work if name in rw[j][0] | rw[j][1]}
+        if body[k] not in hoisted:
+            if users == {1, 2}:
+                return None
+            stage[k] = max(users, default=1)
+    for k, op in enumerate(body):
+        if op.name == "view":
+            stage[k] = 0
+    gone = {id(op) for op in hoisted}
+    inside = _defined([op for op in body if id(op) not in gone])
+    views = {id(op.results[0]): (k, op) for k, op in enumerate(body) if op.name == "view" and len(op.results) == 1}
+    parts = []
+    for n in (1, 2):
+        ops = [op for k, op in enumerate(body) if stage.get(k) == n and id(op) not in gone]
+        needed = _views_needed(ops, _defined(ops) | {id(op.results[0]) for op in hoisted}, inside, views)
+        if needed is None:
+            return None
+        parts.append((ops, needed))
+    return parts, hoisted, sorted(x[3:] for x in handed if x.startswith("gm:"))
+
+
+def skew_carried(loop: Op, parts: list[list[Op]], hoisted: list[Op], counter: itertools.count,
+                 names: set[str], twins: Twins | None = None) -> list[Op]:
+    """``loop`` run as stage 1 of iteration ``i`` then stage 2 of iteration ``i - 1`` (module
+    docstring, carried loops), preceded by the allocations of the tiles stage 1 hands to stage 2,
+    two of each where iterations go in pairs; ``names``: the kernel's value names, for fresh ones."""
+    a = loop.attrs
+    index, lo, hi = sym.Sym(a["index"]), a["lo"], a["hi"]
+    substitute_index(parts[1], a["index"], sym.sub(index, 1))
+    span = loop.span
+    now = _gate(parts[0], sym.min_(sym.max_(sym.sub(hi, index), 0), 1), counter, span)
+    before = _gate(parts[1], sym.min_(sym.max_(sym.sub(index, lo), 0), 1), counter, span)
+    keep = {k: v for k, v in a.items() if k not in ("parallel", "index", "lo", "hi", "step")} | {"skewed": 1}
+    if not twins and not hoisted:
+        return [Op("loop", [], {"index": a["index"], "lo": lo, "hi": sym.add(hi, 1), "step": 1, **keep}, [],
+                    [[now, before]], span)]
+    pre: list[Op] = []
+    even_tiles: dict[str, Value] = {}
+    odd_tiles: dict[str, Value] = {}
+    for alloc in hoisted:
+        t = alloc.results[0]
+        for into, tag in ((even_tiles, "e"), (odd_tiles, "o")):
+            name = _fresh_name(names, f"{t.name}_{tag}")
+            into[t.name] = Value(name, t.type)
+            pre.append(Op("tile.alloc", [], dict(alloc.attrs), [into[t.name]], [], alloc.span))
+    swap = {name: twin for name, (_, twin) in (twins or {}).items()} | \
+        {twin.name: v for v, twin in (twins or {}).values()}
+    u = f"{a['index']}_sk"
+    even = sym.add(lo, sym.mul(sym.Sym(u), 2))
+    odd = sym.add(even, 1)
+    # the even iteration's stage 1 on the first workspaces and tiles, then stage 2 of the odd one
+    # before on the twins; the odd iteration's stage 1 on the twins, then stage 2 of the even one
+    # (when the odd one is not one past the last) on the first ones
+    last = _gate([_clone(before, a["index"], odd, "_o", dict(even_tiles))],
+                 sym.min_(sym.max_(sym.sub(sym.add(hi, 1), odd), 0), 1), counter, span)
+    body = [_clone(now, a["index"], even, "_e", dict(even_tiles)),
+            _clone(before, a["index"], even, "_e", swap | odd_tiles),
+            _clone(now, a["index"], odd, "_o", swap | odd_tiles), last]
+    trips = sym.ceildiv(sym.add(sym.sub(hi, lo), 1), 2)
+    return [*pre, Op("loop", [], {"index": u, "lo": 0, "hi": trips, "step": 1, **keep}, [], [body], span)]
+
+
+def _fresh_name(names: set[str], stem: str) -> str:
+    name, k = stem, 1
+    while name in names:
+        name, k = f"{stem}_{k}", k + 1
+    names.add(name)
+    return name
 
 
 def skew_loop(loop: Op, parts: list[list[Op]], counter: itertools.count, twins: Twins | None = None) -> Op:
@@ -199,15 +361,33 @@ class _Kernel:
                     twins, views = self.twins(op, parts)
                     out += [*views, skew_loop(op, parts, self.counter, twins)]
                     continue
+                staged = stages_of(op, self.roots())
+                # each GM tensor handed from stage 1 to stage 2 needs a twin: on one buffer, the odd
+                # iteration's stage 1 would overwrite what stage 2 of the even one has yet to read
+                if staged is not None and all(self._twinnable(op, name) for name in staged[2]):
+                    plan, hoisted, _ = staged
+                    gone = {id(h) for h in hoisted}
+                    stages = [_with_views([o for o in ops if id(o) not in gone], needed, self.counter)
+                              for ops, needed in plan]
+                    twins, views = self.twins(op, stages, fresh=True)
+                    names = {p.name for p in self.func.params} | \
+                        {v.name for o in self.func.walk() for v in (*o.operands, *o.results)}
+                    out += [*views, *skew_carried(op, stages, hoisted, self.counter, names, twins)]
+                    continue
             op.regions = [self.region(r) for r in op.regions]
             out.append(op)
         return out
 
-    def twins(self, loop: Op, parts: list[list[Op]]) -> tuple[Twins, list[Op]]:
+    def roots(self) -> dict[str, str]:
+        return view_bases(o for o in self.func.walk() if o.name == "view")
+
+    def twins(self, loop: Op, parts: list[list[Op]], fresh: bool = False) -> tuple[Twins, list[Op]]:
         """Twins (in a second workspace, which this adds) of the GM values ``parts`` use of each
         workspace the iterations reuse: a tensor parameter that every launch passes a workspace of
         its own (allocated in the control program for that launch alone), written in the loop
-        and touched elsewhere in the kernel only by the views of it before the loop. Returns them
+        and touched elsewhere in the kernel only by the views of it before the loop; ``fresh``
+        (a loop carrying state): also allocated inside the loop (``alloc {within}``), a workspace
+        each iteration fills anew, not one that carries state across iterations. Returns them
         and the views defining the twins of those views, for the caller to put before the loop."""
         f = self.func
         tensors = [p for p in f.params if p.is_tensor]
@@ -219,6 +399,8 @@ class _Kernel:
         views: list[Op] = []
         for k, p in enumerate(tensors):
             if p.name not in written or not self._own_workspace(k) or not self._only_in(loop, p.name, roots):
+                continue
+            if fresh and not self._fresh_in(loop, k):
                 continue
             twin = self._add_twin(p, k)
             twins[p.name] = (p.value, twin)
@@ -241,11 +423,32 @@ class _Kernel:
                 return False
         return True
 
+    def _twinnable(self, loop: Op, name: str) -> bool:
+        """Whether :meth:`twins` (``fresh``) gives tensor parameter ``name`` a twin."""
+        tensors = [p.name for p in self.func.params if p.is_tensor]
+        if name not in tensors:
+            return False
+        k = tensors.index(name)
+        roots = view_bases(op for op in self.func.body if op.name == "view")
+        return self._own_workspace(k) and self._only_in(loop, name, roots) and self._fresh_in(loop, k)
+
+    def _fresh_in(self, loop: Op, k: int) -> bool:
+        """Whether every launch's workspace for tensor parameter ``k`` was allocated inside
+        ``loop`` (``within`` its index)."""
+        for control, launch in self.launches:
+            v = launch.operands[k]
+            allocs = [o for o in walk_ops(control.body) if o.name == "alloc" and o.results[0] is v]
+            if not allocs or loop.attrs["index"] not in allocs[0].attrs.get("within", ()):
+                return False
+        return True
+
     def _only_in(self, loop: Op, name: str, roots: dict[str, str]) -> bool:
-        """Whether the kernel touches ``name`` only in ``loop`` and in the views of it before."""
+        """Whether the kernel touches ``name`` only in ``loop`` (at any depth: a KV loop inside
+        its row block loop) and in the views of it at the top."""
         mine = {name} | {v for v, r in roots.items() if r == name}
-        return not any(x.name in mine for op in self.func.body if op is not loop and op.name != "view"
-                       for o in op.walk() for x in o.operands)
+        inside = {id(o) for o in loop.walk()}
+        return not any(x.name in mine for op in self.func.body if op.name != "view"
+                       for o in op.walk() if id(o) not in inside for x in o.operands)
 
     def _add_twin(self, p: Param, k: int) -> Value:
         f = self.func

@@ -6,6 +6,8 @@ simulator for tails and every parity of the blocks' trip counts (the cpu backend
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -178,3 +180,48 @@ def test_blocks_recheck_that_a_row_block_loop_keeps_to_its_rows():
     assert not banded(kernel, loops, [])  # the load of w at row 0 is not its band either
     kernel, loops = _row_loop("_qb0 * 16", "_qb0 * 16")
     assert banded(kernel, loops, [])
+
+
+# attention's online softmax over KV blocks of 16 rows (the library's `attn`): a loop carrying its
+# running max, sum and output, whose product with v waits for the vector cores' probabilities
+ATTN = (Path(__file__).resolve().parents[2] / "specs" / "online_softmax_attn.pto").read_text()
+
+
+def _attn_yaml(options: str = "", unroll: bool = False) -> str:
+    loops = "  loops:\n    kv_loop: {unroll: [2, 1]}\n" if unroll else ""
+    return ("op: attn\ndtypes: {T: [f32]}\nsymbols: {BL: 16}\nschedule:\n"
+            f"  pass_options: {{row_interchange: true{options}}}\n  vec_tile: [16, 16]\n"
+            "  cube_tile: {m: [16, 16], k: [32, 32], n: [16, 16]}\n" + loops)
+
+
+@pytest.mark.parametrize("unroll", [False, True], ids=["plain", "unrolled"])
+def test_a_kv_loop_carrying_state_runs_pipelined(write_spec, unroll):
+    # stage 1 (scores, softmax, the probabilities for the cube) of step j, then stage 2 (the
+    # product with v, the rescaled output) of step j - 1, steps in pairs on twin workspaces
+    op = ptodsl.load(write_spec("attn", ATTN, _attn_yaml(unroll=unroll)))
+    assert _skewed(op) and _twins(op)
+    off = ptodsl.load(write_spec("attn", ATTN, _attn_yaml(", skew: false", unroll)))
+    assert not _skewed(off)
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])])
+@pytest.mark.parametrize("unroll", [False, True], ids=["plain", "unrolled"])
+@pytest.mark.parametrize("keys", [16, 40, 64, 97, 129, 160])  # 1 to 10 KV blocks: every parity of the steps between
+def test_the_pipelined_kv_loop_computes_right(write_spec, backend, unroll, keys):
+    op = ptodsl.load(write_spec("attn", ATTN, _attn_yaml(unroll=unroll)))
+    q = RNG.standard_normal((21, 32)).astype(np.float32)
+    k = RNG.standard_normal((keys, 32)).astype(np.float32)
+    v = RNG.standard_normal((keys, 32)).astype(np.float32)
+    s = q.astype(np.float64) @ k.T * 0.2
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    want = (p / p.sum(axis=1, keepdims=True)) @ v
+    np.testing.assert_allclose(op(q, k, v, scale=0.2, backend=backend), want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_loop_whose_later_stage_hands_back_stays_in_order(write_spec):
+    # the softmax reads the running output the product's stage writes: step j's first stage would
+    # run before step j - 1's second one, so the loop is not pipelined
+    pto = ATTN.replace("l[:] = l * alpha + sum(p, dim=-1, keepdim=True)",
+                       "l[:] = l * alpha + sum(p, dim=-1, keepdim=True) + sum(acc, dim=-1, keepdim=True) * 0.0")
+    op = ptodsl.load(write_spec("attn", pto, _attn_yaml()))
+    assert not _skewed(op)

@@ -42,6 +42,7 @@ CASES = [
     pytest.param("attn", 2, id="attn[f32-one-block]"),
     pytest.param("attn", 3, id="attn[f32-partial-block]"),
     pytest.param("attn", 4, id="attn[f32-short]"),
+    pytest.param("attn", 5, id="attn[f32-many-blocks]"),
     pytest.param("bias_expand", 0, id="bias_expand[f32-B2-S16-H64]"),
     pytest.param("bias_expand", 1, id="bias_expand[f16-tails]"),
     pytest.param("bias_expand", 2, id="bias_expand[bf16-tails]"),

@@ -26,1188 +26,2331 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u2c0, __gm__ float* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t14_u2c1, __gm__ float* t13_u2c1, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u2c0, __gm__ float* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t14_u2c1, __gm__ float* t13_u2c1, __gm__ float* t0_u2c0_twin, __gm__ float* s_u2c0_twin, __gm__ float* p_1_u2c0_twin, __gm__ float* t14_u2c0_twin, __gm__ float* t13_u2c0_twin, __gm__ float* t0_u2c1_twin, __gm__ float* s_u2c1_twin, __gm__ float* p_1_u2c1_twin, __gm__ float* t14_u2c1_twin, __gm__ float* t13_u2c1_twin, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u2c0, __gm__ float* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t14_u2c1, __gm__ float* t13_u2c1, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u2c0, __gm__ float* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t14_u2c1, __gm__ float* t13_u2c1, __gm__ float* t0_u2c0_twin, __gm__ float* s_u2c0_twin, __gm__ float* p_1_u2c0_twin, __gm__ float* t14_u2c0_twin, __gm__ float* t13_u2c0_twin, __gm__ float* t0_u2c1_twin, __gm__ float* s_u2c1_twin, __gm__ float* p_1_u2c1_twin, __gm__ float* t14_u2c1_twin, __gm__ float* t13_u2c1_twin, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
-    using TileT79Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT79Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT64 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT65 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT66 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT67 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT68 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT70 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT71 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT72 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT73 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT76Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT76Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT82Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT82Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT84Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT84Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT86Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT86Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT93Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT93Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT105Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT105Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT107Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT107Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT109Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT109Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT96Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT112Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT112Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT116Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT116Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT119Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT123 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT124 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT125 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT126 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT127 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT129 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT130 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT131 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT132 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT135Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT135Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT138Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT138Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT142Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT142Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT143Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT143Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT163Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT163Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT149 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT150 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT151 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT152 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT154 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT155 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT156 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT157 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT160Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT160Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT161Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT161Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT166Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT166Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT170Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT170Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT174Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT174Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT177Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT177Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT191Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT191Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT193Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT193Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT180Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT180Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT196Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT196Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT200Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT200Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT203Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT207 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT208 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT209 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT210 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT211 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT213 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT214 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT215 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT216 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT219Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT219Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT222Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT222Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT177EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT177EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT177OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT177OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT93EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT93EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT93OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT93OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT79EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT79EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT64E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT65E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT66E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT67E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT68E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT70E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT72E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT76EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT82EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT82EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT84EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT84EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT86EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT86EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT105EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT105EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT107EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT107EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT109EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT109EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT96EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT112EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT112EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT116EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT116EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT119EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT163EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT163EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT148E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT149E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT150E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT151E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT152E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT154E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT156E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT160EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT160EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT166EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT166EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT174EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT174EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT191EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT191EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT193EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT193EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT180EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT196EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT196EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT200EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT200EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT203EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT203EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT123E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT124E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT125E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT126E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT127E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT129E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT130E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT131E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT132E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT135EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT135EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT138EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT138EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT207E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT208E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT209E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT210E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT211E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT213E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT214E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT215E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT216E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT219EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT219EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT79OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT79OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT64O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT65O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT66O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT67O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT68O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT70O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT72O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT76OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT82OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT82OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT84OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT84OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT86OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT86OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT105OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT105OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT107OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT107OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT109OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT109OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT96OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT112OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT112OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT116OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT116OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT119OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT163OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT163OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT148O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT149O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT150O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT151O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT152O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT154O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT156O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT160OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT160OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT166OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT166OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT174OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT174OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT191OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT191OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT193OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT193OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT180OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT196OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT196OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT200OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT200OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT203OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT203OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT123O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT124O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT125O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT126O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT127O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT129O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT130O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT131O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT132O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT135OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT135OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT138OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT138OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT207O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT208O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT209O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT210O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT211O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT213O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT214O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT215O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT216O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT219OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT219OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // online_softmax_attn.pto:7:5
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT177EAiv0 t177_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_e_aiv0, 0);  // online_softmax_attn.pto:18:21
+        TileT177EAiv1 t177_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_e_aiv1, 1024);  // online_softmax_attn.pto:18:21
+        TileT177OAiv0 t177_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_o_aiv0, 2048);  // online_softmax_attn.pto:18:21
+        TileT177OAiv1 t177_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_o_aiv1, 3072);  // online_softmax_attn.pto:18:21
+        TileT93EAiv0 t93_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_e_aiv0, 4096);  // online_softmax_attn.pto:18:21
+        TileT93EAiv1 t93_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_e_aiv1, 5120);  // online_softmax_attn.pto:18:21
+        TileT93OAiv0 t93_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_o_aiv0, 6144);  // online_softmax_attn.pto:18:21
+        TileT93OAiv1 t93_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_o_aiv1, 7168);  // online_softmax_attn.pto:18:21
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t j_u2 = 0; j_u2 < max_i64((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        for (int64_t j_u2_sk = 0; j_u2_sk < (max_i64((L + 63) / 64 - 2, 0) / 2 + 2) / 2; ++j_u2_sk) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
-            __gm__ float* kj_u2c0 = k + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-            __gm__ float* vj_u2c0 = v + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:9:14
-            TileT79Aiv0 t79_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-            TASSIGN(t79_aiv0, 0);  // online_softmax_attn.pto:17:32
-            TileT79Aiv1 t79_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-            TASSIGN(t79_aiv1, 1024);  // online_softmax_attn.pto:17:32
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TEXPANDS(t79_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                TEXPANDS(t79_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-            }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t64, 0);  // online_softmax_attn.pto:10:13
-                TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t65, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t65, qGm0);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t66, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t66, t65);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t67, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView1 kj_u2c0Gm1(kj_u2c0 + _g63 * 64 * D, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t67, kj_u2c0Gm1);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t68, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t68, t67);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t64, t66, t68);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
-                    TileT70 t70(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t70, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t70, qGm2);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                TileT79EAiv0 t79_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_e_aiv0, 8192);  // online_softmax_attn.pto:17:32
+                TileT79EAiv1 t79_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_e_aiv1, 9216);  // online_softmax_attn.pto:17:32
+                TEXPANDS(t79_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
+                    TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
+                    using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT71 t71(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t71, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    TileT66E t66_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t66_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t71, t70);  // online_softmax_attn.pto:10:13
+                    TMOV(t66_e, t65_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t72, 0);  // online_softmax_attn.pto:10:13
+                    TileT67E t67_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t67_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView3 kj_u2c0Gm3(kj_u2c0 + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t72, kj_u2c0Gm3);  // online_softmax_attn.pto:10:13
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView1 kj_u2c0_sk0_eGm1(kj_u2c0_sk0_e + _g63 * 64 * D, GmView1::Shape(t67_e.GetValidRow(), t67_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t67_e, kj_u2c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t73, 0);  // online_softmax_attn.pto:10:13
+                    TileT68E t68_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t68_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t73, t72);  // online_softmax_attn.pto:10:13
+                    TMOV(t68_e, t67_e);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t64, t64, t71, t73);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c0Gm4, t64);  // online_softmax_attn.pto:10:13
-                TileT76Aiv0 t76_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t76_aiv0, 2048);  // online_softmax_attn.pto:10:13
-                TileT76Aiv1 t76_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t76_aiv1, 10240);  // online_softmax_attn.pto:10:13
-                TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t77_aiv0, 18432);  // online_softmax_attn.pto:10:13
-                TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t77_aiv1, 26624);  // online_softmax_attn.pto:10:13
-                TileT82Aiv0 t82_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t82_aiv0, 34816);  // online_softmax_attn.pto:17:32
-                TileT82Aiv1 t82_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t82_aiv1, 35840);  // online_softmax_attn.pto:17:32
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76_aiv0.GetValidRow(), t76_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t76_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMULS(t77_aiv0, t76_aiv0, scale);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77_aiv0.GetValidRow(), t77_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(s_u2c0Gm6, t77_aiv0);  // online_softmax_attn.pto:10:13
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                TASSIGN(tmp0, 77824);  // online_softmax_attn.pto:17:32
-                TROWMAX(t82_aiv0, t77_aiv0, tmp0);  // online_softmax_attn.pto:17:32
-                pipe_barrier(PIPE_V);
-                TMAX(t79_aiv0, t79_aiv0, t82_aiv0);  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView7::Shape(t76_aiv1.GetValidRow(), t76_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TMULS(t77_aiv1, t76_aiv1, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView8::Shape(t77_aiv1.GetValidRow(), t77_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c0Gm8, t77_aiv1);  // online_softmax_attn.pto:10:13
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp1, 77824);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t82_aiv1, t77_aiv1, tmp1);  // online_softmax_attn.pto:17:32
-                    pipe_barrier(PIPE_V);
-                    TMAX(t79_aiv1, t79_aiv1, t82_aiv1);  // online_softmax_attn.pto:17:32
-                }
-            }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-            TASSIGN(t84_aiv0, 2048);  // online_softmax_attn.pto:17:21
-            TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-            TASSIGN(t84_aiv1, 3072);  // online_softmax_attn.pto:17:21
-            TileT86Aiv0 t86_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-            TASSIGN(t86_aiv0, 4096);  // online_softmax_attn.pto:17:21
-            TileT86Aiv1 t86_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-            TASSIGN(t86_aiv1, 5120);  // online_softmax_attn.pto:17:21
-            TileT90Aiv0 t90_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-            TASSIGN(t90_aiv0, 6144);  // online_softmax_attn.pto:18:25
-            TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-            TASSIGN(t90_aiv1, 7168);  // online_softmax_attn.pto:18:25
-            TileT93Aiv0 t93_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-            TASSIGN(t93_aiv0, 8192);  // online_softmax_attn.pto:18:21
-            TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-            TASSIGN(t93_aiv1, 9216);  // online_softmax_attn.pto:18:21
-            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t105_aiv0, 10240);  // online_softmax_attn.pto:20:20
-            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t105_aiv1, 11264);  // online_softmax_attn.pto:20:20
-            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t107_aiv0, 12288);  // online_softmax_attn.pto:20:20
-            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t107_aiv1, 13312);  // online_softmax_attn.pto:20:20
-            TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t109_aiv0, 14336);  // online_softmax_attn.pto:20:32
-            TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t109_aiv1, 15360);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-            GmView9 mGm9(m + _qb2 * 64, GmView9::Shape(t84_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-            TLOAD(t84_aiv0, mGm9);  // online_softmax_attn.pto:17:21
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMAX(t86_aiv0, t84_aiv0, t79_aiv0);  // online_softmax_attn.pto:17:21
-            pipe_barrier(PIPE_V);
-            TSUB(t90_aiv0, t84_aiv0, t86_aiv0);  // online_softmax_attn.pto:18:25
-            pipe_barrier(PIPE_V);
-            TEXP(t93_aiv0, t90_aiv0);  // online_softmax_attn.pto:18:21
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView10 lGm10(l + _qb2 * 64, GmView10::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TLOAD(t105_aiv0, lGm10);  // online_softmax_attn.pto:20:20
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t107_aiv0, t105_aiv0, t93_aiv0);  // online_softmax_attn.pto:20:20
-            pipe_barrier(PIPE_V);
-            TEXPANDS(t109_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView11 mGm11(m + _qb2 * 64 + 32, GmView11::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84_aiv1, mGm11);  // online_softmax_attn.pto:17:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMAX(t86_aiv1, t84_aiv1, t79_aiv1);  // online_softmax_attn.pto:17:21
-                pipe_barrier(PIPE_V);
-                TSUB(t90_aiv1, t84_aiv1, t86_aiv1);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
-                TEXP(t93_aiv1, t90_aiv1);  // online_softmax_attn.pto:18:21
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView12 lGm12(l + _qb2 * 64 + 32, GmView12::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105_aiv1, lGm12);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TMUL(t107_aiv1, t105_aiv1, t93_aiv1);  // online_softmax_attn.pto:20:20
-                TEXPANDS(t109_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t96_aiv0, 16384);  // online_softmax_attn.pto:19:21
-                TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t96_aiv1, 24576);  // online_softmax_attn.pto:19:21
-                TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t103_aiv0, 32768);  // online_softmax_attn.pto:19:17
-                TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t103_aiv1, 40960);  // online_softmax_attn.pto:19:17
-                TileT112Aiv0 t112_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t112_aiv0, 0);  // online_softmax_attn.pto:20:32
-                TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t112_aiv1, 1024);  // online_softmax_attn.pto:20:32
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView13::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                TLOAD(t96_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                TASSIGN(tmp2, 77824);  // online_softmax_attn.pto:19:17
-                TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView14::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                TSTORE(p_1_u2c0Gm14, t103_aiv0);  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
-                TASSIGN(tmp3, 77824);  // online_softmax_attn.pto:20:32
-                TROWSUM(t112_aiv0, t103_aiv0, tmp3);  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TADD(t109_aiv0, t109_aiv0, t112_aiv0);  // online_softmax_attn.pto:20:32
-                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView15::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t96_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
+                    TMATMUL(t64_e, t66_e, t68_e);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
+                        TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_e, qGm2);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT71E t71_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t71_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t71_e, t70_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT72E t72_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_e, kj_u2c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT73E t73_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t73_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t73_e, t72_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t64_e, t64_e, t71_e, t73_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0Gm4, t64_e);  // online_softmax_attn.pto:10:13
+                    TileT76EAiv0 t76_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_e_aiv0, 10240);  // online_softmax_attn.pto:10:13
+                    TileT76EAiv1 t76_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_e_aiv1, 18432);  // online_softmax_attn.pto:10:13
+                    TileT77EAiv0 t77_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_e_aiv0, 26624);  // online_softmax_attn.pto:10:13
+                    TileT77EAiv1 t77_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_e_aiv1, 34816);  // online_softmax_attn.pto:10:13
+                    TileT82EAiv0 t82_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_e_aiv0, 43008);  // online_softmax_attn.pto:17:32
+                    TileT82EAiv1 t82_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_e_aiv1, 44032);  // online_softmax_attn.pto:17:32
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_e_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp4, 77824);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp4, t86_aiv1);  // online_softmax_attn.pto:19:17
+                    TMULS(t77_e_aiv0, t76_e_aiv0, scale);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77_e_aiv0.GetValidRow(), t77_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c0Gm6, t77_e_aiv0);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp0, 73728);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t82_e_aiv0, t77_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t79_e_aiv0, t79_e_aiv0, t82_e_aiv0);  // online_softmax_attn.pto:17:32
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView7::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_e_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TMULS(t77_e_aiv1, t76_e_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView8::Shape(t77_e_aiv1.GetValidRow(), t77_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c0Gm8, t77_e_aiv1);  // online_softmax_attn.pto:10:13
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 73728);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t82_e_aiv1, t77_e_aiv1, tmp1);  // online_softmax_attn.pto:17:32
+                        pipe_barrier(PIPE_V);
+                        TMAX(t79_e_aiv1, t79_e_aiv1, t82_e_aiv1);  // online_softmax_attn.pto:17:32
+                    }
+                }
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT84EAiv0 t84_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv0, 10240);  // online_softmax_attn.pto:17:21
+                TileT84EAiv1 t84_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv1, 11264);  // online_softmax_attn.pto:17:21
+                TileT86EAiv0 t86_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv0, 12288);  // online_softmax_attn.pto:17:21
+                TileT86EAiv1 t86_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv1, 13312);  // online_softmax_attn.pto:17:21
+                TileT90EAiv0 t90_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv0, 14336);  // online_softmax_attn.pto:18:25
+                TileT90EAiv1 t90_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv1, 15360);  // online_softmax_attn.pto:18:25
+                TileT105EAiv0 t105_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv0, 16384);  // online_softmax_attn.pto:20:20
+                TileT105EAiv1 t105_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv1, 17408);  // online_softmax_attn.pto:20:20
+                TileT107EAiv0 t107_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TileT107EAiv1 t107_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TileT109EAiv0 t109_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_e_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TileT109EAiv1 t109_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_e_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView9 mGm9(m + _qb2 * 64, GmView9::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_e_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMAX(t86_e_aiv0, t84_e_aiv0, t79_e_aiv0);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
+                TSUB(t90_e_aiv0, t84_e_aiv0, t86_e_aiv0);  // online_softmax_attn.pto:18:25
+                pipe_barrier(PIPE_V);
+                TEXP(t93_e_aiv0, t90_e_aiv0);  // online_softmax_attn.pto:18:21
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView10 lGm10(l + _qb2 * 64, GmView10::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_e_aiv0, lGm10);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMUL(t107_e_aiv0, t105_e_aiv0, t93_e_aiv0);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                TEXPANDS(t109_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView11 mGm11(m + _qb2 * 64 + 32, GmView11::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_e_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TMAX(t86_e_aiv1, t84_e_aiv1, t79_e_aiv1);  // online_softmax_attn.pto:17:21
+                    pipe_barrier(PIPE_V);
+                    TSUB(t90_e_aiv1, t84_e_aiv1, t86_e_aiv1);  // online_softmax_attn.pto:18:25
+                    pipe_barrier(PIPE_V);
+                    TEXP(t93_e_aiv1, t90_e_aiv1);  // online_softmax_attn.pto:18:21
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView12 lGm12(l + _qb2 * 64 + 32, GmView12::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_e_aiv1, lGm12);  // online_softmax_attn.pto:20:20
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TMUL(t107_e_aiv1, t105_e_aiv1, t93_e_aiv1);  // online_softmax_attn.pto:20:20
+                    TEXPANDS(t109_e_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                    TileT96EAiv0 t96_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_e_aiv0, 22528);  // online_softmax_attn.pto:19:21
+                    TileT96EAiv1 t96_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_e_aiv1, 30720);  // online_softmax_attn.pto:19:21
+                    TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_e_aiv0, 38912);  // online_softmax_attn.pto:19:17
+                    TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_e_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                    TileT112EAiv0 t112_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_e_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TileT112EAiv1 t112_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_e_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView13::Shape(t96_e_aiv0.GetValidRow(), t96_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t96_e_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 73728);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp2, t86_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103_e_aiv0, t96_e_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView16::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c0Gm16, t103_aiv1);  // online_softmax_attn.pto:19:17
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView14::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c0Gm14, t103_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
-                    TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp5, 77824);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t112_aiv1, t103_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                    TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp3, 73728);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t112_e_aiv0, t103_e_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
-                    TADD(t109_aiv1, t109_aiv1, t112_aiv1);  // online_softmax_attn.pto:20:32
+                    TADD(t109_e_aiv0, t109_e_aiv0, t112_e_aiv0);  // online_softmax_attn.pto:20:32
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView15::Shape(t96_e_aiv1.GetValidRow(), t96_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t96_e_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp4, 73728);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t103_e_aiv1, t96_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView16::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c0Gm16, t103_e_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 73728);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t112_e_aiv1, t103_e_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                        pipe_barrier(PIPE_V);
+                        TADD(t109_e_aiv1, t109_e_aiv1, t112_e_aiv1);  // online_softmax_attn.pto:20:32
+                    }
                 }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
-            TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t116_aiv1, 1024);  // online_softmax_attn.pto:20:20
-            pipe_barrier(PIPE_V);
-            TADD(t116_aiv0, t107_aiv0, t109_aiv0);  // online_softmax_attn.pto:20:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TSTORE(lGm17, t116_aiv0);  // online_softmax_attn.pto:20:20
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                TADD(t116_aiv1, t107_aiv1, t109_aiv1);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT116EAiv0 t116_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TileT116EAiv1 t116_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                TADD(t116_e_aiv0, t107_e_aiv0, t109_e_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm18, t116_aiv1);  // online_softmax_attn.pto:20:20
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
-                TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t119_aiv0, 10240);  // online_softmax_attn.pto:21:43
-                TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t119_aiv1, 18432);  // online_softmax_attn.pto:21:43
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView19::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TLOAD(t119_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView20::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t14_u2c0Gm20, t119_aiv0);  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView21::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t119_aiv1, p_1_u2c0Gm21);  // online_softmax_attn.pto:21:43
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm17, t116_e_aiv0);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                    TADD(t116_e_aiv1, t107_e_aiv1, t109_e_aiv1);  // online_softmax_attn.pto:20:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm18, t116_e_aiv1);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
+                    TileT119EAiv0 t119_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_e_aiv0, 14336);  // online_softmax_attn.pto:21:43
+                    TileT119EAiv1 t119_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_e_aiv1, 22528);  // online_softmax_attn.pto:21:43
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView19::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t119_e_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView22::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0Gm22, t119_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView20::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0Gm20, t119_e_aiv0);  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView21::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t119_e_aiv1, p_1_u2c0Gm21);  // online_softmax_attn.pto:21:43
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView22::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c0Gm22, t119_e_aiv1);  // online_softmax_attn.pto:21:43
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT163EAiv0 t163_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv0, 10240);  // online_softmax_attn.pto:17:32
+                TileT163EAiv1 t163_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv1, 11264);  // online_softmax_attn.pto:17:32
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView23 mGm23(m + _qb2 * 64, GmView23::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm23, t86_e_aiv0);  // online_softmax_attn.pto:22:13
+                pipe_barrier(PIPE_V);
+                TEXPANDS(t163_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView24 mGm24(m + _qb2 * 64 + 32, GmView24::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
+                    TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
+                    TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT150E t150_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t150_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t150_e, t149_e);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TileT151E t151_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t151_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView26 kj_u2c1_sk1_eGm26(kj_u2c1_sk1_e + _g147 * 64 * D, GmView26::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_e, kj_u2c1_sk1_eGm26);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT152E t152_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t152_e, t151_e);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t148_e, t150_e, t152_e);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
+                        TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 64, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_e, qGm27);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t155_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t155_e, t154_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT156E t156_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 64, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_e, kj_u2c1_sk1_eGm28);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT157E t157_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t157_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t157_e, t156_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t148_e, t148_e, t155_e, t157_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView29 t0_u2c1Gm29(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView29::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1Gm29, t148_e);  // online_softmax_attn.pto:10:13
+                    TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_e_aiv0, 14336);  // online_softmax_attn.pto:10:13
+                    TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_e_aiv1, 22528);  // online_softmax_attn.pto:10:13
+                    TileT161EAiv0 t161_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_e_aiv0, 30720);  // online_softmax_attn.pto:10:13
+                    TileT161EAiv1 t161_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_e_aiv1, 38912);  // online_softmax_attn.pto:10:13
+                    TileT166EAiv0 t166_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_e_aiv0, 47104);  // online_softmax_attn.pto:17:32
+                    TileT166EAiv1 t166_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_e_aiv1, 48128);  // online_softmax_attn.pto:17:32
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView30 t0_u2c1Gm30(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView30::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_e_aiv0, t0_u2c1Gm30);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TMULS(t161_e_aiv0, t160_e_aiv0, scale);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView31 s_u2c1Gm31(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView31::Shape(t161_e_aiv0.GetValidRow(), t161_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c1Gm31, t161_e_aiv0);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp6;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp6, 73728);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t166_e_aiv0, t161_e_aiv0, tmp6);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t163_e_aiv0, t163_e_aiv0, t166_e_aiv0);  // online_softmax_attn.pto:17:32
+                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:10:13
+                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView32 t0_u2c1Gm32(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView32::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_e_aiv1, t0_u2c1Gm32);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TMULS(t161_e_aiv1, t160_e_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView33 s_u2c1Gm33(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView33::Shape(t161_e_aiv1.GetValidRow(), t161_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c1Gm33, t161_e_aiv1);  // online_softmax_attn.pto:10:13
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp7;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp7, 73728);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t166_e_aiv1, t161_e_aiv1, tmp7);  // online_softmax_attn.pto:17:32
+                        pipe_barrier(PIPE_V);
+                        TMAX(t163_e_aiv1, t163_e_aiv1, t166_e_aiv1);  // online_softmax_attn.pto:17:32
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT170EAiv0 t170_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv0, 14336);  // online_softmax_attn.pto:17:21
+                TileT170EAiv1 t170_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv1, 15360);  // online_softmax_attn.pto:17:21
+                TileT174EAiv0 t174_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv0, 16384);  // online_softmax_attn.pto:18:25
+                TileT174EAiv1 t174_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv1, 17408);  // online_softmax_attn.pto:18:25
+                TileT191EAiv0 t191_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TileT191EAiv1 t191_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TileT193EAiv0 t193_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TileT193EAiv1 t193_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMAX(t170_e_aiv0, t86_e_aiv0, t163_e_aiv0);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
+                TSUB(t174_e_aiv0, t86_e_aiv0, t170_e_aiv0);  // online_softmax_attn.pto:18:25
+                pipe_barrier(PIPE_V);
+                TEXP(t177_e_aiv0, t174_e_aiv0);  // online_softmax_attn.pto:18:21
+                pipe_barrier(PIPE_V);
+                TMUL(t191_e_aiv0, t116_e_aiv0, t177_e_aiv0);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                TEXPANDS(t193_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:21
+                    TMAX(t170_e_aiv1, t86_e_aiv1, t163_e_aiv1);  // online_softmax_attn.pto:17:21
+                    pipe_barrier(PIPE_V);
+                    TSUB(t174_e_aiv1, t86_e_aiv1, t170_e_aiv1);  // online_softmax_attn.pto:18:25
+                    pipe_barrier(PIPE_V);
+                    TEXP(t177_e_aiv1, t174_e_aiv1);  // online_softmax_attn.pto:18:21
+                    pipe_barrier(PIPE_V);
+                    TMUL(t191_e_aiv1, t116_e_aiv1, t177_e_aiv1);  // online_softmax_attn.pto:20:20
+                    TEXPANDS(t193_e_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+                    TileT180EAiv0 t180_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_e_aiv0, 22528);  // online_softmax_attn.pto:19:21
+                    TileT180EAiv1 t180_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_e_aiv1, 30720);  // online_softmax_attn.pto:19:21
+                    TileT187EAiv0 t187_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_e_aiv0, 38912);  // online_softmax_attn.pto:19:17
+                    TileT187EAiv1 t187_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_e_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                    TileT196EAiv0 t196_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_e_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TileT196EAiv1 t196_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_e_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView34 s_u2c1Gm34(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView34::Shape(t180_e_aiv0.GetValidRow(), t180_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t180_e_aiv0, s_u2c1Gm34);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp8(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp8, 73728);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp8, t170_e_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187_e_aiv0, t180_e_aiv0, tmp8);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView35 p_1_u2c1Gm35(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView35::Shape(t187_e_aiv0.GetValidRow(), t187_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c1Gm35, t187_e_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp9;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp9, 73728);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t196_e_aiv0, t187_e_aiv0, tmp9);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
+                    TADD(t193_e_aiv0, t193_e_aiv0, t196_e_aiv0);  // online_softmax_attn.pto:20:32
+                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:19:21
+                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView36 s_u2c1Gm36(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView36::Shape(t180_e_aiv1.GetValidRow(), t180_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t180_e_aiv1, s_u2c1Gm36);  // online_softmax_attn.pto:19:21
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp10, 73728);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp10, t170_e_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t187_e_aiv1, t180_e_aiv1, tmp10);  // online_softmax_attn.pto:19:17
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView37 p_1_u2c1Gm37(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView37::Shape(t187_e_aiv1.GetValidRow(), t187_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c1Gm37, t187_e_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp11, 73728);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t196_e_aiv1, t187_e_aiv1, tmp11);  // online_softmax_attn.pto:20:32
+                        pipe_barrier(PIPE_V);
+                        TADD(t193_e_aiv1, t193_e_aiv1, t196_e_aiv1);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT200EAiv0 t200_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TileT200EAiv1 t200_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                TADD(t200_e_aiv0, t191_e_aiv0, t193_e_aiv0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView38 lGm38(l + _qb2 * 64, GmView38::Shape(t200_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm38, t200_e_aiv0);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:20:20
+                    TADD(t200_e_aiv1, t191_e_aiv1, t193_e_aiv1);  // online_softmax_attn.pto:20:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView39 lGm39(l + _qb2 * 64 + 32, GmView39::Shape(t200_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm39, t200_e_aiv1);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
+                    TileT203EAiv0 t203_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_e_aiv0, 16384);  // online_softmax_attn.pto:21:43
+                    TileT203EAiv1 t203_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_e_aiv1, 24576);  // online_softmax_attn.pto:21:43
+                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView40 p_1_u2c1Gm40(p_1_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView40::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t203_e_aiv0, p_1_u2c1Gm40);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView41 t14_u2c1Gm41(t14_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView41::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1Gm41, t203_e_aiv0);  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:21:43
+                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView42 p_1_u2c1Gm42(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView42::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t203_e_aiv1, p_1_u2c1Gm42);  // online_softmax_attn.pto:21:43
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView43 t14_u2c1Gm43(t14_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView43::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c1Gm43, t203_e_aiv1);  // online_softmax_attn.pto:21:43
+                    }
+                }
+                using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView44 mGm44(m + _qb2 * 64, GmView44::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm44, t170_e_aiv0);  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:22:13
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView45 mGm45(m + _qb2 * 64 + 32, GmView45::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm45, t170_e_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
-                TileT123 t123(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t123, 0);  // online_softmax_attn.pto:21:36
-                TileT124 t124(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t124, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView23 t14_u2c0Gm23(t14_u2c0 + _qb2 * 64 * 64, GmView23::Shape(t124.GetValidRow(), t124.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t124, t14_u2c0Gm23);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT125 t125(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t125, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t125, t124);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT126 t126(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t126, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView24 vj_u2c0Gm24(vj_u2c0 + _g122 * 64, GmView24::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t126, vj_u2c0Gm24);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT127 t127(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t127, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t127, t126);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t123, t125, t127);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
-                    TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView25 t14_u2c0Gm25(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView25::Shape(t129.GetValidRow(), t129.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t129, t14_u2c0Gm25);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t130, t129);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT131 t131(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView26 vj_u2c0Gm26(vj_u2c0 + _k128 * 64 * D + _g122 * 64, GmView26::Shape(t131.GetValidRow(), t131.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t131, vj_u2c0Gm26);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t132, t131);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t123, t123, t130, t132);  // online_softmax_attn.pto:21:36
-                }
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView27 t13_u2c0Gm27(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView27::Shape(t123.GetValidRow(), t123.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t13_u2c0Gm27, t123);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            }
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT135Aiv0 t135_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t135_aiv0, 10240);  // online_softmax_attn.pto:21:22
-                TileT135Aiv1 t135_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t135_aiv1, 18432);  // online_softmax_attn.pto:21:22
-                TileT138Aiv0 t138_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t138_aiv0, 26624);  // online_softmax_attn.pto:21:22
-                TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t138_aiv1, 34816);  // online_softmax_attn.pto:21:22
-                TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t142_aiv0, 43008);  // online_softmax_attn.pto:21:22
-                TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t142_aiv1, 51200);  // online_softmax_attn.pto:21:22
-                TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t143_aiv0, 59392);  // online_softmax_attn.pto:21:22
-                TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t143_aiv1, 67584);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView28 accGm28(acc + _qb2 * 64 * D + _g134 * 64, GmView28::Shape(t135_aiv0.GetValidRow(), t135_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t135_aiv0, accGm28);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp6(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                TASSIGN(tmp6, 77824);  // online_softmax_attn.pto:21:22
-                TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                TROWEXPANDMUL(t138_aiv0, t135_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView29 t13_u2c0Gm29(t13_u2c0 + _qb2 * 64 * D + _g134 * 64, GmView29::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t142_aiv0, t13_u2c0Gm29);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TADD(t143_aiv0, t138_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView30 accGm30(acc + _qb2 * 64 * D + _g134 * 64, GmView30::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(accGm30, t143_aiv0);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
+                    TileT123E t123_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t123_e, 0);  // online_softmax_attn.pto:21:36
+                    TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t125_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t125_e, t124_e);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT126E t126_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t126_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT127E t127_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t127_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t127_e, t126_e);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t123_e, t125_e, t127_e);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
+                        TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t129_e, 0);  // online_softmax_attn.pto:21:36
+                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 64 + _k128 * 64, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t129_e, t14_u2c0_twinGm48);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT130E t130_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t130_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t130_e, t129_e);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t131_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 64 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t131_e, vj_u2c0_sk2_eGm49);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT132E t132_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t132_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t132_e, t131_e);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t123_e, t123_e, t130_e, t132_e);  // online_softmax_attn.pto:21:36
+                    }
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView50 t13_u2c0_twinGm50(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView50::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c0_twinGm50, t123_e);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView31 accGm31(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView31::Shape(t135_aiv1.GetValidRow(), t135_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t135_aiv1, accGm31);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);
+                    TileT135EAiv0 t135_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t135_e_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                    TileT135EAiv1 t135_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t135_e_aiv1, 16384);  // online_softmax_attn.pto:21:22
+                    TileT138EAiv0 t138_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t138_e_aiv0, 24576);  // online_softmax_attn.pto:21:22
+                    TileT138EAiv1 t138_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t138_e_aiv1, 32768);  // online_softmax_attn.pto:21:22
+                    TileT142EAiv0 t142_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_e_aiv0, 40960);  // online_softmax_attn.pto:21:22
+                    TileT142EAiv1 t142_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_e_aiv1, 49152);  // online_softmax_attn.pto:21:22
+                    TileT143EAiv0 t143_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_e_aiv0, 57344);  // online_softmax_attn.pto:21:22
+                    TileT143EAiv1 t143_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_e_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView51 accGm51(acc + _qb2 * 64 * D + _g134 * 64, GmView51::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t135_e_aiv0, accGm51);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp7, 77824);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
+                    TileTmp1 tmp12(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp12, 73728);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp12, t93_o_aiv0);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t138_aiv1, t135_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView32 t13_u2c0Gm32(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 64, GmView32::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t142_aiv1, t13_u2c0Gm32);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t138_e_aiv0, t135_e_aiv0, tmp12);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView52 t13_u2c0_twinGm52(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 64, GmView52::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t142_e_aiv0, t13_u2c0_twinGm52);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TADD(t143_aiv1, t138_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
+                    TADD(t143_e_aiv0, t138_e_aiv0, t142_e_aiv0);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView33 accGm33(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView33::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm33, t143_aiv1);  // online_softmax_attn.pto:21:22
+                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView53 accGm53(acc + _qb2 * 64 * D + _g134 * 64, GmView53::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm53, t143_e_aiv0);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                    for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:22
+                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView54 accGm54(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView54::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t135_e_aiv1, accGm54);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TileTmp1 tmp13(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp13, 73728);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp13, t93_o_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t138_e_aiv1, t135_e_aiv1, tmp13);  // online_softmax_attn.pto:21:22
+                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView55 t13_u2c0_twinGm55(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 64, GmView55::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_e_aiv1, t13_u2c0_twinGm55);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TADD(t143_e_aiv1, t138_e_aiv1, t142_e_aiv1);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView56 accGm56(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView56::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm56, t143_e_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-            GmView34 mGm34(m + _qb2 * 64, GmView34::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-            TSTORE(mGm34, t86_aiv0);  // online_softmax_attn.pto:22:13
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
-                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView35 mGm35(m + _qb2 * 64 + 32, GmView35::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm35, t86_aiv1);  // online_softmax_attn.pto:22:13
-            }
-            __gm__ float* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-            __gm__ float* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
-            TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-            TASSIGN(t163_aiv0, 2048);  // online_softmax_attn.pto:17:32
-            TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-            TASSIGN(t163_aiv1, 3072);  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
-                TEXPANDS(t163_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                TileT148 t148(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t148, 0);  // online_softmax_attn.pto:10:13
-                TileT149 t149(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
-                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView36 qGm36(q + _qb2 * 64 * D, GmView36::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149, qGm36);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT150 t150(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t150, t149);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView37 kj_u2c1Gm37(kj_u2c1 + _g147 * 64 * D, GmView37::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t151, kj_u2c1Gm37);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t152, t151);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t148, t150, t152);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
-                    TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
+                    TileT207E t207_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t207_e, 0);  // online_softmax_attn.pto:21:36
+                    TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView38 qGm38(q + _qb2 * 64 * D + _k153 * 64, GmView38::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t154, qGm38);  // online_softmax_attn.pto:10:13
+                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
+                    TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t209_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t155, t154);  // online_softmax_attn.pto:10:13
+                    TMOV(t209_e, t208_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
+                    TileT210E t210_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t210_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView39 kj_u2c1Gm39(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView39::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t156, kj_u2c1Gm39);  // online_softmax_attn.pto:10:13
+                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
+                    TileT211E t211_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t211_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t157, t156);  // online_softmax_attn.pto:10:13
+                    TMOV(t211_e, t210_e);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t148, t148, t155, t157);  // online_softmax_attn.pto:10:13
+                    TMATMUL(t207_e, t209_e, t211_e);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
+                        TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t213_e, 0);  // online_softmax_attn.pto:21:36
+                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 64 + _k212 * 64, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t213_e, t14_u2c1_twinGm59);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT214E t214_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t214_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t214_e, t213_e);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t215_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 64 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t215_e, vj_u2c1_sk3_eGm60);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT216E t216_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t216_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t216_e, t215_e);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t207_e, t207_e, t214_e, t216_e);  // online_softmax_attn.pto:21:36
+                    }
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView61 t13_u2c1_twinGm61(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView61::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c1_twinGm61, t207_e);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView40 t0_u2c1Gm40(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView40::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c1Gm40, t148);  // online_softmax_attn.pto:10:13
-                TileT160Aiv0 t160_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t160_aiv0, 6144);  // online_softmax_attn.pto:10:13
-                TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t160_aiv1, 14336);  // online_softmax_attn.pto:10:13
-                TileT161Aiv0 t161_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t161_aiv0, 22528);  // online_softmax_attn.pto:10:13
-                TileT161Aiv1 t161_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t161_aiv1, 30720);  // online_softmax_attn.pto:10:13
-                TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t166_aiv0, 38912);  // online_softmax_attn.pto:17:32
-                TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t166_aiv1, 39936);  // online_softmax_attn.pto:17:32
-                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView41 t0_u2c1Gm41(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView41::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TLOAD(t160_aiv0, t0_u2c1Gm41);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView42 s_u2c1Gm42(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView42::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(s_u2c1Gm42, t161_aiv0);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
-                TASSIGN(tmp8, 77824);  // online_softmax_attn.pto:17:32
-                TROWMAX(t166_aiv0, t161_aiv0, tmp8);  // online_softmax_attn.pto:17:32
-                pipe_barrier(PIPE_V);
-                TMAX(t163_aiv0, t163_aiv0, t166_aiv0);  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
-                    using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView43 t0_u2c1Gm43(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView43::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_aiv1, t0_u2c1Gm43);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);
+                    TileT219EAiv0 t219_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t219_e_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                    TileT219EAiv1 t219_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t219_e_aiv1, 16384);  // online_softmax_attn.pto:21:22
+                    TileT222EAiv0 t222_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t222_e_aiv0, 24576);  // online_softmax_attn.pto:21:22
+                    TileT222EAiv1 t222_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t222_e_aiv1, 32768);  // online_softmax_attn.pto:21:22
+                    TileT226EAiv0 t226_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_e_aiv0, 40960);  // online_softmax_attn.pto:21:22
+                    TileT226EAiv1 t226_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_e_aiv1, 49152);  // online_softmax_attn.pto:21:22
+                    TileT227EAiv0 t227_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_e_aiv0, 57344);  // online_softmax_attn.pto:21:22
+                    TileT227EAiv1 t227_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_e_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 64, GmView62::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t219_e_aiv0, accGm62);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp14, 73728);  // online_softmax_attn.pto:21:22
+                    TROWEXPAND(tmp14, t177_o_aiv0);  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                    TROWEXPANDMUL(t222_e_aiv0, t219_e_aiv0, tmp14);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView63 t13_u2c1_twinGm63(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 64, GmView63::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t226_e_aiv0, t13_u2c1_twinGm63);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TADD(t227_e_aiv0, t222_e_aiv0, t226_e_aiv0);  // online_softmax_attn.pto:21:22
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView64 accGm64(acc + _qb2 * 64 * D + _g218 * 64, GmView64::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm64, t227_e_aiv0);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
+                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView65::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t219_e_aiv1, accGm65);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp15, 73728);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp15, t177_o_aiv1);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t222_e_aiv1, t219_e_aiv1, tmp15);  // online_softmax_attn.pto:21:22
+                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView66 t13_u2c1_twinGm66(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 64, GmView66::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_e_aiv1, t13_u2c1_twinGm66);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TADD(t227_e_aiv1, t222_e_aiv1, t226_e_aiv1);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView67 accGm67(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView67::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm67, t227_e_aiv1);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
+                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
+                TileT79OAiv0 t79_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_o_aiv0, 8192);  // online_softmax_attn.pto:17:32
+                TileT79OAiv1 t79_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_o_aiv1, 9216);  // online_softmax_attn.pto:17:32
+                TEXPANDS(t79_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
+                    TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
+                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView68 qGm68(q + _qb2 * 64 * D, GmView68::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t65_o, qGm68);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t66_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t66_o, t65_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT67O t67_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t67_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView69 kj_u2c0_sk0_oGm69(kj_u2c0_sk0_o + _g63 * 64 * D, GmView69::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t67_o, kj_u2c0_sk0_oGm69);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT68O t68_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t68_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t68_o, t67_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t64_o, t66_o, t68_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
+                        TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 64, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_o, qGm70);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t71_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t71_o, t70_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT72O t72_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 64, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_o, kj_u2c0_sk0_oGm71);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT73O t73_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t73_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t73_o, t72_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t64_o, t64_o, t71_o, t73_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView72 t0_u2c0_twinGm72(t0_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView72::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0_twinGm72, t64_o);  // online_softmax_attn.pto:10:13
+                    TileT76OAiv0 t76_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_o_aiv0, 10240);  // online_softmax_attn.pto:10:13
+                    TileT76OAiv1 t76_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_o_aiv1, 18432);  // online_softmax_attn.pto:10:13
+                    TileT77OAiv0 t77_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_o_aiv0, 26624);  // online_softmax_attn.pto:10:13
+                    TileT77OAiv1 t77_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_o_aiv1, 34816);  // online_softmax_attn.pto:10:13
+                    TileT82OAiv0 t82_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_o_aiv0, 43008);  // online_softmax_attn.pto:17:32
+                    TileT82OAiv1 t82_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_o_aiv1, 44032);  // online_softmax_attn.pto:17:32
+                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView73 t0_u2c0_twinGm73(t0_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView73::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_o_aiv0, t0_u2c0_twinGm73);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TMULS(t77_o_aiv0, t76_o_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView44 s_u2c1Gm44(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView44::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c1Gm44, t161_aiv1);  // online_softmax_attn.pto:10:13
+                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView74 s_u2c0_twinGm74(s_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView74::Shape(t77_o_aiv0.GetValidRow(), t77_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c0_twinGm74, t77_o_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
-                    TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp9, 77824);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t166_aiv1, t161_aiv1, tmp9);  // online_softmax_attn.pto:17:32
+                    TileTmp0 tmp16;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp16, 73728);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t82_o_aiv0, t77_o_aiv0, tmp16);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
-                    TMAX(t163_aiv1, t163_aiv1, t166_aiv1);  // online_softmax_attn.pto:17:32
+                    TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
+                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:10:13
+                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView75 t0_u2c0_twinGm75(t0_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView75::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_o_aiv1, t0_u2c0_twinGm75);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TMULS(t77_o_aiv1, t76_o_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView76 s_u2c0_twinGm76(s_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView76::Shape(t77_o_aiv1.GetValidRow(), t77_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c0_twinGm76, t77_o_aiv1);  // online_softmax_attn.pto:10:13
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp17;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp17, 73728);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t82_o_aiv1, t77_o_aiv1, tmp17);  // online_softmax_attn.pto:17:32
+                        pipe_barrier(PIPE_V);
+                        TMAX(t79_o_aiv1, t79_o_aiv1, t82_o_aiv1);  // online_softmax_attn.pto:17:32
+                    }
                 }
-            }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT170Aiv0 t170_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-            TASSIGN(t170_aiv0, 6144);  // online_softmax_attn.pto:17:21
-            TileT170Aiv1 t170_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-            TASSIGN(t170_aiv1, 7168);  // online_softmax_attn.pto:17:21
-            TileT174Aiv0 t174_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-            TASSIGN(t174_aiv0, 8192);  // online_softmax_attn.pto:18:25
-            TileT174Aiv1 t174_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-            TASSIGN(t174_aiv1, 9216);  // online_softmax_attn.pto:18:25
-            TileT177Aiv0 t177_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-            TASSIGN(t177_aiv0, 10240);  // online_softmax_attn.pto:18:21
-            TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-            TASSIGN(t177_aiv1, 11264);  // online_softmax_attn.pto:18:21
-            TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t191_aiv0, 12288);  // online_softmax_attn.pto:20:20
-            TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t191_aiv1, 13312);  // online_softmax_attn.pto:20:20
-            TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t193_aiv0, 14336);  // online_softmax_attn.pto:20:32
-            TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t193_aiv1, 15360);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMAX(t170_aiv0, t86_aiv0, t163_aiv0);  // online_softmax_attn.pto:17:21
-            pipe_barrier(PIPE_V);
-            TSUB(t174_aiv0, t86_aiv0, t170_aiv0);  // online_softmax_attn.pto:18:25
-            pipe_barrier(PIPE_V);
-            TEXP(t177_aiv0, t174_aiv0);  // online_softmax_attn.pto:18:21
-            pipe_barrier(PIPE_V);
-            TMUL(t191_aiv0, t116_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
-            pipe_barrier(PIPE_V);
-            TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
-                TMAX(t170_aiv1, t86_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT84OAiv0 t84_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv0, 10240);  // online_softmax_attn.pto:17:21
+                TileT84OAiv1 t84_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv1, 11264);  // online_softmax_attn.pto:17:21
+                TileT86OAiv0 t86_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv0, 12288);  // online_softmax_attn.pto:17:21
+                TileT86OAiv1 t86_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv1, 13312);  // online_softmax_attn.pto:17:21
+                TileT90OAiv0 t90_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv0, 14336);  // online_softmax_attn.pto:18:25
+                TileT90OAiv1 t90_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv1, 15360);  // online_softmax_attn.pto:18:25
+                TileT105OAiv0 t105_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv0, 16384);  // online_softmax_attn.pto:20:20
+                TileT105OAiv1 t105_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv1, 17408);  // online_softmax_attn.pto:20:20
+                TileT107OAiv0 t107_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TileT107OAiv1 t107_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TileT109OAiv0 t109_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_o_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TileT109OAiv1 t109_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_o_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView77 mGm77(m + _qb2 * 64, GmView77::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_o_aiv0, mGm77);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
-                TSUB(t174_aiv1, t86_aiv1, t170_aiv1);  // online_softmax_attn.pto:18:25
-                pipe_barrier(PIPE_V);
-                TEXP(t177_aiv1, t174_aiv1);  // online_softmax_attn.pto:18:21
-                pipe_barrier(PIPE_V);
-                TMUL(t191_aiv1, t116_aiv1, t177_aiv1);  // online_softmax_attn.pto:20:20
-                TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t180_aiv0, 16384);  // online_softmax_attn.pto:19:21
-                TileT180Aiv1 t180_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t180_aiv1, 24576);  // online_softmax_attn.pto:19:21
-                TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t187_aiv0, 32768);  // online_softmax_attn.pto:19:17
-                TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t187_aiv1, 40960);  // online_softmax_attn.pto:19:17
-                TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t196_aiv0, 0);  // online_softmax_attn.pto:20:32
-                TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t196_aiv1, 1024);  // online_softmax_attn.pto:20:32
-                using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                GmView45 s_u2c1Gm45(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView45::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                TLOAD(t180_aiv0, s_u2c1Gm45);  // online_softmax_attn.pto:19:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp10(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                TASSIGN(tmp10, 77824);  // online_softmax_attn.pto:19:17
-                TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                TMAX(t86_o_aiv0, t84_o_aiv0, t79_o_aiv0);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
+                TSUB(t90_o_aiv0, t84_o_aiv0, t86_o_aiv0);  // online_softmax_attn.pto:18:25
+                pipe_barrier(PIPE_V);
+                TEXP(t93_o_aiv0, t90_o_aiv0);  // online_softmax_attn.pto:18:21
+                using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView78 lGm78(l + _qb2 * 64, GmView78::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_o_aiv0, lGm78);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMUL(t107_o_aiv0, t105_o_aiv0, t93_o_aiv0);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                TEXPANDS(t109_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:17:21
+                    using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView79 mGm79(m + _qb2 * 64 + 32, GmView79::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_o_aiv1, mGm79);  // online_softmax_attn.pto:17:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TMAX(t86_o_aiv1, t84_o_aiv1, t79_o_aiv1);  // online_softmax_attn.pto:17:21
+                    pipe_barrier(PIPE_V);
+                    TSUB(t90_o_aiv1, t84_o_aiv1, t86_o_aiv1);  // online_softmax_attn.pto:18:25
+                    pipe_barrier(PIPE_V);
+                    TEXP(t93_o_aiv1, t90_o_aiv1);  // online_softmax_attn.pto:18:21
+                    using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView80 lGm80(l + _qb2 * 64 + 32, GmView80::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_o_aiv1, lGm80);  // online_softmax_attn.pto:20:20
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TMUL(t107_o_aiv1, t105_o_aiv1, t93_o_aiv1);  // online_softmax_attn.pto:20:20
+                    TEXPANDS(t109_o_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                GmView46 p_1_u2c1Gm46(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView46::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                TSTORE(p_1_u2c1Gm46, t187_aiv0);  // online_softmax_attn.pto:19:17
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
-                TASSIGN(tmp11, 77824);  // online_softmax_attn.pto:20:32
-                TROWSUM(t196_aiv0, t187_aiv0, tmp11);  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
-                TADD(t193_aiv0, t193_aiv0, t196_aiv0);  // online_softmax_attn.pto:20:32
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
-                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView47 s_u2c1Gm47(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView47::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t180_aiv1, s_u2c1Gm47);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp1 tmp12(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp12, 77824);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp12, t170_aiv1);  // online_softmax_attn.pto:19:17
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                    TileT96OAiv0 t96_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_o_aiv0, 22528);  // online_softmax_attn.pto:19:21
+                    TileT96OAiv1 t96_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_o_aiv1, 30720);  // online_softmax_attn.pto:19:21
+                    TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_o_aiv0, 38912);  // online_softmax_attn.pto:19:17
+                    TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_o_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                    TileT112OAiv0 t112_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_o_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TileT112OAiv1 t112_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_o_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView81 s_u2c0_twinGm81(s_u2c0_twin + _qb2 * 64 * 64 + _g95 * 64, GmView81::Shape(t96_o_aiv0.GetValidRow(), t96_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t96_o_aiv0, s_u2c0_twinGm81);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    TileTmp1 tmp18(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp18, 73728);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp18, t86_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp12);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103_o_aiv0, t96_o_aiv0, tmp18);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView48 p_1_u2c1Gm48(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView48::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c1Gm48, t187_aiv1);  // online_softmax_attn.pto:19:17
+                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView82 p_1_u2c0_twinGm82(p_1_u2c0_twin + _qb2 * 64 * 64 + _g95 * 64, GmView82::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c0_twinGm82, t103_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
-                    TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp13, 77824);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t196_aiv1, t187_aiv1, tmp13);  // online_softmax_attn.pto:20:32
+                    TileTmp0 tmp19;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp19, 73728);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t112_o_aiv0, t103_o_aiv0, tmp19);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
-                    TADD(t193_aiv1, t193_aiv1, t196_aiv1);  // online_softmax_attn.pto:20:32
+                    TADD(t109_o_aiv0, t109_o_aiv0, t112_o_aiv0);  // online_softmax_attn.pto:20:32
+                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:19:21
+                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView83 s_u2c0_twinGm83(s_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView83::Shape(t96_o_aiv1.GetValidRow(), t96_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t96_o_aiv1, s_u2c0_twinGm83);  // online_softmax_attn.pto:19:21
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TileTmp1 tmp20(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp20, 73728);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t103_o_aiv1, t96_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView84 p_1_u2c0_twinGm84(p_1_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView84::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c0_twinGm84, t103_o_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp21;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp21, 73728);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t112_o_aiv1, t103_o_aiv1, tmp21);  // online_softmax_attn.pto:20:32
+                        pipe_barrier(PIPE_V);
+                        TADD(t109_o_aiv1, t109_o_aiv1, t112_o_aiv1);  // online_softmax_attn.pto:20:32
+                    }
                 }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
-            TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t200_aiv1, 1024);  // online_softmax_attn.pto:20:20
-            pipe_barrier(PIPE_V);
-            TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-            GmView49 lGm49(l + _qb2 * 64, GmView49::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-            TSTORE(lGm49, t200_aiv0);  // online_softmax_attn.pto:20:20
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
-                TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT116OAiv0 t116_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TileT116OAiv1 t116_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                TADD(t116_o_aiv0, t107_o_aiv0, t109_o_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView50 lGm50(l + _qb2 * 64 + 32, GmView50::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm50, t200_aiv1);  // online_softmax_attn.pto:20:20
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
-                TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t203_aiv0, 12288);  // online_softmax_attn.pto:21:43
-                TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t203_aiv1, 20480);  // online_softmax_attn.pto:21:43
-                using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView51 p_1_u2c1Gm51(p_1_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView51::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TLOAD(t203_aiv0, p_1_u2c1Gm51);  // online_softmax_attn.pto:21:43
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView52 t14_u2c1Gm52(t14_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView52::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                TSTORE(t14_u2c1Gm52, t203_aiv0);  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
-                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView53 p_1_u2c1Gm53(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView53::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t203_aiv1, p_1_u2c1Gm53);  // online_softmax_attn.pto:21:43
+                using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView85 lGm85(l + _qb2 * 64, GmView85::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm85, t116_o_aiv0);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:20:20
+                    TADD(t116_o_aiv1, t107_o_aiv1, t109_o_aiv1);  // online_softmax_attn.pto:20:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView86 lGm86(l + _qb2 * 64 + 32, GmView86::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm86, t116_o_aiv1);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
+                    TileT119OAiv0 t119_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_o_aiv0, 14336);  // online_softmax_attn.pto:21:43
+                    TileT119OAiv1 t119_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_o_aiv1, 22528);  // online_softmax_attn.pto:21:43
+                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView87 p_1_u2c0_twinGm87(p_1_u2c0_twin + _qb2 * 64 * 64 + _g118 * 64, GmView87::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t119_o_aiv0, p_1_u2c0_twinGm87);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView54 t14_u2c1Gm54(t14_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView54::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c1Gm54, t203_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView88 t14_u2c0_twinGm88(t14_u2c0_twin + _qb2 * 64 * 64 + _g118 * 64, GmView88::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0_twinGm88, t119_o_aiv0);  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:43
+                        using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView89 p_1_u2c0_twinGm89(p_1_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView89::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t119_o_aiv1, p_1_u2c0_twinGm89);  // online_softmax_attn.pto:21:43
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView90 t14_u2c0_twinGm90(t14_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView90::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c0_twinGm90, t119_o_aiv1);  // online_softmax_attn.pto:21:43
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT163OAiv0 t163_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv0, 10240);  // online_softmax_attn.pto:17:32
+                TileT163OAiv1 t163_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv1, 11264);  // online_softmax_attn.pto:17:32
+                using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView91 mGm91(m + _qb2 * 64, GmView91::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm91, t86_o_aiv0);  // online_softmax_attn.pto:22:13
+                pipe_barrier(PIPE_V);
+                TEXPANDS(t163_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
+                    using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView92 mGm92(m + _qb2 * 64 + 32, GmView92::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
+                    TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
+                    TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
+                    using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t150_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t150_o, t149_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TileT151O t151_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t151_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView94 kj_u2c1_sk1_oGm94(kj_u2c1_sk1_o + _g147 * 64 * D, GmView94::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_o, kj_u2c1_sk1_oGm94);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT152O t152_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t152_o, t151_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t148_o, t150_o, t152_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
+                        TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 64, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_o, qGm95);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t155_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t155_o, t154_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT156O t156_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 64, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_o, kj_u2c1_sk1_oGm96);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT157O t157_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t157_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t157_o, t156_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t148_o, t148_o, t155_o, t157_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView97 t0_u2c1_twinGm97(t0_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView97::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1_twinGm97, t148_o);  // online_softmax_attn.pto:10:13
+                    TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_o_aiv0, 14336);  // online_softmax_attn.pto:10:13
+                    TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_o_aiv1, 22528);  // online_softmax_attn.pto:10:13
+                    TileT161OAiv0 t161_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_o_aiv0, 30720);  // online_softmax_attn.pto:10:13
+                    TileT161OAiv1 t161_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_o_aiv1, 38912);  // online_softmax_attn.pto:10:13
+                    TileT166OAiv0 t166_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_o_aiv0, 47104);  // online_softmax_attn.pto:17:32
+                    TileT166OAiv1 t166_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_o_aiv1, 48128);  // online_softmax_attn.pto:17:32
+                    using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView98 t0_u2c1_twinGm98(t0_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView98::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_o_aiv0, t0_u2c1_twinGm98);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TMULS(t161_o_aiv0, t160_o_aiv0, scale);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView99 s_u2c1_twinGm99(s_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView99::Shape(t161_o_aiv0.GetValidRow(), t161_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(s_u2c1_twinGm99, t161_o_aiv0);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp22;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp22, 73728);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t166_o_aiv0, t161_o_aiv0, tmp22);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t163_o_aiv0, t163_o_aiv0, t166_o_aiv0);  // online_softmax_attn.pto:17:32
+                    for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:10:13
+                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView100 t0_u2c1_twinGm100(t0_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView100::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_o_aiv1, t0_u2c1_twinGm100);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TMULS(t161_o_aiv1, t160_o_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView101 s_u2c1_twinGm101(s_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView101::Shape(t161_o_aiv1.GetValidRow(), t161_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c1_twinGm101, t161_o_aiv1);  // online_softmax_attn.pto:10:13
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp23;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp23, 73728);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t166_o_aiv1, t161_o_aiv1, tmp23);  // online_softmax_attn.pto:17:32
+                        pipe_barrier(PIPE_V);
+                        TMAX(t163_o_aiv1, t163_o_aiv1, t166_o_aiv1);  // online_softmax_attn.pto:17:32
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT170OAiv0 t170_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv0, 14336);  // online_softmax_attn.pto:17:21
+                TileT170OAiv1 t170_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv1, 15360);  // online_softmax_attn.pto:17:21
+                TileT174OAiv0 t174_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv0, 16384);  // online_softmax_attn.pto:18:25
+                TileT174OAiv1 t174_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv1, 17408);  // online_softmax_attn.pto:18:25
+                TileT191OAiv0 t191_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TileT191OAiv1 t191_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TileT193OAiv0 t193_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TileT193OAiv1 t193_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMAX(t170_o_aiv0, t86_o_aiv0, t163_o_aiv0);  // online_softmax_attn.pto:17:21
+                pipe_barrier(PIPE_V);
+                TSUB(t174_o_aiv0, t86_o_aiv0, t170_o_aiv0);  // online_softmax_attn.pto:18:25
+                pipe_barrier(PIPE_V);
+                TEXP(t177_o_aiv0, t174_o_aiv0);  // online_softmax_attn.pto:18:21
+                pipe_barrier(PIPE_V);
+                TMUL(t191_o_aiv0, t116_o_aiv0, t177_o_aiv0);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                TEXPANDS(t193_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:21
+                    TMAX(t170_o_aiv1, t86_o_aiv1, t163_o_aiv1);  // online_softmax_attn.pto:17:21
+                    pipe_barrier(PIPE_V);
+                    TSUB(t174_o_aiv1, t86_o_aiv1, t170_o_aiv1);  // online_softmax_attn.pto:18:25
+                    pipe_barrier(PIPE_V);
+                    TEXP(t177_o_aiv1, t174_o_aiv1);  // online_softmax_attn.pto:18:21
+                    pipe_barrier(PIPE_V);
+                    TMUL(t191_o_aiv1, t116_o_aiv1, t177_o_aiv1);  // online_softmax_attn.pto:20:20
+                    TEXPANDS(t193_o_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+                    TileT180OAiv0 t180_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_o_aiv0, 22528);  // online_softmax_attn.pto:19:21
+                    TileT180OAiv1 t180_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_o_aiv1, 30720);  // online_softmax_attn.pto:19:21
+                    TileT187OAiv0 t187_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_o_aiv0, 38912);  // online_softmax_attn.pto:19:17
+                    TileT187OAiv1 t187_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_o_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                    TileT196OAiv0 t196_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_o_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TileT196OAiv1 t196_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_o_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView102 s_u2c1_twinGm102(s_u2c1_twin + _qb2 * 64 * 64 + _g179 * 64, GmView102::Shape(t180_o_aiv0.GetValidRow(), t180_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TLOAD(t180_o_aiv0, s_u2c1_twinGm102);  // online_softmax_attn.pto:19:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp24(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp24, 73728);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp24, t170_o_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187_o_aiv0, t180_o_aiv0, tmp24);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView103 p_1_u2c1_twinGm103(p_1_u2c1_twin + _qb2 * 64 * 64 + _g179 * 64, GmView103::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    TSTORE(p_1_u2c1_twinGm103, t187_o_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp25;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp25, 73728);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t196_o_aiv0, t187_o_aiv0, tmp25);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
+                    TADD(t193_o_aiv0, t193_o_aiv0, t196_o_aiv0);  // online_softmax_attn.pto:20:32
+                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:19:21
+                        using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView104 s_u2c1_twinGm104(s_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView104::Shape(t180_o_aiv1.GetValidRow(), t180_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t180_o_aiv1, s_u2c1_twinGm104);  // online_softmax_attn.pto:19:21
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        TileTmp1 tmp26(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp26, 73728);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp26, t170_o_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t187_o_aiv1, t180_o_aiv1, tmp26);  // online_softmax_attn.pto:19:17
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView105 p_1_u2c1_twinGm105(p_1_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView105::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c1_twinGm105, t187_o_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);
+                        TileTmp0 tmp27;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp27, 73728);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t196_o_aiv1, t187_o_aiv1, tmp27);  // online_softmax_attn.pto:20:32
+                        pipe_barrier(PIPE_V);
+                        TADD(t193_o_aiv1, t193_o_aiv1, t196_o_aiv1);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT200OAiv0 t200_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TileT200OAiv1 t200_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                TADD(t200_o_aiv0, t191_o_aiv0, t193_o_aiv0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView106 lGm106(l + _qb2 * 64, GmView106::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm106, t200_o_aiv0);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:20:20
+                    TADD(t200_o_aiv1, t191_o_aiv1, t193_o_aiv1);  // online_softmax_attn.pto:20:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView107 lGm107(l + _qb2 * 64 + 32, GmView107::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm107, t200_o_aiv1);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
+                    TileT203OAiv0 t203_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_o_aiv0, 16384);  // online_softmax_attn.pto:21:43
+                    TileT203OAiv1 t203_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_o_aiv1, 24576);  // online_softmax_attn.pto:21:43
+                    using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView108 p_1_u2c1_twinGm108(p_1_u2c1_twin + _qb2 * 64 * 64 + _g202 * 64, GmView108::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TLOAD(t203_o_aiv0, p_1_u2c1_twinGm108);  // online_softmax_attn.pto:21:43
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView109 t14_u2c1_twinGm109(t14_u2c1_twin + _qb2 * 64 * 64 + _g202 * 64, GmView109::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1_twinGm109, t203_o_aiv0);  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:21:43
+                        using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView110 p_1_u2c1_twinGm110(p_1_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView110::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t203_o_aiv1, p_1_u2c1_twinGm110);  // online_softmax_attn.pto:21:43
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView111 t14_u2c1_twinGm111(t14_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView111::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c1_twinGm111, t203_o_aiv1);  // online_softmax_attn.pto:21:43
+                    }
+                }
+                using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView112 mGm112(m + _qb2 * 64, GmView112::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm112, t170_o_aiv0);  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:22:13
+                    using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView113 mGm113(m + _qb2 * 64 + 32, GmView113::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm113, t170_o_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
-                TileT207 t207(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t207, 0);  // online_softmax_attn.pto:21:36
-                TileT208 t208(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t208, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView55 t14_u2c1Gm55(t14_u2c1 + _qb2 * 64 * 64, GmView55::Shape(t208.GetValidRow(), t208.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t208, t14_u2c1Gm55);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT209 t209(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t209, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t209, t208);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT210 t210(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t210, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView56 vj_u2c1Gm56(vj_u2c1 + _g206 * 64, GmView56::Shape(t210.GetValidRow(), t210.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t210, vj_u2c1Gm56);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT211 t211(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t211, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t211, t210);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t207, t209, t211);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
-                    TileT213 t213(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
-                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView57 t14_u2c1Gm57(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView57::Shape(t213.GetValidRow(), t213.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t213, t14_u2c1Gm57);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t214, t213);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT215 t215(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView58 vj_u2c1Gm58(vj_u2c1 + _k212 * 64 * D + _g206 * 64, GmView58::Shape(t215.GetValidRow(), t215.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t215, vj_u2c1Gm58);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t216, t215);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t207, t207, t214, t216);  // online_softmax_attn.pto:21:36
-                }
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView59 t13_u2c1Gm59(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView59::Shape(t207.GetValidRow(), t207.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t13_u2c1Gm59, t207);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
+            for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
+                for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                    __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
+                        TileT123O t123_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t123_o, 0);  // online_softmax_attn.pto:21:36
+                        TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t125_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t125_o, t124_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT126O t126_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t126_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT127O t127_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t127_o, t126_o);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL(t123_o, t125_o, t127_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
+                            TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t129_o, 0);  // online_softmax_attn.pto:21:36
+                            using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t129_o, t14_u2c0Gm116);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t130_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t130_o, t129_o);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t131_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 64 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t131_o, vj_u2c0_sk2_oGm117);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t132_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t132_o, t131_o);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t123_o, t123_o, t130_o, t132_o);  // online_softmax_attn.pto:21:36
+                        }
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView118 t13_u2c0Gm118(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView118::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView118::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c0Gm118, t123_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    }
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);
+                        TileT135OAiv0 t135_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t135_o_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                        TileT135OAiv1 t135_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t135_o_aiv1, 16384);  // online_softmax_attn.pto:21:22
+                        TileT138OAiv0 t138_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t138_o_aiv0, 24576);  // online_softmax_attn.pto:21:22
+                        TileT138OAiv1 t138_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t138_o_aiv1, 32768);  // online_softmax_attn.pto:21:22
+                        TileT142OAiv0 t142_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t142_o_aiv0, 40960);  // online_softmax_attn.pto:21:22
+                        TileT142OAiv1 t142_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t142_o_aiv1, 49152);  // online_softmax_attn.pto:21:22
+                        TileT143OAiv0 t143_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t143_o_aiv0, 57344);  // online_softmax_attn.pto:21:22
+                        TileT143OAiv1 t143_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t143_o_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView119 accGm119(acc + _qb2 * 64 * D + _g134 * 64, GmView119::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView119::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t135_o_aiv0, accGm119);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileTmp1 tmp28(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp28, 73728);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp28, t93_e_aiv0);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t138_o_aiv0, t135_o_aiv0, tmp28);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView120 t13_u2c0Gm120(t13_u2c0 + _qb2 * 64 * D + _g134 * 64, GmView120::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView120::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_o_aiv0, t13_u2c0Gm120);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TADD(t143_o_aiv0, t138_o_aiv0, t142_o_aiv0);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView121 accGm121(acc + _qb2 * 64 * D + _g134 * 64, GmView121::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView121::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm121, t143_o_aiv0);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:22
+                            using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView122 accGm122(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView122::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView122::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t135_o_aiv1, accGm122);  // online_softmax_attn.pto:21:22
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            TileTmp1 tmp29(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp29, 73728);  // online_softmax_attn.pto:21:22
+                            TROWEXPAND(tmp29, t93_e_aiv1);  // online_softmax_attn.pto:21:22
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                            TROWEXPANDMUL(t138_o_aiv1, t135_o_aiv1, tmp29);  // online_softmax_attn.pto:21:22
+                            using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView123 t13_u2c0Gm123(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 64, GmView123::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView123::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_o_aiv1, t13_u2c0Gm123);  // online_softmax_attn.pto:21:22
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            TADD(t143_o_aiv1, t138_o_aiv1, t142_o_aiv1);  // online_softmax_attn.pto:21:22
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView124 accGm124(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView124::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView124::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm124, t143_o_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
+                        TileT207O t207_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t207_o, 0);  // online_softmax_attn.pto:21:36
+                        TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t209_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t209_o, t208_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        TileT210O t210_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t210_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT211O t211_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t211_o, t210_o);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL(t207_o, t209_o, t211_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
+                            TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t213_o, 0);  // online_softmax_attn.pto:21:36
+                            using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t213_o, t14_u2c1Gm127);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t214_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t214_o, t213_o);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                            TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t215_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                            using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 64 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t215_o, vj_u2c1_sk3_oGm128);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t216_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t216_o, t215_o);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t207_o, t207_o, t214_o, t216_o);  // online_softmax_attn.pto:21:36
+                        }
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView129 t13_u2c1Gm129(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView129::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView129::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c1Gm129, t207_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    }
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);
+                        TileT219OAiv0 t219_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t219_o_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                        TileT219OAiv1 t219_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t219_o_aiv1, 16384);  // online_softmax_attn.pto:21:22
+                        TileT222OAiv0 t222_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t222_o_aiv0, 24576);  // online_softmax_attn.pto:21:22
+                        TileT222OAiv1 t222_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t222_o_aiv1, 32768);  // online_softmax_attn.pto:21:22
+                        TileT226OAiv0 t226_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t226_o_aiv0, 40960);  // online_softmax_attn.pto:21:22
+                        TileT226OAiv1 t226_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t226_o_aiv1, 49152);  // online_softmax_attn.pto:21:22
+                        TileT227OAiv0 t227_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t227_o_aiv0, 57344);  // online_softmax_attn.pto:21:22
+                        TileT227OAiv1 t227_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t227_o_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView130 accGm130(acc + _qb2 * 64 * D + _g218 * 64, GmView130::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView130::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t219_o_aiv0, accGm130);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TileTmp1 tmp30(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp30, 73728);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp30, t177_e_aiv0);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t222_o_aiv0, t219_o_aiv0, tmp30);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        using GmView131 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView131 t13_u2c1Gm131(t13_u2c1 + _qb2 * 64 * D + _g218 * 64, GmView131::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView131::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_o_aiv0, t13_u2c1Gm131);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        TADD(t227_o_aiv0, t222_o_aiv0, t226_o_aiv0);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        using GmView132 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView132 accGm132(acc + _qb2 * 64 * D + _g218 * 64, GmView132::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView132::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm132, t227_o_aiv0);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:21:22
+                            using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView133 accGm133(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView133::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView133::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t219_o_aiv1, accGm133);  // online_softmax_attn.pto:21:22
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            TileTmp1 tmp31(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp31, 73728);  // online_softmax_attn.pto:21:22
+                            TROWEXPAND(tmp31, t177_e_aiv1);  // online_softmax_attn.pto:21:22
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                            TROWEXPANDMUL(t222_o_aiv1, t219_o_aiv1, tmp31);  // online_softmax_attn.pto:21:22
+                            using GmView134 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView134 t13_u2c1Gm134(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 64, GmView134::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView134::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_o_aiv1, t13_u2c1Gm134);  // online_softmax_attn.pto:21:22
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            TADD(t227_o_aiv1, t222_o_aiv1, t226_o_aiv1);  // online_softmax_attn.pto:21:22
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            using GmView135 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView135 accGm135(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView135::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView135::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm135, t227_o_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT219Aiv0 t219_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t219_aiv0, 12288);  // online_softmax_attn.pto:21:22
-                TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t219_aiv1, 20480);  // online_softmax_attn.pto:21:22
-                TileT222Aiv0 t222_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t222_aiv0, 28672);  // online_softmax_attn.pto:21:22
-                TileT222Aiv1 t222_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t222_aiv1, 36864);  // online_softmax_attn.pto:21:22
-                TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t226_aiv0, 45056);  // online_softmax_attn.pto:21:22
-                TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t226_aiv1, 53248);  // online_softmax_attn.pto:21:22
-                TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t227_aiv0, 61440);  // online_softmax_attn.pto:21:22
-                TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t227_aiv1, 69632);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView60 accGm60(acc + _qb2 * 64 * D + _g218 * 64, GmView60::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t219_aiv0, accGm60);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                TASSIGN(tmp14, 77824);  // online_softmax_attn.pto:21:22
-                TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                TROWEXPANDMUL(t222_aiv0, t219_aiv0, tmp14);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView61 t13_u2c1Gm61(t13_u2c1 + _qb2 * 64 * D + _g218 * 64, GmView61::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t226_aiv0, t13_u2c1Gm61);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t227_aiv0, t222_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 64, GmView62::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(accGm62, t227_aiv0);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
-                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView63 accGm63(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView63::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t219_aiv1, accGm63);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp15, 77824);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t222_aiv1, t219_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView64 t13_u2c1Gm64(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 64, GmView64::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t226_aiv1, t13_u2c1Gm64);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TADD(t227_aiv1, t222_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView65::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm65, t227_aiv1);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-            GmView66 mGm66(m + _qb2 * 64, GmView66::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-            TSTORE(mGm66, t170_aiv0);  // online_softmax_attn.pto:22:13
-            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:22:13
-                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView67 mGm67(m + _qb2 * 64 + 32, GmView67::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm67, t170_aiv1);  // online_softmax_attn.pto:22:13
-            }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
@@ -1216,398 +2359,780 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
 #if defined(__DAV_CUBE__)
     {
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // online_softmax_attn.pto:7:5
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t j_u2 = 0; j_u2 < max_i64((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
-            __gm__ float* kj_u2c0 = k + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-            __gm__ float* vj_u2c0 = v + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:9:14
-            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-            }
+        for (int64_t j_u2_sk = 0; j_u2_sk < (max_i64((L + 63) / 64 - 2, 0) / 2 + 2) / 2; ++j_u2_sk) {  // online_softmax_attn.pto:7:5
             wait_flag_dev(0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                TileT64 t64(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t64, 0);  // online_softmax_attn.pto:10:13
-                TileT65 t65(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t65, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t65, qGm0);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT66 t66(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t66, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t66, t65);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t67, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView1 kj_u2c0Gm1(kj_u2c0 + _g63 * 64 * D, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t67, kj_u2c0Gm1);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t68, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t68, t67);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t64, t66, t68);  // online_softmax_attn.pto:10:13
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
+                    TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
+                    using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT66E t66_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t66_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t66_e, t65_e);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT67E t67_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t67_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView1 kj_u2c0_sk0_eGm1(kj_u2c0_sk0_e + _g63 * 64 * D, GmView1::Shape(t67_e.GetValidRow(), t67_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t67_e, kj_u2c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT68E t68_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t68_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t68_e, t67_e);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t64_e, t66_e, t68_e);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
+                        TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_e, qGm2);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT71E t71_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t71_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t71_e, t70_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT72E t72_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_e, kj_u2c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT73E t73_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t73_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t73_e, t72_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t64_e, t64_e, t71_e, t73_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0Gm4, t64_e);  // online_softmax_attn.pto:10:13
+                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                    }
+                }
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                }
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                    }
+                }
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                }
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
+                    }
+                }
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
-                    TileT70 t70(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t70, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t70, qGm2);  // online_softmax_attn.pto:10:13
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
+                    TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT71 t71(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t71, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    TileT150E t150_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t150_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t71, t70);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t72, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView3 kj_u2c0Gm3(kj_u2c0 + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t72, kj_u2c0Gm3);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t73, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t73, t72);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMOV(t150_e, t149_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t64, t64, t71, t73);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c0Gm4, t64);  // online_softmax_attn.pto:10:13
-                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                }
-            }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-            }
-            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                }
-            }
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-            }
-            for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                }
-            }
-            wait_flag_dev(2);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag_dev(6);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
-                TileT123 t123(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t123, 0);  // online_softmax_attn.pto:21:36
-                TileT124 t124(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t124, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView23 t14_u2c0Gm23(t14_u2c0 + _qb2 * 64 * 64, GmView23::Shape(t124.GetValidRow(), t124.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t124, t14_u2c0Gm23);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT125 t125(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t125, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t125, t124);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT126 t126(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t126, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView24 vj_u2c0Gm24(vj_u2c0 + _g122 * 64, GmView24::Shape(t126.GetValidRow(), t126.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t126, vj_u2c0Gm24);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT127 t127(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t127, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t127, t126);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t123, t125, t127);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
-                    TileT129 t129(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView25 t14_u2c0Gm25(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView25::Shape(t129.GetValidRow(), t129.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t129, t14_u2c0Gm25);  // online_softmax_attn.pto:21:36
+                    TileT151E t151_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t151_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView26 kj_u2c1_sk1_eGm26(kj_u2c1_sk1_e + _g147 * 64 * D, GmView26::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_e, kj_u2c1_sk1_eGm26);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT130 t130(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
+                    TileT152E t152_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t130, t129);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT131 t131(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView26 vj_u2c0Gm26(vj_u2c0 + _k128 * 64 * D + _g122 * 64, GmView26::Shape(t131.GetValidRow(), t131.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t131, vj_u2c0Gm26);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t132, t131);  // online_softmax_attn.pto:21:36
+                    TMOV(t152_e, t151_e);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t123, t123, t130, t132);  // online_softmax_attn.pto:21:36
+                    TMATMUL(t148_e, t150_e, t152_e);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
+                        TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 64, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_e, qGm27);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t155_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t155_e, t154_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT156E t156_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 64, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_e, kj_u2c1_sk1_eGm28);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT157E t157_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t157_e, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t157_e, t156_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t148_e, t148_e, t155_e, t157_e);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView29 t0_u2c1Gm29(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView29::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1Gm29, t148_e);  // online_softmax_attn.pto:10:13
+                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:10:13
+                    }
                 }
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView27 t13_u2c0Gm27(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView27::Shape(t123.GetValidRow(), t123.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t13_u2c0Gm27, t123);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-            for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:21
                 }
-            }
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
-            }
-            __gm__ float* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-            __gm__ float* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:19:21
+                    }
+                }
+                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:20:20
+                }
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:21:43
+                    }
+                }
+                for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:22:13
+                }
             }
             wait_flag_dev(3);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                TileT148 t148(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t148, 0);  // online_softmax_attn.pto:10:13
-                TileT149 t149(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
-                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView36 qGm36(q + _qb2 * 64 * D, GmView36::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t149, qGm36);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT150 t150(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t150, t149);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView37 kj_u2c1Gm37(kj_u2c1 + _g147 * 64 * D, GmView37::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t151, kj_u2c1Gm37);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t152, t151);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t148, t150, t152);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
-                    TileT154 t154(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView38 qGm38(q + _qb2 * 64 * D + _k153 * 64, GmView38::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t154, qGm38);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT155 t155(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t155, t154);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView39 kj_u2c1Gm39(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView39::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t156, kj_u2c1Gm39);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t157, t156);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t148, t148, t155, t157);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView40 t0_u2c1Gm40(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView40::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_u2c1Gm40, t148);  // online_softmax_attn.pto:10:13
-                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
-                }
-            }
+            wait_flag_dev(2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
-            }
-            for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
+                    TileT123E t123_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t123_e, 0);  // online_softmax_attn.pto:21:36
+                    TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t125_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t125_e, t124_e);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT126E t126_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t126_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT127E t127_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t127_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t127_e, t126_e);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t123_e, t125_e, t127_e);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
+                        TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t129_e, 0);  // online_softmax_attn.pto:21:36
+                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 64 + _k128 * 64, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t129_e, t14_u2c0_twinGm48);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT130E t130_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t130_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t130_e, t129_e);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t131_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 64 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t131_e, vj_u2c0_sk2_eGm49);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT132E t132_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t132_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t132_e, t131_e);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t123_e, t123_e, t130_e, t132_e);  // online_softmax_attn.pto:21:36
+                    }
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView50 t13_u2c0_twinGm50(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView50::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c0_twinGm50, t123_e);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
+                for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:22
+                    }
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
+                    TileT207E t207_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t207_e, 0);  // online_softmax_attn.pto:21:36
+                    TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t209_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t209_e, t208_e);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT210E t210_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t210_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT211E t211_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t211_e, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t211_e, t210_e);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t207_e, t209_e, t211_e);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
+                        TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t213_e, 0);  // online_softmax_attn.pto:21:36
+                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 64 + _k212 * 64, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t213_e, t14_u2c1_twinGm59);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT214E t214_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t214_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t214_e, t213_e);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t215_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 64 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t215_e, vj_u2c1_sk3_eGm60);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT216E t216_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t216_e, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t216_e, t215_e);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t207_e, t207_e, t214_e, t216_e);  // online_softmax_attn.pto:21:36
+                    }
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView61 t13_u2c1_twinGm61(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView61::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c1_twinGm61, t207_e);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
+                for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
+                    }
                 }
             }
-            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
-            }
-            for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
+            wait_flag_dev(4);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
+                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
+                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
+                    TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
+                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView68 qGm68(q + _qb2 * 64 * D, GmView68::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t65_o, qGm68);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t66_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t66_o, t65_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT67O t67_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t67_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView69 kj_u2c0_sk0_oGm69(kj_u2c0_sk0_o + _g63 * 64 * D, GmView69::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t67_o, kj_u2c0_sk0_oGm69);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT68O t68_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t68_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t68_o, t67_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t64_o, t66_o, t68_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
+                        TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 64, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_o, qGm70);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t71_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t71_o, t70_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT72O t72_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 64, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_o, kj_u2c0_sk0_oGm71);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT73O t73_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t73_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t73_o, t72_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t64_o, t64_o, t71_o, t73_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView72 t0_u2c0_twinGm72(t0_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView72::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0_twinGm72, t64_o);  // online_softmax_attn.pto:10:13
+                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:10:13
+                    }
+                }
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:17:21
+                }
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:19:21
+                    }
+                }
+                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:20:20
+                }
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:43
+                    }
+                }
+                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
+                    TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
+                    using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t150_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t150_o, t149_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TileT151O t151_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t151_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView94 kj_u2c1_sk1_oGm94(kj_u2c1_sk1_o + _g147 * 64 * D, GmView94::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_o, kj_u2c1_sk1_oGm94);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT152O t152_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t152_o, t151_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL(t148_o, t150_o, t152_o);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
+                        TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 64, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_o, qGm95);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t155_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t155_o, t154_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT156O t156_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 64, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_o, kj_u2c1_sk1_oGm96);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT157O t157_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t157_o, 0);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t157_o, t156_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t148_o, t148_o, t155_o, t157_o);  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    }
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView97 t0_u2c1_twinGm97(t0_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView97::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1_twinGm97, t148_o);  // online_softmax_attn.pto:10:13
+                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                    for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:10:13
+                    }
+                }
+                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:21
+                }
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:19:21
+                    }
+                }
+                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:20:20
+                }
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:21:43
+                    }
+                }
+                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:22:13
                 }
             }
             wait_flag_dev(5);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag_dev(6);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
-                TileT207 t207(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t207, 0);  // online_softmax_attn.pto:21:36
-                TileT208 t208(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t208, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView55 t14_u2c1Gm55(t14_u2c1 + _qb2 * 64 * 64, GmView55::Shape(t208.GetValidRow(), t208.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t208, t14_u2c1Gm55);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT209 t209(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t209, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t209, t208);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT210 t210(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t210, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView56 vj_u2c1Gm56(vj_u2c1 + _g206 * 64, GmView56::Shape(t210.GetValidRow(), t210.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t210, vj_u2c1Gm56);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT211 t211(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t211, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t211, t210);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t207, t209, t211);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
-                    TileT213 t213(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
-                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView57 t14_u2c1Gm57(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView57::Shape(t213.GetValidRow(), t213.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t213, t14_u2c1Gm57);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT214 t214(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t214, t213);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT215 t215(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView58 vj_u2c1Gm58(vj_u2c1 + _k212 * 64 * D + _g206 * 64, GmView58::Shape(t215.GetValidRow(), t215.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t215, vj_u2c1Gm58);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t216, t215);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t207, t207, t214, t216);  // online_softmax_attn.pto:21:36
-                }
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView59 t13_u2c1Gm59(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView59::Shape(t207.GetValidRow(), t207.GetValidCol()), GmView59::Stride(D));  // online_softmax_attn.pto:21:36
-                TSTORE(t13_u2c1Gm59, t207);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+            wait_flag_dev(6);
+            for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
+                for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                    __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
+                        TileT123O t123_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t123_o, 0);  // online_softmax_attn.pto:21:36
+                        TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t125_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t125_o, t124_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT126O t126_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t126_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT127O t127_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t127_o, t126_o);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL(t123_o, t125_o, t127_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
+                            TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t129_o, 0);  // online_softmax_attn.pto:21:36
+                            using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t129_o, t14_u2c0Gm116);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t130_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t130_o, t129_o);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t131_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 64 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t131_o, vj_u2c0_sk2_oGm117);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t132_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t132_o, t131_o);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t123_o, t123_o, t130_o, t132_o);  // online_softmax_attn.pto:21:36
+                        }
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView118 t13_u2c0Gm118(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView118::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView118::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c0Gm118, t123_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    }
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                    for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                        for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:22
+                        }
+                    }
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
+                        TileT207O t207_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t207_o, 0);  // online_softmax_attn.pto:21:36
+                        TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t209_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t209_o, t208_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        TileT210O t210_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t210_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TileT211O t211_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                        TMOV(t211_o, t210_o);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL(t207_o, t209_o, t211_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
+                            TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t213_o, 0);  // online_softmax_attn.pto:21:36
+                            using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t213_o, t14_u2c1Gm127);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t214_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t214_o, t213_o);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                            TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t215_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                            using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 64 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t215_o, vj_u2c1_sk3_oGm128);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t216_o, 0);  // online_softmax_attn.pto:21:36
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                            TMOV(t216_o, t215_o);  // online_softmax_attn.pto:21:36
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t207_o, t207_o, t214_o, t216_o);  // online_softmax_attn.pto:21:36
+                        }
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView129 t13_u2c1Gm129(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView129::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView129::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c1Gm129, t207_o);  // online_softmax_attn.pto:21:36
+                        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    }
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                    for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                        for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:21:22
+                        }
+                    }
+                }
+            }
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
-                for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
-                }
-            }
-            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:22:13
-            }
         }
         wait_flag_dev(5);
+        wait_flag_dev(4);
         wait_flag_dev(3);
         wait_flag_dev(2);
         wait_flag_dev(0);
@@ -1621,975 +3146,1902 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // online_softmax_attn.pto:7:5
+        TileT177EAiv0 t177_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_e_aiv0, 0);  // online_softmax_attn.pto:18:21
+        TileT177EAiv1 t177_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_e_aiv1, 1024);  // online_softmax_attn.pto:18:21
+        TileT177OAiv0 t177_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_o_aiv0, 2048);  // online_softmax_attn.pto:18:21
+        TileT177OAiv1 t177_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_o_aiv1, 3072);  // online_softmax_attn.pto:18:21
+        TileT93EAiv0 t93_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_e_aiv0, 4096);  // online_softmax_attn.pto:18:21
+        TileT93EAiv1 t93_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_e_aiv1, 5120);  // online_softmax_attn.pto:18:21
+        TileT93OAiv0 t93_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_o_aiv0, 6144);  // online_softmax_attn.pto:18:21
+        TileT93OAiv1 t93_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_o_aiv1, 7168);  // online_softmax_attn.pto:18:21
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t j_u2 = 0; j_u2 < max_i64((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        for (int64_t j_u2_sk = 0; j_u2_sk < (max_i64((L + 63) / 64 - 2, 0) / 2 + 2) / 2; ++j_u2_sk) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
-            __gm__ float* kj_u2c0 = k + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-            __gm__ float* vj_u2c0 = v + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:9:14
-            TileT79Aiv0 t79_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-            TASSIGN(t79_aiv0, 0);  // online_softmax_attn.pto:17:32
-            TileT79Aiv1 t79_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-            TASSIGN(t79_aiv1, 1024);  // online_softmax_attn.pto:17:32
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t79_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                if (!ptodsl_aiv0) {
-                    TEXPANDS(t79_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-            }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag_dev(1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
-                }
-                TileT76Aiv0 t76_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t76_aiv0, 2048);  // online_softmax_attn.pto:10:13
-                TileT76Aiv1 t76_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t76_aiv1, 10240);  // online_softmax_attn.pto:10:13
-                TileT77Aiv0 t77_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t77_aiv0, 18432);  // online_softmax_attn.pto:10:13
-                TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t77_aiv1, 26624);  // online_softmax_attn.pto:10:13
-                TileT82Aiv0 t82_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t82_aiv0, 34816);  // online_softmax_attn.pto:17:32
-                TileT82Aiv1 t82_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t82_aiv1, 35840);  // online_softmax_attn.pto:17:32
-                wait_flag_dev(6);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                TileT79EAiv0 t79_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_e_aiv0, 8192);  // online_softmax_attn.pto:17:32
+                TileT79EAiv1 t79_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_e_aiv1, 9216);  // online_softmax_attn.pto:17:32
                 if (ptodsl_aiv0) {
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76_aiv0.GetValidRow(), t76_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
+                    TEXPANDS(t79_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TMULS(t77_aiv0, t76_aiv0, scale);  // online_softmax_attn.pto:10:13
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77_aiv0.GetValidRow(), t77_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c0Gm6, t77_aiv0);  // online_softmax_attn.pto:10:13
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp0, 77824);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t82_aiv0, t77_aiv0, tmp0);  // online_softmax_attn.pto:17:32
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TMAX(t79_aiv0, t79_aiv0, t82_aiv0);  // online_softmax_attn.pto:17:32
-                }
-                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView7::Shape(t76_aiv1.GetValidRow(), t76_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        TMULS(t77_aiv1, t76_aiv1, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView8::Shape(t77_aiv1.GetValidRow(), t77_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c0Gm8, t77_aiv1);  // online_softmax_attn.pto:10:13
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp1, 77824);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t82_aiv1, t77_aiv1, tmp1);  // online_softmax_attn.pto:17:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TMAX(t79_aiv1, t79_aiv1, t82_aiv1);  // online_softmax_attn.pto:17:32
+                        TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-            TileT84Aiv0 t84_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-            TASSIGN(t84_aiv0, 2048);  // online_softmax_attn.pto:17:21
-            TileT84Aiv1 t84_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-            TASSIGN(t84_aiv1, 3072);  // online_softmax_attn.pto:17:21
-            TileT86Aiv0 t86_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-            TASSIGN(t86_aiv0, 4096);  // online_softmax_attn.pto:17:21
-            TileT86Aiv1 t86_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-            TASSIGN(t86_aiv1, 5120);  // online_softmax_attn.pto:17:21
-            TileT90Aiv0 t90_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-            TASSIGN(t90_aiv0, 6144);  // online_softmax_attn.pto:18:25
-            TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-            TASSIGN(t90_aiv1, 7168);  // online_softmax_attn.pto:18:25
-            TileT93Aiv0 t93_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-            TASSIGN(t93_aiv0, 8192);  // online_softmax_attn.pto:18:21
-            TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-            TASSIGN(t93_aiv1, 9216);  // online_softmax_attn.pto:18:21
-            TileT105Aiv0 t105_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t105_aiv0, 10240);  // online_softmax_attn.pto:20:20
-            TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t105_aiv1, 11264);  // online_softmax_attn.pto:20:20
-            TileT107Aiv0 t107_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t107_aiv0, 12288);  // online_softmax_attn.pto:20:20
-            TileT107Aiv1 t107_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t107_aiv1, 13312);  // online_softmax_attn.pto:20:20
-            TileT109Aiv0 t109_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t109_aiv0, 14336);  // online_softmax_attn.pto:20:32
-            TileT109Aiv1 t109_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t109_aiv1, 15360);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView9 mGm9(m + _qb2 * 64, GmView9::Shape(t84_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84_aiv0, mGm9);  // online_softmax_attn.pto:17:21
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TMAX(t86_aiv0, t84_aiv0, t79_aiv0);  // online_softmax_attn.pto:17:21
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TSUB(t90_aiv0, t84_aiv0, t86_aiv0);  // online_softmax_attn.pto:18:25
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXP(t93_aiv0, t90_aiv0);  // online_softmax_attn.pto:18:21
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView10 lGm10(l + _qb2 * 64, GmView10::Shape(t105_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105_aiv0, lGm10);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TMUL(t107_aiv0, t105_aiv0, t93_aiv0);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t109_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-            }
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                if (!ptodsl_aiv0) {
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView11 mGm11(m + _qb2 * 64 + 32, GmView11::Shape(t84_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_aiv1, mGm11);  // online_softmax_attn.pto:17:21
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (!ptodsl_aiv0) {
-                    TMAX(t86_aiv1, t84_aiv1, t79_aiv1);  // online_softmax_attn.pto:17:21
-                }
                 pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TSUB(t90_aiv1, t84_aiv1, t86_aiv1);  // online_softmax_attn.pto:18:25
-                }
-                pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TEXP(t93_aiv1, t90_aiv1);  // online_softmax_attn.pto:18:21
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView12 lGm12(l + _qb2 * 64 + 32, GmView12::Shape(t105_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_aiv1, lGm12);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (!ptodsl_aiv0) {
-                    TMUL(t107_aiv1, t105_aiv1, t93_aiv1);  // online_softmax_attn.pto:20:20
-                    TEXPANDS(t109_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                TileT96Aiv0 t96_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t96_aiv0, 16384);  // online_softmax_attn.pto:19:21
-                TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t96_aiv1, 24576);  // online_softmax_attn.pto:19:21
-                TileT103Aiv0 t103_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t103_aiv0, 32768);  // online_softmax_attn.pto:19:17
-                TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t103_aiv1, 40960);  // online_softmax_attn.pto:19:17
-                TileT112Aiv0 t112_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t112_aiv0, 0);  // online_softmax_attn.pto:20:32
-                TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t112_aiv1, 1024);  // online_softmax_attn.pto:20:32
-                if (ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView13::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t96_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp2, 77824);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp2, t86_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView14::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c0Gm14, t103_aiv0);  // online_softmax_attn.pto:19:17
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp3, 77824);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t112_aiv0, t103_aiv0, tmp3);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TADD(t109_aiv0, t109_aiv0, t112_aiv0);  // online_softmax_attn.pto:20:32
-                }
-                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    if (!ptodsl_aiv0) {
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView15::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t96_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
+                    }
+                    TileT76EAiv0 t76_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_e_aiv0, 10240);  // online_softmax_attn.pto:10:13
+                    TileT76EAiv1 t76_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_e_aiv1, 18432);  // online_softmax_attn.pto:10:13
+                    TileT77EAiv0 t77_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_e_aiv0, 26624);  // online_softmax_attn.pto:10:13
+                    TileT77EAiv1 t77_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_e_aiv1, 34816);  // online_softmax_attn.pto:10:13
+                    TileT82EAiv0 t82_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_e_aiv0, 43008);  // online_softmax_attn.pto:17:32
+                    TileT82EAiv1 t82_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_e_aiv1, 44032);  // online_softmax_attn.pto:17:32
+                    wait_flag_dev(7);
+                    if (ptodsl_aiv0) {
+                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_e_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        TMULS(t77_e_aiv0, t76_e_aiv0, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77_e_aiv0.GetValidRow(), t77_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c0Gm6, t77_e_aiv0);  // online_softmax_attn.pto:10:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp0, 73728);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t82_e_aiv0, t77_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TMAX(t79_e_aiv0, t79_e_aiv0, t82_e_aiv0);  // online_softmax_attn.pto:17:32
+                    }
+                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
+                        if (!ptodsl_aiv0) {
+                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView7::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t76_e_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TMULS(t77_e_aiv1, t76_e_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView8::Shape(t77_e_aiv1.GetValidRow(), t77_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u2c0Gm8, t77_e_aiv1);  // online_softmax_attn.pto:10:13
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp1, 73728);  // online_softmax_attn.pto:17:32
+                            TROWMAX(t82_e_aiv1, t77_e_aiv1, tmp1);  // online_softmax_attn.pto:17:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TMAX(t79_e_aiv1, t79_e_aiv1, t82_e_aiv1);  // online_softmax_attn.pto:17:32
+                        }
+                    }
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT84EAiv0 t84_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv0, 10240);  // online_softmax_attn.pto:17:21
+                TileT84EAiv1 t84_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv1, 11264);  // online_softmax_attn.pto:17:21
+                TileT86EAiv0 t86_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv0, 12288);  // online_softmax_attn.pto:17:21
+                TileT86EAiv1 t86_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv1, 13312);  // online_softmax_attn.pto:17:21
+                TileT90EAiv0 t90_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv0, 14336);  // online_softmax_attn.pto:18:25
+                TileT90EAiv1 t90_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv1, 15360);  // online_softmax_attn.pto:18:25
+                TileT105EAiv0 t105_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv0, 16384);  // online_softmax_attn.pto:20:20
+                TileT105EAiv1 t105_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv1, 17408);  // online_softmax_attn.pto:20:20
+                TileT107EAiv0 t107_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TileT107EAiv1 t107_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TileT109EAiv0 t109_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_e_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TileT109EAiv1 t109_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_e_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView9 mGm9(m + _qb2 * 64, GmView9::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_e_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TMAX(t86_e_aiv0, t84_e_aiv0, t79_e_aiv0);  // online_softmax_attn.pto:17:21
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TSUB(t90_e_aiv0, t84_e_aiv0, t86_e_aiv0);  // online_softmax_attn.pto:18:25
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXP(t93_e_aiv0, t90_e_aiv0);  // online_softmax_attn.pto:18:21
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView10 lGm10(l + _qb2 * 64, GmView10::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_e_aiv0, lGm10);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TMUL(t107_e_aiv0, t105_e_aiv0, t93_e_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t109_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                     if (!ptodsl_aiv0) {
-                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp4, 77824);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp4, t86_aiv1);  // online_softmax_attn.pto:19:17
+                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView11 mGm11(m + _qb2 * 64 + 32, GmView11::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t84_e_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t86_e_aiv1, t84_e_aiv1, t79_e_aiv1);  // online_softmax_attn.pto:17:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TSUB(t90_e_aiv1, t84_e_aiv1, t86_e_aiv1);  // online_softmax_attn.pto:18:25
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TEXP(t93_e_aiv1, t90_e_aiv1);  // online_softmax_attn.pto:18:21
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView12 lGm12(l + _qb2 * 64 + 32, GmView12::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t105_e_aiv1, lGm12);  // online_softmax_attn.pto:20:20
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        TMUL(t107_e_aiv1, t105_e_aiv1, t93_e_aiv1);  // online_softmax_attn.pto:20:20
+                        TEXPANDS(t109_e_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                    TileT96EAiv0 t96_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_e_aiv0, 22528);  // online_softmax_attn.pto:19:21
+                    TileT96EAiv1 t96_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_e_aiv1, 30720);  // online_softmax_attn.pto:19:21
+                    TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_e_aiv0, 38912);  // online_softmax_attn.pto:19:17
+                    TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_e_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                    TileT112EAiv0 t112_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_e_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TileT112EAiv1 t112_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_e_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    if (ptodsl_aiv0) {
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView13::Shape(t96_e_aiv0.GetValidRow(), t96_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t96_e_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    if (ptodsl_aiv0) {
+                        TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp2, 73728);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp2, t86_e_aiv0);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t103_e_aiv0, t96_e_aiv0, tmp2);  // online_softmax_attn.pto:19:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView14::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c0Gm14, t103_e_aiv0);  // online_softmax_attn.pto:19:17
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp3, 73728);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t112_e_aiv0, t103_e_aiv0, tmp3);  // online_softmax_attn.pto:20:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TADD(t109_e_aiv0, t109_e_aiv0, t112_e_aiv0);  // online_softmax_attn.pto:20:32
+                    }
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
+                        if (!ptodsl_aiv0) {
+                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView15::Shape(t96_e_aiv1.GetValidRow(), t96_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t96_e_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp4, 73728);  // online_softmax_attn.pto:19:17
+                            TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                            TROWEXPANDEXPDIF(t103_e_aiv1, t96_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView16::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u2c0Gm16, t103_e_aiv1);  // online_softmax_attn.pto:19:17
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp5, 73728);  // online_softmax_attn.pto:20:32
+                            TROWSUM(t112_e_aiv1, t103_e_aiv1, tmp5);  // online_softmax_attn.pto:20:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TADD(t109_e_aiv1, t109_e_aiv1, t112_e_aiv1);  // online_softmax_attn.pto:20:32
+                        }
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT116EAiv0 t116_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TileT116EAiv1 t116_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t116_e_aiv0, t107_e_aiv0, t109_e_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm17, t116_e_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
+                    if (!ptodsl_aiv0) {
+                        TADD(t116_e_aiv1, t107_e_aiv1, t109_e_aiv1);  // online_softmax_attn.pto:20:20
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView16::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c0Gm16, t103_aiv1);  // online_softmax_attn.pto:19:17
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp5, 77824);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t112_aiv1, t103_aiv1, tmp5);  // online_softmax_attn.pto:20:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TADD(t109_aiv1, t109_aiv1, t112_aiv1);  // online_softmax_attn.pto:20:32
+                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm18, t116_e_aiv1);  // online_softmax_attn.pto:20:20
                     }
                 }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            TileT116Aiv0 t116_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t116_aiv0, 0);  // online_softmax_attn.pto:20:20
-            TileT116Aiv1 t116_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t116_aiv1, 1024);  // online_softmax_attn.pto:20:20
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TADD(t116_aiv0, t107_aiv0, t109_aiv0);  // online_softmax_attn.pto:20:20
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(t116_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm17, t116_aiv0);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                if (!ptodsl_aiv0) {
-                    TADD(t116_aiv1, t107_aiv1, t109_aiv1);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (!ptodsl_aiv0) {
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm18, t116_aiv1);  // online_softmax_attn.pto:20:20
-                }
-            }
-            wait_flag_dev(1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
-                TileT119Aiv0 t119_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t119_aiv0, 10240);  // online_softmax_attn.pto:21:43
-                TileT119Aiv1 t119_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t119_aiv1, 18432);  // online_softmax_attn.pto:21:43
-                if (ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView19::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t119_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView20::Shape(t119_aiv0.GetValidRow(), t119_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0Gm20, t119_aiv0);  // online_softmax_attn.pto:21:43
-                }
-                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                    if (!ptodsl_aiv0) {
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView21::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t119_aiv1, p_1_u2c0Gm21);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
+                    TileT119EAiv0 t119_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_e_aiv0, 14336);  // online_softmax_attn.pto:21:43
+                    TileT119EAiv1 t119_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_e_aiv1, 22528);  // online_softmax_attn.pto:21:43
+                    if (ptodsl_aiv0) {
+                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView19::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t119_e_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView20::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c0Gm20, t119_e_aiv0);  // online_softmax_attn.pto:21:43
+                    }
+                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
+                        if (!ptodsl_aiv0) {
+                            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView21::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t119_e_aiv1, p_1_u2c0Gm21);  // online_softmax_attn.pto:21:43
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView22::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t14_u2c0Gm22, t119_e_aiv1);  // online_softmax_attn.pto:21:43
+                        }
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT163EAiv0 t163_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv0, 10240);  // online_softmax_attn.pto:17:32
+                TileT163EAiv1 t163_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv1, 11264);  // online_softmax_attn.pto:17:32
+                if (ptodsl_aiv0) {
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView23 mGm23(m + _qb2 * 64, GmView23::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm23, t86_e_aiv0);  // online_softmax_attn.pto:22:13
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t163_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView22::Shape(t119_aiv1.GetValidRow(), t119_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c0Gm22, t119_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView24 mGm24(m + _qb2 * 64 + 32, GmView24::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
+                        TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
+                    }
+                    TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_e_aiv0, 14336);  // online_softmax_attn.pto:10:13
+                    TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_e_aiv1, 22528);  // online_softmax_attn.pto:10:13
+                    TileT161EAiv0 t161_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_e_aiv0, 30720);  // online_softmax_attn.pto:10:13
+                    TileT161EAiv1 t161_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_e_aiv1, 38912);  // online_softmax_attn.pto:10:13
+                    TileT166EAiv0 t166_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_e_aiv0, 47104);  // online_softmax_attn.pto:17:32
+                    TileT166EAiv1 t166_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_e_aiv1, 48128);  // online_softmax_attn.pto:17:32
+                    wait_flag_dev(7);
+                    if (ptodsl_aiv0) {
+                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView30 t0_u2c1Gm30(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView30::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_e_aiv0, t0_u2c1Gm30);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    if (ptodsl_aiv0) {
+                        TMULS(t161_e_aiv0, t160_e_aiv0, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView31 s_u2c1Gm31(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView31::Shape(t161_e_aiv0.GetValidRow(), t161_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c1Gm31, t161_e_aiv0);  // online_softmax_attn.pto:10:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp6;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp6, 73728);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t166_e_aiv0, t161_e_aiv0, tmp6);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TMAX(t163_e_aiv0, t163_e_aiv0, t166_e_aiv0);  // online_softmax_attn.pto:17:32
+                    }
+                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:10:13
+                        if (!ptodsl_aiv0) {
+                            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView32 t0_u2c1Gm32(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView32::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t160_e_aiv1, t0_u2c1Gm32);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            TMULS(t161_e_aiv1, t160_e_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView33 s_u2c1Gm33(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView33::Shape(t161_e_aiv1.GetValidRow(), t161_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u2c1Gm33, t161_e_aiv1);  // online_softmax_attn.pto:10:13
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp7;  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp7, 73728);  // online_softmax_attn.pto:17:32
+                            TROWMAX(t166_e_aiv1, t161_e_aiv1, tmp7);  // online_softmax_attn.pto:17:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TMAX(t163_e_aiv1, t163_e_aiv1, t166_e_aiv1);  // online_softmax_attn.pto:17:32
+                        }
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT170EAiv0 t170_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv0, 14336);  // online_softmax_attn.pto:17:21
+                TileT170EAiv1 t170_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv1, 15360);  // online_softmax_attn.pto:17:21
+                TileT174EAiv0 t174_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv0, 16384);  // online_softmax_attn.pto:18:25
+                TileT174EAiv1 t174_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv1, 17408);  // online_softmax_attn.pto:18:25
+                TileT191EAiv0 t191_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TileT191EAiv1 t191_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TileT193EAiv0 t193_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TileT193EAiv1 t193_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TMAX(t170_e_aiv0, t86_e_aiv0, t163_e_aiv0);  // online_softmax_attn.pto:17:21
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TSUB(t174_e_aiv0, t86_e_aiv0, t170_e_aiv0);  // online_softmax_attn.pto:18:25
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXP(t177_e_aiv0, t174_e_aiv0);  // online_softmax_attn.pto:18:21
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TMUL(t191_e_aiv0, t116_e_aiv0, t177_e_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t193_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:21
+                    if (!ptodsl_aiv0) {
+                        TMAX(t170_e_aiv1, t86_e_aiv1, t163_e_aiv1);  // online_softmax_attn.pto:17:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TSUB(t174_e_aiv1, t86_e_aiv1, t170_e_aiv1);  // online_softmax_attn.pto:18:25
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TEXP(t177_e_aiv1, t174_e_aiv1);  // online_softmax_attn.pto:18:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMUL(t191_e_aiv1, t116_e_aiv1, t177_e_aiv1);  // online_softmax_attn.pto:20:20
+                        TEXPANDS(t193_e_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+                    TileT180EAiv0 t180_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_e_aiv0, 22528);  // online_softmax_attn.pto:19:21
+                    TileT180EAiv1 t180_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_e_aiv1, 30720);  // online_softmax_attn.pto:19:21
+                    TileT187EAiv0 t187_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_e_aiv0, 38912);  // online_softmax_attn.pto:19:17
+                    TileT187EAiv1 t187_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_e_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                    TileT196EAiv0 t196_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_e_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TileT196EAiv1 t196_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_e_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    if (ptodsl_aiv0) {
+                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView34 s_u2c1Gm34(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView34::Shape(t180_e_aiv0.GetValidRow(), t180_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t180_e_aiv0, s_u2c1Gm34);  // online_softmax_attn.pto:19:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        TileTmp1 tmp8(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp8, 73728);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp8, t170_e_aiv0);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t187_e_aiv0, t180_e_aiv0, tmp8);  // online_softmax_attn.pto:19:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView35 p_1_u2c1Gm35(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView35::Shape(t187_e_aiv0.GetValidRow(), t187_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c1Gm35, t187_e_aiv0);  // online_softmax_attn.pto:19:17
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp9;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp9, 73728);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t196_e_aiv0, t187_e_aiv0, tmp9);  // online_softmax_attn.pto:20:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TADD(t193_e_aiv0, t193_e_aiv0, t196_e_aiv0);  // online_softmax_attn.pto:20:32
+                    }
+                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:19:21
+                        if (!ptodsl_aiv0) {
+                            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView36 s_u2c1Gm36(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView36::Shape(t180_e_aiv1.GetValidRow(), t180_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t180_e_aiv1, s_u2c1Gm36);  // online_softmax_attn.pto:19:21
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp10, 73728);  // online_softmax_attn.pto:19:17
+                            TROWEXPAND(tmp10, t170_e_aiv1);  // online_softmax_attn.pto:19:17
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                            TROWEXPANDEXPDIF(t187_e_aiv1, t180_e_aiv1, tmp10);  // online_softmax_attn.pto:19:17
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView37 p_1_u2c1Gm37(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView37::Shape(t187_e_aiv1.GetValidRow(), t187_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u2c1Gm37, t187_e_aiv1);  // online_softmax_attn.pto:19:17
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp11, 73728);  // online_softmax_attn.pto:20:32
+                            TROWSUM(t196_e_aiv1, t187_e_aiv1, tmp11);  // online_softmax_attn.pto:20:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TADD(t193_e_aiv1, t193_e_aiv1, t196_e_aiv1);  // online_softmax_attn.pto:20:32
+                        }
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT200EAiv0 t200_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TileT200EAiv1 t200_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t200_e_aiv0, t191_e_aiv0, t193_e_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView38 lGm38(l + _qb2 * 64, GmView38::Shape(t200_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm38, t200_e_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:20:20
+                    if (!ptodsl_aiv0) {
+                        TADD(t200_e_aiv1, t191_e_aiv1, t193_e_aiv1);  // online_softmax_attn.pto:20:20
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView39 lGm39(l + _qb2 * 64 + 32, GmView39::Shape(t200_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm39, t200_e_aiv1);  // online_softmax_attn.pto:20:20
+                    }
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
+                    TileT203EAiv0 t203_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_e_aiv0, 16384);  // online_softmax_attn.pto:21:43
+                    TileT203EAiv1 t203_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_e_aiv1, 24576);  // online_softmax_attn.pto:21:43
+                    if (ptodsl_aiv0) {
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView40 p_1_u2c1Gm40(p_1_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView40::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t203_e_aiv0, p_1_u2c1Gm40);  // online_softmax_attn.pto:21:43
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView41 t14_u2c1Gm41(t14_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView41::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c1Gm41, t203_e_aiv0);  // online_softmax_attn.pto:21:43
+                    }
+                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:21:43
+                        if (!ptodsl_aiv0) {
+                            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView42 p_1_u2c1Gm42(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView42::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t203_e_aiv1, p_1_u2c1Gm42);  // online_softmax_attn.pto:21:43
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView43 t14_u2c1Gm43(t14_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView43::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t14_u2c1Gm43, t203_e_aiv1);  // online_softmax_attn.pto:21:43
+                        }
+                    }
+                }
+                if (ptodsl_aiv0) {
+                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView44 mGm44(m + _qb2 * 64, GmView44::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm44, t170_e_aiv0);  // online_softmax_attn.pto:22:13
+                }
+                for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:22:13
+                    if (!ptodsl_aiv0) {
+                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView45 mGm45(m + _qb2 * 64 + 32, GmView45::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm45, t170_e_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-            for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
-                for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
-                }
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            wait_flag_dev(6);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            pipe_barrier(PIPE_V);
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT135Aiv0 t135_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t135_aiv0, 10240);  // online_softmax_attn.pto:21:22
-                TileT135Aiv1 t135_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t135_aiv1, 18432);  // online_softmax_attn.pto:21:22
-                TileT138Aiv0 t138_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t138_aiv0, 26624);  // online_softmax_attn.pto:21:22
-                TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t138_aiv1, 34816);  // online_softmax_attn.pto:21:22
-                TileT142Aiv0 t142_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t142_aiv0, 43008);  // online_softmax_attn.pto:21:22
-                TileT142Aiv1 t142_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t142_aiv1, 51200);  // online_softmax_attn.pto:21:22
-                TileT143Aiv0 t143_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t143_aiv0, 59392);  // online_softmax_attn.pto:21:22
-                TileT143Aiv1 t143_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t143_aiv1, 67584);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView28 accGm28(acc + _qb2 * 64 * D + _g134 * 64, GmView28::Shape(t135_aiv0.GetValidRow(), t135_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t135_aiv0, accGm28);  // online_softmax_attn.pto:21:22
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
+                    for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
+                    }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp6(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp6, 77824);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp6, t93_aiv0);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t138_aiv0, t135_aiv0, tmp6);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView29 t13_u2c0Gm29(t13_u2c0 + _qb2 * 64 * D + _g134 * 64, GmView29::Shape(t142_aiv0.GetValidRow(), t142_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t142_aiv0, t13_u2c0Gm29);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TADD(t143_aiv0, t138_aiv0, t142_aiv0);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView30 accGm30(acc + _qb2 * 64 * D + _g134 * 64, GmView30::Shape(t143_aiv0.GetValidRow(), t143_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm30, t143_aiv0);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag_dev(8);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
-                    if (!ptodsl_aiv0) {
-                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView31 accGm31(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView31::Shape(t135_aiv1.GetValidRow(), t135_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t135_aiv1, accGm31);  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);
+                    TileT135EAiv0 t135_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t135_e_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                    TileT135EAiv1 t135_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t135_e_aiv1, 16384);  // online_softmax_attn.pto:21:22
+                    TileT138EAiv0 t138_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t138_e_aiv0, 24576);  // online_softmax_attn.pto:21:22
+                    TileT138EAiv1 t138_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t138_e_aiv1, 32768);  // online_softmax_attn.pto:21:22
+                    TileT142EAiv0 t142_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_e_aiv0, 40960);  // online_softmax_attn.pto:21:22
+                    TileT142EAiv1 t142_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_e_aiv1, 49152);  // online_softmax_attn.pto:21:22
+                    TileT143EAiv0 t143_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_e_aiv0, 57344);  // online_softmax_attn.pto:21:22
+                    TileT143EAiv1 t143_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_e_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView51 accGm51(acc + _qb2 * 64 * D + _g134 * 64, GmView51::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t135_e_aiv0, accGm51);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp7, 77824);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp7, t93_aiv1);  // online_softmax_attn.pto:21:22
+                    if (ptodsl_aiv0) {
+                        TileTmp1 tmp12(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp12, 73728);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp12, t93_o_aiv0);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t138_aiv1, t135_aiv1, tmp7);  // online_softmax_attn.pto:21:22
-                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView32 t13_u2c0Gm32(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 64, GmView32::Shape(t142_aiv1.GetValidRow(), t142_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142_aiv1, t13_u2c0Gm32);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t138_e_aiv0, t135_e_aiv0, tmp12);  // online_softmax_attn.pto:21:22
                     }
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView52 t13_u2c0_twinGm52(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 64, GmView52::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_e_aiv0, t13_u2c0_twinGm52);  // online_softmax_attn.pto:21:22
+                    }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        TADD(t143_aiv1, t138_aiv1, t142_aiv1);  // online_softmax_attn.pto:21:22
+                    if (ptodsl_aiv0) {
+                        TADD(t143_e_aiv0, t138_e_aiv0, t142_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView33 accGm33(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView33::Shape(t143_aiv1.GetValidRow(), t143_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm33, t143_aiv1);  // online_softmax_attn.pto:21:22
+                    if (ptodsl_aiv0) {
+                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView53 accGm53(acc + _qb2 * 64 * D + _g134 * 64, GmView53::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm53, t143_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                    for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:22
+                        if (!ptodsl_aiv0) {
+                            using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView54 accGm54(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView54::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t135_e_aiv1, accGm54);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp13(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp13, 73728);  // online_softmax_attn.pto:21:22
+                            TROWEXPAND(tmp13, t93_o_aiv1);  // online_softmax_attn.pto:21:22
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                            TROWEXPANDMUL(t138_e_aiv1, t135_e_aiv1, tmp13);  // online_softmax_attn.pto:21:22
+                            using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView55 t13_u2c0_twinGm55(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 64, GmView55::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_e_aiv1, t13_u2c0_twinGm55);  // online_softmax_attn.pto:21:22
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TADD(t143_e_aiv1, t138_e_aiv1, t142_e_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView56 accGm56(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView56::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm56, t143_e_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            if (ptodsl_aiv0) {
-                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView34 mGm34(m + _qb2 * 64, GmView34::Shape(t86_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm34, t86_aiv0);  // online_softmax_attn.pto:22:13
-            }
-            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
-                if (!ptodsl_aiv0) {
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView35 mGm35(m + _qb2 * 64 + 32, GmView35::Shape(t86_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm35, t86_aiv1);  // online_softmax_attn.pto:22:13
-                }
-            }
-            __gm__ float* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-            __gm__ float* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
-            TileT163Aiv0 t163_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-            TASSIGN(t163_aiv0, 2048);  // online_softmax_attn.pto:17:32
-            TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-            TASSIGN(t163_aiv1, 3072);  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t163_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-            }
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
-                if (!ptodsl_aiv0) {
-                    TEXPANDS(t163_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
-                }
-                TileT160Aiv0 t160_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t160_aiv0, 6144);  // online_softmax_attn.pto:10:13
-                TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t160_aiv1, 14336);  // online_softmax_attn.pto:10:13
-                TileT161Aiv0 t161_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t161_aiv0, 22528);  // online_softmax_attn.pto:10:13
-                TileT161Aiv1 t161_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t161_aiv1, 30720);  // online_softmax_attn.pto:10:13
-                TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t166_aiv0, 38912);  // online_softmax_attn.pto:17:32
-                TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t166_aiv1, 39936);  // online_softmax_attn.pto:17:32
-                wait_flag_dev(6);
-                if (ptodsl_aiv0) {
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView41 t0_u2c1Gm41(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView41::Shape(t160_aiv0.GetValidRow(), t160_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_aiv0, t0_u2c1Gm41);  // online_softmax_attn.pto:10:13
-                }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TMULS(t161_aiv0, t160_aiv0, scale);  // online_softmax_attn.pto:10:13
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView42 s_u2c1Gm42(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView42::Shape(t161_aiv0.GetValidRow(), t161_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c1Gm42, t161_aiv0);  // online_softmax_attn.pto:10:13
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp8, 77824);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t166_aiv0, t161_aiv0, tmp8);  // online_softmax_attn.pto:17:32
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TMAX(t163_aiv0, t163_aiv0, t166_aiv0);  // online_softmax_attn.pto:17:32
-                }
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
-                    if (!ptodsl_aiv0) {
-                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView43 t0_u2c1Gm43(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView43::Shape(t160_aiv1.GetValidRow(), t160_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160_aiv1, t0_u2c1Gm43);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
+                    for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                     }
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                wait_flag_dev(8);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                    pipe_barrier(PIPE_V);
+                    TileT219EAiv0 t219_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t219_e_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                    TileT219EAiv1 t219_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t219_e_aiv1, 16384);  // online_softmax_attn.pto:21:22
+                    TileT222EAiv0 t222_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t222_e_aiv0, 24576);  // online_softmax_attn.pto:21:22
+                    TileT222EAiv1 t222_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t222_e_aiv1, 32768);  // online_softmax_attn.pto:21:22
+                    TileT226EAiv0 t226_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_e_aiv0, 40960);  // online_softmax_attn.pto:21:22
+                    TileT226EAiv1 t226_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_e_aiv1, 49152);  // online_softmax_attn.pto:21:22
+                    TileT227EAiv0 t227_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_e_aiv0, 57344);  // online_softmax_attn.pto:21:22
+                    TileT227EAiv1 t227_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_e_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 64, GmView62::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t219_e_aiv0, accGm62);  // online_softmax_attn.pto:21:22
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        TMULS(t161_aiv1, t160_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    if (ptodsl_aiv0) {
+                        TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp14, 73728);  // online_softmax_attn.pto:21:22
+                        TROWEXPAND(tmp14, t177_o_aiv0);  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                        TROWEXPANDMUL(t222_e_aiv0, t219_e_aiv0, tmp14);  // online_softmax_attn.pto:21:22
+                    }
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView63 t13_u2c1_twinGm63(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 64, GmView63::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_e_aiv0, t13_u2c1_twinGm63);  // online_softmax_attn.pto:21:22
+                    }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        TADD(t227_e_aiv0, t222_e_aiv0, t226_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView44 s_u2c1Gm44(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView44::Shape(t161_aiv1.GetValidRow(), t161_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c1Gm44, t161_aiv1);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView64 accGm64(acc + _qb2 * 64 * D + _g218 * 64, GmView64::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm64, t227_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp9, 77824);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t166_aiv1, t161_aiv1, tmp9);  // online_softmax_attn.pto:17:32
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
+                        if (!ptodsl_aiv0) {
+                            using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView65::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t219_e_aiv1, accGm65);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp15, 73728);  // online_softmax_attn.pto:21:22
+                            TROWEXPAND(tmp15, t177_o_aiv1);  // online_softmax_attn.pto:21:22
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                            TROWEXPANDMUL(t222_e_aiv1, t219_e_aiv1, tmp15);  // online_softmax_attn.pto:21:22
+                            using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView66 t13_u2c1_twinGm66(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 64, GmView66::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_e_aiv1, t13_u2c1_twinGm66);  // online_softmax_attn.pto:21:22
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TADD(t227_e_aiv1, t222_e_aiv1, t226_e_aiv1);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView67 accGm67(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView67::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm67, t227_e_aiv1);  // online_softmax_attn.pto:21:22
+                        }
                     }
-                    pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TMAX(t163_aiv1, t163_aiv1, t166_aiv1);  // online_softmax_attn.pto:17:32
-                    }
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             }
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            TileT170Aiv0 t170_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-            TASSIGN(t170_aiv0, 6144);  // online_softmax_attn.pto:17:21
-            TileT170Aiv1 t170_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-            TASSIGN(t170_aiv1, 7168);  // online_softmax_attn.pto:17:21
-            TileT174Aiv0 t174_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-            TASSIGN(t174_aiv0, 8192);  // online_softmax_attn.pto:18:25
-            TileT174Aiv1 t174_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-            TASSIGN(t174_aiv1, 9216);  // online_softmax_attn.pto:18:25
-            TileT177Aiv0 t177_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-            TASSIGN(t177_aiv0, 10240);  // online_softmax_attn.pto:18:21
-            TileT177Aiv1 t177_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-            TASSIGN(t177_aiv1, 11264);  // online_softmax_attn.pto:18:21
-            TileT191Aiv0 t191_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t191_aiv0, 12288);  // online_softmax_attn.pto:20:20
-            TileT191Aiv1 t191_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t191_aiv1, 13312);  // online_softmax_attn.pto:20:20
-            TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t193_aiv0, 14336);  // online_softmax_attn.pto:20:32
-            TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t193_aiv1, 15360);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TMAX(t170_aiv0, t86_aiv0, t163_aiv0);  // online_softmax_attn.pto:17:21
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TSUB(t174_aiv0, t86_aiv0, t170_aiv0);  // online_softmax_attn.pto:18:25
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXP(t177_aiv0, t174_aiv0);  // online_softmax_attn.pto:18:21
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TMUL(t191_aiv0, t116_aiv0, t177_aiv0);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TEXPANDS(t193_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
-            }
-            pipe_barrier(PIPE_V);
-            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
-                if (!ptodsl_aiv0) {
-                    TMAX(t170_aiv1, t86_aiv1, t163_aiv1);  // online_softmax_attn.pto:17:21
-                }
-                pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TSUB(t174_aiv1, t86_aiv1, t170_aiv1);  // online_softmax_attn.pto:18:25
-                }
-                pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TEXP(t177_aiv1, t174_aiv1);  // online_softmax_attn.pto:18:21
-                }
-                pipe_barrier(PIPE_V);
-                if (!ptodsl_aiv0) {
-                    TMUL(t191_aiv1, t116_aiv1, t177_aiv1);  // online_softmax_attn.pto:20:20
-                    TEXPANDS(t193_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-            }
-            pipe_barrier(PIPE_V);
+            wait_flag_dev(7);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                TileT180Aiv0 t180_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t180_aiv0, 16384);  // online_softmax_attn.pto:19:21
-                TileT180Aiv1 t180_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t180_aiv1, 24576);  // online_softmax_attn.pto:19:21
-                TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t187_aiv0, 32768);  // online_softmax_attn.pto:19:17
-                TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t187_aiv1, 40960);  // online_softmax_attn.pto:19:17
-                TileT196Aiv0 t196_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t196_aiv0, 0);  // online_softmax_attn.pto:20:32
-                TileT196Aiv1 t196_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t196_aiv1, 1024);  // online_softmax_attn.pto:20:32
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
+                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
+                TileT79OAiv0 t79_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_o_aiv0, 8192);  // online_softmax_attn.pto:17:32
+                TileT79OAiv1 t79_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_o_aiv1, 9216);  // online_softmax_attn.pto:17:32
                 if (ptodsl_aiv0) {
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView45 s_u2c1Gm45(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView45::Shape(t180_aiv0.GetValidRow(), t180_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t180_aiv0, s_u2c1Gm45);  // online_softmax_attn.pto:19:21
+                    TEXPANDS(t79_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp10(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp10, 77824);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp10, t170_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t187_aiv0, t180_aiv0, tmp10);  // online_softmax_attn.pto:19:17
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView46 p_1_u2c1Gm46(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView46::Shape(t187_aiv0.GetValidRow(), t187_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c1Gm46, t187_aiv0);  // online_softmax_attn.pto:19:17
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp11, 77824);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t196_aiv0, t187_aiv0, tmp11);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TADD(t193_aiv0, t193_aiv0, t196_aiv0);  // online_softmax_attn.pto:20:32
-                }
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
+                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
-                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView47 s_u2c1Gm47(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView47::Shape(t180_aiv1.GetValidRow(), t180_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t180_aiv1, s_u2c1Gm47);  // online_softmax_attn.pto:19:21
+                        TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
+                    }
+                    TileT76OAiv0 t76_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_o_aiv0, 10240);  // online_softmax_attn.pto:10:13
+                    TileT76OAiv1 t76_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_o_aiv1, 18432);  // online_softmax_attn.pto:10:13
+                    TileT77OAiv0 t77_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_o_aiv0, 26624);  // online_softmax_attn.pto:10:13
+                    TileT77OAiv1 t77_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_o_aiv1, 34816);  // online_softmax_attn.pto:10:13
+                    TileT82OAiv0 t82_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_o_aiv0, 43008);  // online_softmax_attn.pto:17:32
+                    TileT82OAiv1 t82_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_o_aiv1, 44032);  // online_softmax_attn.pto:17:32
+                    wait_flag_dev(7);
+                    if (ptodsl_aiv0) {
+                        using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView73 t0_u2c0_twinGm73(t0_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView73::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_o_aiv0, t0_u2c0_twinGm73);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (!ptodsl_aiv0) {
-                        TileTmp1 tmp12(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp12, 77824);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp12, t170_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t187_aiv1, t180_aiv1, tmp12);  // online_softmax_attn.pto:19:17
+                    if (ptodsl_aiv0) {
+                        TMULS(t77_o_aiv0, t76_o_aiv0, scale);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView48 p_1_u2c1Gm48(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView48::Shape(t187_aiv1.GetValidRow(), t187_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c1Gm48, t187_aiv1);  // online_softmax_attn.pto:19:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView74 s_u2c0_twinGm74(s_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView74::Shape(t77_o_aiv0.GetValidRow(), t77_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c0_twinGm74, t77_o_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp13, 77824);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t196_aiv1, t187_aiv1, tmp13);  // online_softmax_attn.pto:20:32
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp16;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp16, 73728);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t82_o_aiv0, t77_o_aiv0, tmp16);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
-                    if (!ptodsl_aiv0) {
-                        TADD(t193_aiv1, t193_aiv1, t196_aiv1);  // online_softmax_attn.pto:20:32
+                    if (ptodsl_aiv0) {
+                        TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
                     }
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t200_aiv0, 0);  // online_softmax_attn.pto:20:20
-            TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t200_aiv1, 1024);  // online_softmax_attn.pto:20:20
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TADD(t200_aiv0, t191_aiv0, t193_aiv0);  // online_softmax_attn.pto:20:20
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView49 lGm49(l + _qb2 * 64, GmView49::Shape(t200_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm49, t200_aiv0);  // online_softmax_attn.pto:20:20
-            }
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
-                if (!ptodsl_aiv0) {
-                    TADD(t200_aiv1, t191_aiv1, t193_aiv1);  // online_softmax_attn.pto:20:20
+                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:10:13
+                        if (!ptodsl_aiv0) {
+                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView75 t0_u2c0_twinGm75(t0_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView75::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t76_o_aiv1, t0_u2c0_twinGm75);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TMULS(t77_o_aiv1, t76_o_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView76 s_u2c0_twinGm76(s_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView76::Shape(t77_o_aiv1.GetValidRow(), t77_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u2c0_twinGm76, t77_o_aiv1);  // online_softmax_attn.pto:10:13
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp17;  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp17, 73728);  // online_softmax_attn.pto:17:32
+                            TROWMAX(t82_o_aiv1, t77_o_aiv1, tmp17);  // online_softmax_attn.pto:17:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TMAX(t79_o_aiv1, t79_o_aiv1, t82_o_aiv1);  // online_softmax_attn.pto:17:32
+                        }
+                    }
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (!ptodsl_aiv0) {
-                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView50 lGm50(l + _qb2 * 64 + 32, GmView50::Shape(t200_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm50, t200_aiv1);  // online_softmax_attn.pto:20:20
-                }
-            }
-            wait_flag_dev(4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
-                TileT203Aiv0 t203_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t203_aiv0, 12288);  // online_softmax_attn.pto:21:43
-                TileT203Aiv1 t203_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t203_aiv1, 20480);  // online_softmax_attn.pto:21:43
-                if (ptodsl_aiv0) {
-                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView51 p_1_u2c1Gm51(p_1_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView51::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t203_aiv0, p_1_u2c1Gm51);  // online_softmax_attn.pto:21:43
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView52 t14_u2c1Gm52(t14_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView52::Shape(t203_aiv0.GetValidRow(), t203_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c1Gm52, t203_aiv0);  // online_softmax_attn.pto:21:43
-                }
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
-                    if (!ptodsl_aiv0) {
-                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView53 p_1_u2c1Gm53(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView53::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t203_aiv1, p_1_u2c1Gm53);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView54 t14_u2c1Gm54(t14_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView54::Shape(t203_aiv1.GetValidRow(), t203_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c1Gm54, t203_aiv1);  // online_softmax_attn.pto:21:43
-                    }
-                }
-            }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-            for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
-                for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
-                }
-            }
-            pipe_barrier(PIPE_V);
-            wait_flag_dev(6);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TileT219Aiv0 t219_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t219_aiv0, 12288);  // online_softmax_attn.pto:21:22
-                TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t219_aiv1, 20480);  // online_softmax_attn.pto:21:22
-                TileT222Aiv0 t222_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t222_aiv0, 28672);  // online_softmax_attn.pto:21:22
-                TileT222Aiv1 t222_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t222_aiv1, 36864);  // online_softmax_attn.pto:21:22
-                TileT226Aiv0 t226_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t226_aiv0, 45056);  // online_softmax_attn.pto:21:22
-                TileT226Aiv1 t226_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t226_aiv1, 53248);  // online_softmax_attn.pto:21:22
-                TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t227_aiv0, 61440);  // online_softmax_attn.pto:21:22
-                TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t227_aiv1, 69632);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView60 accGm60(acc + _qb2 * 64 * D + _g218 * 64, GmView60::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t219_aiv0, accGm60);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp14, 77824);  // online_softmax_attn.pto:21:22
-                    TROWEXPAND(tmp14, t177_aiv0);  // online_softmax_attn.pto:21:22
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                    TROWEXPANDMUL(t222_aiv0, t219_aiv0, tmp14);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView61 t13_u2c1Gm61(t13_u2c1 + _qb2 * 64 * D + _g218 * 64, GmView61::Shape(t226_aiv0.GetValidRow(), t226_aiv0.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t226_aiv0, t13_u2c1Gm61);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    TADD(t227_aiv0, t222_aiv0, t226_aiv0);  // online_softmax_attn.pto:21:22
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 64, GmView62::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm62, t227_aiv0);  // online_softmax_attn.pto:21:22
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT84OAiv0 t84_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv0, 10240);  // online_softmax_attn.pto:17:21
+                TileT84OAiv1 t84_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv1, 11264);  // online_softmax_attn.pto:17:21
+                TileT86OAiv0 t86_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv0, 12288);  // online_softmax_attn.pto:17:21
+                TileT86OAiv1 t86_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv1, 13312);  // online_softmax_attn.pto:17:21
+                TileT90OAiv0 t90_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv0, 14336);  // online_softmax_attn.pto:18:25
+                TileT90OAiv1 t90_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv1, 15360);  // online_softmax_attn.pto:18:25
+                TileT105OAiv0 t105_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv0, 16384);  // online_softmax_attn.pto:20:20
+                TileT105OAiv1 t105_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv1, 17408);  // online_softmax_attn.pto:20:20
+                TileT107OAiv0 t107_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TileT107OAiv1 t107_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TileT109OAiv0 t109_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_o_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TileT109OAiv1 t109_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_o_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView77 mGm77(m + _qb2 * 64, GmView77::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_o_aiv0, mGm77);  // online_softmax_attn.pto:17:21
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TMAX(t86_o_aiv0, t84_o_aiv0, t79_o_aiv0);  // online_softmax_attn.pto:17:21
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TSUB(t90_o_aiv0, t84_o_aiv0, t86_o_aiv0);  // online_softmax_attn.pto:18:25
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXP(t93_o_aiv0, t90_o_aiv0);  // online_softmax_attn.pto:18:21
+                    using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView78 lGm78(l + _qb2 * 64, GmView78::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_o_aiv0, lGm78);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TMUL(t107_o_aiv0, t105_o_aiv0, t93_o_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t109_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:17:21
                     if (!ptodsl_aiv0) {
-                        using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView63 accGm63(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView63::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t219_aiv1, accGm63);  // online_softmax_attn.pto:21:22
+                        using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView79 mGm79(m + _qb2 * 64 + 32, GmView79::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t84_o_aiv1, mGm79);  // online_softmax_attn.pto:17:21
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (!ptodsl_aiv0) {
-                        TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp15, 77824);  // online_softmax_attn.pto:21:22
-                        TROWEXPAND(tmp15, t177_aiv1);  // online_softmax_attn.pto:21:22
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-                        TROWEXPANDMUL(t222_aiv1, t219_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView64 t13_u2c1Gm64(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 64, GmView64::Shape(t226_aiv1.GetValidRow(), t226_aiv1.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226_aiv1, t13_u2c1Gm64);  // online_softmax_attn.pto:21:22
+                        TMAX(t86_o_aiv1, t84_o_aiv1, t79_o_aiv1);  // online_softmax_attn.pto:17:21
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        TADD(t227_aiv1, t222_aiv1, t226_aiv1);  // online_softmax_attn.pto:21:22
+                        TSUB(t90_o_aiv1, t84_o_aiv1, t86_o_aiv1);  // online_softmax_attn.pto:18:25
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TEXP(t93_o_aiv1, t90_o_aiv1);  // online_softmax_attn.pto:18:21
+                        using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView80 lGm80(l + _qb2 * 64 + 32, GmView80::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t105_o_aiv1, lGm80);  // online_softmax_attn.pto:20:20
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        TMUL(t107_o_aiv1, t105_o_aiv1, t93_o_aiv1);  // online_softmax_attn.pto:20:20
+                        TEXPANDS(t109_o_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                    TileT96OAiv0 t96_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_o_aiv0, 22528);  // online_softmax_attn.pto:19:21
+                    TileT96OAiv1 t96_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_o_aiv1, 30720);  // online_softmax_attn.pto:19:21
+                    TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_o_aiv0, 38912);  // online_softmax_attn.pto:19:17
+                    TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_o_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                    TileT112OAiv0 t112_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_o_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TileT112OAiv1 t112_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_o_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    if (ptodsl_aiv0) {
+                        using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView81 s_u2c0_twinGm81(s_u2c0_twin + _qb2 * 64 * 64 + _g95 * 64, GmView81::Shape(t96_o_aiv0.GetValidRow(), t96_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t96_o_aiv0, s_u2c0_twinGm81);  // online_softmax_attn.pto:19:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                    if (ptodsl_aiv0) {
+                        TileTmp1 tmp18(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp18, 73728);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp18, t86_o_aiv0);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t103_o_aiv0, t96_o_aiv0, tmp18);  // online_softmax_attn.pto:19:17
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView65::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm65, t227_aiv1);  // online_softmax_attn.pto:21:22
+                    if (ptodsl_aiv0) {
+                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView82 p_1_u2c0_twinGm82(p_1_u2c0_twin + _qb2 * 64 * 64 + _g95 * 64, GmView82::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c0_twinGm82, t103_o_aiv0);  // online_softmax_attn.pto:19:17
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp19;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp19, 73728);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t112_o_aiv0, t103_o_aiv0, tmp19);  // online_softmax_attn.pto:20:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TADD(t109_o_aiv0, t109_o_aiv0, t112_o_aiv0);  // online_softmax_attn.pto:20:32
+                    }
+                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:19:21
+                        if (!ptodsl_aiv0) {
+                            using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView83 s_u2c0_twinGm83(s_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView83::Shape(t96_o_aiv1.GetValidRow(), t96_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t96_o_aiv1, s_u2c0_twinGm83);  // online_softmax_attn.pto:19:21
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp20(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp20, 73728);  // online_softmax_attn.pto:19:17
+                            TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                            TROWEXPANDEXPDIF(t103_o_aiv1, t96_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView84 p_1_u2c0_twinGm84(p_1_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView84::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u2c0_twinGm84, t103_o_aiv1);  // online_softmax_attn.pto:19:17
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp21;  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp21, 73728);  // online_softmax_attn.pto:20:32
+                            TROWSUM(t112_o_aiv1, t103_o_aiv1, tmp21);  // online_softmax_attn.pto:20:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TADD(t109_o_aiv1, t109_o_aiv1, t112_o_aiv1);  // online_softmax_attn.pto:20:32
+                        }
                     }
                 }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            if (ptodsl_aiv0) {
-                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView66 mGm66(m + _qb2 * 64, GmView66::Shape(t170_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm66, t170_aiv0);  // online_softmax_attn.pto:22:13
-            }
-            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:22:13
-                if (!ptodsl_aiv0) {
-                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView67 mGm67(m + _qb2 * 64 + 32, GmView67::Shape(t170_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm67, t170_aiv1);  // online_softmax_attn.pto:22:13
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT116OAiv0 t116_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TileT116OAiv1 t116_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t116_o_aiv0, t107_o_aiv0, t109_o_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView85 lGm85(l + _qb2 * 64, GmView85::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm85, t116_o_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:20:20
+                    if (!ptodsl_aiv0) {
+                        TADD(t116_o_aiv1, t107_o_aiv1, t109_o_aiv1);  // online_softmax_attn.pto:20:20
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView86 lGm86(l + _qb2 * 64 + 32, GmView86::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm86, t116_o_aiv1);  // online_softmax_attn.pto:20:20
+                    }
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
+                    TileT119OAiv0 t119_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_o_aiv0, 14336);  // online_softmax_attn.pto:21:43
+                    TileT119OAiv1 t119_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_o_aiv1, 22528);  // online_softmax_attn.pto:21:43
+                    if (ptodsl_aiv0) {
+                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView87 p_1_u2c0_twinGm87(p_1_u2c0_twin + _qb2 * 64 * 64 + _g118 * 64, GmView87::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t119_o_aiv0, p_1_u2c0_twinGm87);  // online_softmax_attn.pto:21:43
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView88 t14_u2c0_twinGm88(t14_u2c0_twin + _qb2 * 64 * 64 + _g118 * 64, GmView88::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c0_twinGm88, t119_o_aiv0);  // online_softmax_attn.pto:21:43
+                    }
+                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:43
+                        if (!ptodsl_aiv0) {
+                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView89 p_1_u2c0_twinGm89(p_1_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView89::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t119_o_aiv1, p_1_u2c0_twinGm89);  // online_softmax_attn.pto:21:43
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView90 t14_u2c0_twinGm90(t14_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView90::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t14_u2c0_twinGm90, t119_o_aiv1);  // online_softmax_attn.pto:21:43
+                        }
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT163OAiv0 t163_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv0, 10240);  // online_softmax_attn.pto:17:32
+                TileT163OAiv1 t163_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv1, 11264);  // online_softmax_attn.pto:17:32
+                if (ptodsl_aiv0) {
+                    using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView91 mGm91(m + _qb2 * 64, GmView91::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm91, t86_o_aiv0);  // online_softmax_attn.pto:22:13
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t163_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
+                    if (!ptodsl_aiv0) {
+                        using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView92 mGm92(m + _qb2 * 64 + 32, GmView92::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
+                        TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
+                    }
+                    TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_o_aiv0, 14336);  // online_softmax_attn.pto:10:13
+                    TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_o_aiv1, 22528);  // online_softmax_attn.pto:10:13
+                    TileT161OAiv0 t161_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_o_aiv0, 30720);  // online_softmax_attn.pto:10:13
+                    TileT161OAiv1 t161_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_o_aiv1, 38912);  // online_softmax_attn.pto:10:13
+                    TileT166OAiv0 t166_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_o_aiv0, 47104);  // online_softmax_attn.pto:17:32
+                    TileT166OAiv1 t166_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_o_aiv1, 48128);  // online_softmax_attn.pto:17:32
+                    wait_flag_dev(7);
+                    if (ptodsl_aiv0) {
+                        using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView98 t0_u2c1_twinGm98(t0_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView98::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_o_aiv0, t0_u2c1_twinGm98);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    if (ptodsl_aiv0) {
+                        TMULS(t161_o_aiv0, t160_o_aiv0, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView99 s_u2c1_twinGm99(s_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView99::Shape(t161_o_aiv0.GetValidRow(), t161_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TSTORE(s_u2c1_twinGm99, t161_o_aiv0);  // online_softmax_attn.pto:10:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp22;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp22, 73728);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t166_o_aiv0, t161_o_aiv0, tmp22);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TMAX(t163_o_aiv0, t163_o_aiv0, t166_o_aiv0);  // online_softmax_attn.pto:17:32
+                    }
+                    for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:10:13
+                        if (!ptodsl_aiv0) {
+                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView100 t0_u2c1_twinGm100(t0_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView100::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TLOAD(t160_o_aiv1, t0_u2c1_twinGm100);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        if (!ptodsl_aiv0) {
+                            TMULS(t161_o_aiv1, t160_o_aiv1, scale);  // online_softmax_attn.pto:10:13
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView101 s_u2c1_twinGm101(s_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView101::Shape(t161_o_aiv1.GetValidRow(), t161_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            TSTORE(s_u2c1_twinGm101, t161_o_aiv1);  // online_softmax_attn.pto:10:13
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp23;  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp23, 73728);  // online_softmax_attn.pto:17:32
+                            TROWMAX(t166_o_aiv1, t161_o_aiv1, tmp23);  // online_softmax_attn.pto:17:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TMAX(t163_o_aiv1, t163_o_aiv1, t166_o_aiv1);  // online_softmax_attn.pto:17:32
+                        }
+                    }
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TileT170OAiv0 t170_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv0, 14336);  // online_softmax_attn.pto:17:21
+                TileT170OAiv1 t170_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv1, 15360);  // online_softmax_attn.pto:17:21
+                TileT174OAiv0 t174_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv0, 16384);  // online_softmax_attn.pto:18:25
+                TileT174OAiv1 t174_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv1, 17408);  // online_softmax_attn.pto:18:25
+                TileT191OAiv0 t191_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TileT191OAiv1 t191_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TileT193OAiv0 t193_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TileT193OAiv1 t193_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TMAX(t170_o_aiv0, t86_o_aiv0, t163_o_aiv0);  // online_softmax_attn.pto:17:21
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TSUB(t174_o_aiv0, t86_o_aiv0, t170_o_aiv0);  // online_softmax_attn.pto:18:25
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXP(t177_o_aiv0, t174_o_aiv0);  // online_softmax_attn.pto:18:21
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TMUL(t191_o_aiv0, t116_o_aiv0, t177_o_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TEXPANDS(t193_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:21
+                    if (!ptodsl_aiv0) {
+                        TMAX(t170_o_aiv1, t86_o_aiv1, t163_o_aiv1);  // online_softmax_attn.pto:17:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TSUB(t174_o_aiv1, t86_o_aiv1, t170_o_aiv1);  // online_softmax_attn.pto:18:25
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TEXP(t177_o_aiv1, t174_o_aiv1);  // online_softmax_attn.pto:18:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMUL(t191_o_aiv1, t116_o_aiv1, t177_o_aiv1);  // online_softmax_attn.pto:20:20
+                        TEXPANDS(t193_o_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
+                    }
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+                    TileT180OAiv0 t180_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_o_aiv0, 22528);  // online_softmax_attn.pto:19:21
+                    TileT180OAiv1 t180_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_o_aiv1, 30720);  // online_softmax_attn.pto:19:21
+                    TileT187OAiv0 t187_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_o_aiv0, 38912);  // online_softmax_attn.pto:19:17
+                    TileT187OAiv1 t187_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_o_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                    TileT196OAiv0 t196_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_o_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TileT196OAiv1 t196_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_o_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    if (ptodsl_aiv0) {
+                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView102 s_u2c1_twinGm102(s_u2c1_twin + _qb2 * 64 * 64 + _g179 * 64, GmView102::Shape(t180_o_aiv0.GetValidRow(), t180_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        TLOAD(t180_o_aiv0, s_u2c1_twinGm102);  // online_softmax_attn.pto:19:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (ptodsl_aiv0) {
+                        TileTmp1 tmp24(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp24, 73728);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp24, t170_o_aiv0);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t187_o_aiv0, t180_o_aiv0, tmp24);  // online_softmax_attn.pto:19:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView103 p_1_u2c1_twinGm103(p_1_u2c1_twin + _qb2 * 64 * 64 + _g179 * 64, GmView103::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        TSTORE(p_1_u2c1_twinGm103, t187_o_aiv0);  // online_softmax_attn.pto:19:17
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TileTmp0 tmp25;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp25, 73728);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t196_o_aiv0, t187_o_aiv0, tmp25);  // online_softmax_attn.pto:20:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (ptodsl_aiv0) {
+                        TADD(t193_o_aiv0, t193_o_aiv0, t196_o_aiv0);  // online_softmax_attn.pto:20:32
+                    }
+                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:19:21
+                        if (!ptodsl_aiv0) {
+                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView104 s_u2c1_twinGm104(s_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView104::Shape(t180_o_aiv1.GetValidRow(), t180_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            TLOAD(t180_o_aiv1, s_u2c1_twinGm104);  // online_softmax_attn.pto:19:21
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                        if (!ptodsl_aiv0) {
+                            TileTmp1 tmp26(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp26, 73728);  // online_softmax_attn.pto:19:17
+                            TROWEXPAND(tmp26, t170_o_aiv1);  // online_softmax_attn.pto:19:17
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                            TROWEXPANDEXPDIF(t187_o_aiv1, t180_o_aiv1, tmp26);  // online_softmax_attn.pto:19:17
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView105 p_1_u2c1_twinGm105(p_1_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView105::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            TSTORE(p_1_u2c1_twinGm105, t187_o_aiv1);  // online_softmax_attn.pto:19:17
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TileTmp0 tmp27;  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp27, 73728);  // online_softmax_attn.pto:20:32
+                            TROWSUM(t196_o_aiv1, t187_o_aiv1, tmp27);  // online_softmax_attn.pto:20:32
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (!ptodsl_aiv0) {
+                            TADD(t193_o_aiv1, t193_o_aiv1, t196_o_aiv1);  // online_softmax_attn.pto:20:32
+                        }
+                    }
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                TileT200OAiv0 t200_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TileT200OAiv1 t200_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t200_o_aiv0, t191_o_aiv0, t193_o_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView106 lGm106(l + _qb2 * 64, GmView106::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm106, t200_o_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:20:20
+                    if (!ptodsl_aiv0) {
+                        TADD(t200_o_aiv1, t191_o_aiv1, t193_o_aiv1);  // online_softmax_attn.pto:20:20
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView107 lGm107(l + _qb2 * 64 + 32, GmView107::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm107, t200_o_aiv1);  // online_softmax_attn.pto:20:20
+                    }
+                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
+                    TileT203OAiv0 t203_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_o_aiv0, 16384);  // online_softmax_attn.pto:21:43
+                    TileT203OAiv1 t203_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_o_aiv1, 24576);  // online_softmax_attn.pto:21:43
+                    if (ptodsl_aiv0) {
+                        using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView108 p_1_u2c1_twinGm108(p_1_u2c1_twin + _qb2 * 64 * 64 + _g202 * 64, GmView108::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TLOAD(t203_o_aiv0, p_1_u2c1_twinGm108);  // online_softmax_attn.pto:21:43
+                    }
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    if (ptodsl_aiv0) {
+                        using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView109 t14_u2c1_twinGm109(t14_u2c1_twin + _qb2 * 64 * 64 + _g202 * 64, GmView109::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c1_twinGm109, t203_o_aiv0);  // online_softmax_attn.pto:21:43
+                    }
+                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:21:43
+                        if (!ptodsl_aiv0) {
+                            using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView110 p_1_u2c1_twinGm110(p_1_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView110::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TLOAD(t203_o_aiv1, p_1_u2c1_twinGm110);  // online_softmax_attn.pto:21:43
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        if (!ptodsl_aiv0) {
+                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView111 t14_u2c1_twinGm111(t14_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView111::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            TSTORE(t14_u2c1_twinGm111, t203_o_aiv1);  // online_softmax_attn.pto:21:43
+                        }
+                    }
+                }
+                if (ptodsl_aiv0) {
+                    using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView112 mGm112(m + _qb2 * 64, GmView112::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm112, t170_o_aiv0);  // online_softmax_attn.pto:22:13
+                }
+                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:22:13
+                    if (!ptodsl_aiv0) {
+                        using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView113 mGm113(m + _qb2 * 64 + 32, GmView113::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm113, t170_o_aiv1);  // online_softmax_attn.pto:22:13
+                    }
                 }
             }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+            ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
+                for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                    __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                    for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
+                        for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
+                        }
+                    }
+                    wait_flag_dev(6);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);
+                        TileT135OAiv0 t135_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t135_o_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                        TileT135OAiv1 t135_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t135_o_aiv1, 16384);  // online_softmax_attn.pto:21:22
+                        TileT138OAiv0 t138_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t138_o_aiv0, 24576);  // online_softmax_attn.pto:21:22
+                        TileT138OAiv1 t138_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t138_o_aiv1, 32768);  // online_softmax_attn.pto:21:22
+                        TileT142OAiv0 t142_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t142_o_aiv0, 40960);  // online_softmax_attn.pto:21:22
+                        TileT142OAiv1 t142_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t142_o_aiv1, 49152);  // online_softmax_attn.pto:21:22
+                        TileT143OAiv0 t143_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t143_o_aiv0, 57344);  // online_softmax_attn.pto:21:22
+                        TileT143OAiv1 t143_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t143_o_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        if (ptodsl_aiv0) {
+                            using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView119 accGm119(acc + _qb2 * 64 * D + _g134 * 64, GmView119::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView119::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t135_o_aiv0, accGm119);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (ptodsl_aiv0) {
+                            TileTmp1 tmp28(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp28, 73728);  // online_softmax_attn.pto:21:22
+                            TROWEXPAND(tmp28, t93_e_aiv0);  // online_softmax_attn.pto:21:22
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                            TROWEXPANDMUL(t138_o_aiv0, t135_o_aiv0, tmp28);  // online_softmax_attn.pto:21:22
+                        }
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        if (ptodsl_aiv0) {
+                            using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView120 t13_u2c0Gm120(t13_u2c0 + _qb2 * 64 * D + _g134 * 64, GmView120::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView120::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_o_aiv0, t13_u2c0Gm120);  // online_softmax_attn.pto:21:22
+                        }
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (ptodsl_aiv0) {
+                            TADD(t143_o_aiv0, t138_o_aiv0, t142_o_aiv0);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        if (ptodsl_aiv0) {
+                            using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView121 accGm121(acc + _qb2 * 64 * D + _g134 * 64, GmView121::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView121::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm121, t143_o_aiv0);  // online_softmax_attn.pto:21:22
+                        }
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:22
+                            if (!ptodsl_aiv0) {
+                                using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView122 accGm122(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView122::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView122::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t135_o_aiv1, accGm122);  // online_softmax_attn.pto:21:22
+                            }
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            if (!ptodsl_aiv0) {
+                                TileTmp1 tmp29(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                                TASSIGN(tmp29, 73728);  // online_softmax_attn.pto:21:22
+                                TROWEXPAND(tmp29, t93_e_aiv1);  // online_softmax_attn.pto:21:22
+                                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                                TROWEXPANDMUL(t138_o_aiv1, t135_o_aiv1, tmp29);  // online_softmax_attn.pto:21:22
+                                using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView123 t13_u2c0Gm123(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 64, GmView123::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView123::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t142_o_aiv1, t13_u2c0Gm123);  // online_softmax_attn.pto:21:22
+                            }
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            if (!ptodsl_aiv0) {
+                                TADD(t143_o_aiv1, t138_o_aiv1, t142_o_aiv1);  // online_softmax_attn.pto:21:22
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            if (!ptodsl_aiv0) {
+                                using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView124 accGm124(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView124::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView124::Stride(D));  // online_softmax_attn.pto:21:22
+                                TSTORE(accGm124, t143_o_aiv1);  // online_softmax_attn.pto:21:22
+                            }
+                        }
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
+                        for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
+                        }
+                    }
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    wait_flag_dev(6);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                        pipe_barrier(PIPE_V);
+                        TileT219OAiv0 t219_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t219_o_aiv0, 8192);  // online_softmax_attn.pto:21:22
+                        TileT219OAiv1 t219_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t219_o_aiv1, 16384);  // online_softmax_attn.pto:21:22
+                        TileT222OAiv0 t222_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t222_o_aiv0, 24576);  // online_softmax_attn.pto:21:22
+                        TileT222OAiv1 t222_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t222_o_aiv1, 32768);  // online_softmax_attn.pto:21:22
+                        TileT226OAiv0 t226_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t226_o_aiv0, 40960);  // online_softmax_attn.pto:21:22
+                        TileT226OAiv1 t226_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t226_o_aiv1, 49152);  // online_softmax_attn.pto:21:22
+                        TileT227OAiv0 t227_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t227_o_aiv0, 57344);  // online_softmax_attn.pto:21:22
+                        TileT227OAiv1 t227_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t227_o_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        if (ptodsl_aiv0) {
+                            using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView130 accGm130(acc + _qb2 * 64 * D + _g218 * 64, GmView130::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView130::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t219_o_aiv0, accGm130);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (ptodsl_aiv0) {
+                            TileTmp1 tmp30(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp30, 73728);  // online_softmax_attn.pto:21:22
+                            TROWEXPAND(tmp30, t177_e_aiv0);  // online_softmax_attn.pto:21:22
+                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                            TROWEXPANDMUL(t222_o_aiv0, t219_o_aiv0, tmp30);  // online_softmax_attn.pto:21:22
+                        }
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        if (ptodsl_aiv0) {
+                            using GmView131 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView131 t13_u2c1Gm131(t13_u2c1 + _qb2 * 64 * D + _g218 * 64, GmView131::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView131::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_o_aiv0, t13_u2c1Gm131);  // online_softmax_attn.pto:21:22
+                        }
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                        if (ptodsl_aiv0) {
+                            TADD(t227_o_aiv0, t222_o_aiv0, t226_o_aiv0);  // online_softmax_attn.pto:21:22
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        if (ptodsl_aiv0) {
+                            using GmView132 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView132 accGm132(acc + _qb2 * 64 * D + _g218 * 64, GmView132::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView132::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm132, t227_o_aiv0);  // online_softmax_attn.pto:21:22
+                        }
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:21:22
+                            if (!ptodsl_aiv0) {
+                                using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView133 accGm133(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView133::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView133::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t219_o_aiv1, accGm133);  // online_softmax_attn.pto:21:22
+                            }
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            if (!ptodsl_aiv0) {
+                                TileTmp1 tmp31(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
+                                TASSIGN(tmp31, 73728);  // online_softmax_attn.pto:21:22
+                                TROWEXPAND(tmp31, t177_e_aiv1);  // online_softmax_attn.pto:21:22
+                                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+                                TROWEXPANDMUL(t222_o_aiv1, t219_o_aiv1, tmp31);  // online_softmax_attn.pto:21:22
+                                using GmView134 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView134 t13_u2c1Gm134(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 64, GmView134::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView134::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t226_o_aiv1, t13_u2c1Gm134);  // online_softmax_attn.pto:21:22
+                            }
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            if (!ptodsl_aiv0) {
+                                TADD(t227_o_aiv1, t222_o_aiv1, t226_o_aiv1);  // online_softmax_attn.pto:21:22
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                            if (!ptodsl_aiv0) {
+                                using GmView135 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView135 accGm135(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView135::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView135::Stride(D));  // online_softmax_attn.pto:21:22
+                                TSTORE(accGm135, t227_o_aiv1);  // online_softmax_attn.pto:21:22
+                            }
+                        }
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    }
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                }
+            }
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
-        wait_flag_dev(4);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag_dev(1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag_dev(1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
     }
 #endif

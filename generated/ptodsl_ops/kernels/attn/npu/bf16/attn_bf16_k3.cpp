@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/attn_bf16_k3.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches attn_bf16_k3 on an NPU stream (mixed core).
-extern "C" void attn_bf16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, bfloat16_t* k, bfloat16_t* v, bfloat16_t* q, float* t0_u1c0, float* s_u1c0, float* m, float* l, float* p_1_u1c0, bfloat16_t* t14_u1c0, float* t13_u1c0, float* acc, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" void attn_bf16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, bfloat16_t* k, bfloat16_t* v, bfloat16_t* q, float* t0_u1c0, float* s_u1c0, float* m, float* l, float* p_1_u1c0, bfloat16_t* t14_u1c0, float* t13_u1c0, float* acc, float* t0_u1c0_twin, float* s_u1c0_twin, float* p_1_u1c0_twin, bfloat16_t* t14_u1c0_twin, float* t13_u1c0_twin, int64_t S, int64_t L, int64_t D, float scale)
 {
-    attn_bf16_k3<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ bfloat16_t*)k, (__gm__ bfloat16_t*)v, (__gm__ bfloat16_t*)q, (__gm__ float*)t0_u1c0, (__gm__ float*)s_u1c0, (__gm__ float*)m, (__gm__ float*)l, (__gm__ float*)p_1_u1c0, (__gm__ bfloat16_t*)t14_u1c0, (__gm__ float*)t13_u1c0, (__gm__ float*)acc, S, L, D, scale);
+    attn_bf16_k3<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ bfloat16_t*)k, (__gm__ bfloat16_t*)v, (__gm__ bfloat16_t*)q, (__gm__ float*)t0_u1c0, (__gm__ float*)s_u1c0, (__gm__ float*)m, (__gm__ float*)l, (__gm__ float*)p_1_u1c0, (__gm__ bfloat16_t*)t14_u1c0, (__gm__ float*)t13_u1c0, (__gm__ float*)acc, (__gm__ float*)t0_u1c0_twin, (__gm__ float*)s_u1c0_twin, (__gm__ float*)p_1_u1c0_twin, (__gm__ bfloat16_t*)t14_u1c0_twin, (__gm__ float*)t13_u1c0_twin, S, L, D, scale);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/attn_f16_k3.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches attn_f16_k3 on an NPU stream (mixed core).
-extern "C" void attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u1c0, float* s_u1c0, float* m, float* l, float* p_1_u1c0, half* t14_u1c0, float* t13_u1c0, float* acc, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" void attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u1c0, float* s_u1c0, float* m, float* l, float* p_1_u1c0, half* t14_u1c0, float* t13_u1c0, float* acc, float* t0_u1c0_twin, float* s_u1c0_twin, float* p_1_u1c0_twin, half* t14_u1c0_twin, float* t13_u1c0_twin, int64_t S, int64_t L, int64_t D, float scale)
 {
-    attn_f16_k3<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ half*)k, (__gm__ half*)v, (__gm__ half*)q, (__gm__ float*)t0_u1c0, (__gm__ float*)s_u1c0, (__gm__ float*)m, (__gm__ float*)l, (__gm__ float*)p_1_u1c0, (__gm__ half*)t14_u1c0, (__gm__ float*)t13_u1c0, (__gm__ float*)acc, S, L, D, scale);
+    attn_f16_k3<<<block_dim, nullptr, stream>>>((__gm__ uint64_t*)ptodsl_ffts, (__gm__ half*)k, (__gm__ half*)v, (__gm__ half*)q, (__gm__ float*)t0_u1c0, (__gm__ float*)s_u1c0, (__gm__ float*)m, (__gm__ float*)l, (__gm__ float*)p_1_u1c0, (__gm__ half*)t14_u1c0, (__gm__ float*)t13_u1c0, (__gm__ float*)acc, (__gm__ float*)t0_u1c0_twin, (__gm__ float*)s_u1c0_twin, (__gm__ float*)p_1_u1c0_twin, (__gm__ half*)t14_u1c0_twin, (__gm__ float*)t13_u1c0_twin, S, L, D, scale);
 }
