@@ -455,6 +455,21 @@ def test_a_chain_over_many_row_blocks_gives_each_block_its_intermediates(seed):
     assert outcome.kind == "ok", outcome
 
 
+@pytest.mark.parametrize("seed", [7991401, 7992875])
+def test_a_step_loop_pipelined_by_stages_hands_each_step_its_own_values(seed):
+    """A loop of steps carrying an f32 state whose second product reads what this step's vector
+    work made (attention's form as written): the skew pass pipelines it by stages, and stage 2 of
+    one step must read that step's values. With one buffer for the values handed over instead of
+    a pair, both seeds computed wrong."""
+    program = generate(seed, ALL_FEATURES)
+    prep = prepare(program, tempfile.mkdtemp(), 60)
+    assert not isinstance(prep, Outcome)
+    assert any(o.attrs.get("skewed") and not o.attrs.get("rows_interchanged")
+               for f in prep.op.compiled.stages["block"].funcs for o in f.walk() if o.name == "loop")
+    outcome = run_programs([program], ("sim",))[0]
+    assert outcome.kind == "ok", outcome
+
+
 def test_a_select_of_two_scalars_has_arms_of_one_dtype(tmp_path):
     """Seed 7530220 drew `where(c, a1, s)` with a1 a bf16 element read and s the f32 scalar, which the
     checker rightly refuses (E0303); the generator now gives the two arms one dtype."""

@@ -27,6 +27,7 @@ MATMUL_FEATURES = frozenset({
     "mm_split",  # cube_tile.split_k: partial products summed by a vector kernel
     "mm_steps",  # the product inside a loop whose steps carry an f32 state (attention's KV loop shape),
     # sometimes with a second product of the step before's value (flash attention's pipelined form)
+    # or of this step's (attention's form as written, pipelined by the compiler)
     "mm_epilogue",  # relu(matmul(...) + v) and its parts: the bias table and the fixpipe's relu
     "mm_chain",  # a product, vector work on it (sometimes into a local), a second product of that (an
     # FFN: with row_interchange one mixed kernel over row blocks, skewed, passes/rowgrid.py, skew.py)
@@ -184,6 +185,16 @@ def _steps_block(gen: Gen, k: int, rng: random.Random, y: str, product: str, nn:
         carry = (2, f"pr{k}[:] = cast(tanh(st{k}), T)")
         lines.insert(at + 1, carry)
         lines.insert(lines.index((2, f"st{k}[:] = t{k}")) + 1, carry)
+    elif (stage := random.Random(f"mm_stage:{gen.seed}:{k}")).random() < 0.4:
+        # attention's form as written: a second product of what this step's vector work made
+        # (of its step: a step handed another's value computes wrong), added into the state,
+        # which the compiler pipelines by stages (passes/skew.py); four steps or more, so that
+        # the steps between the peeled ends go in pairs at least once
+        d = gen.param(f"d{k}", f"T[{nn}, {nn}]", "in", "T", (nn, nn))
+        names.append(d)
+        lines[1] = (0, f'for j in loop({stage.randint(4, 9)}, name="S{k}"):')
+        at = lines.index((2, f"st{k}[:] = {comb}"))
+        lines[at] = (2, f"st{k}[:] = {comb} + matmul(cast(tanh(t{k} * (j + 1) * 0.25), T), {d}, out_dtype=f32)")
     if rounds:
         lines = [(0, f'for r{k} in loop({rounds}, name="R{k}"):'), *((d + 1, text) for d, text in lines)]
     return Block("matmul", lines, [y, *names])
