@@ -33,10 +33,10 @@ Otherwise a kernel launched once per call whose body is a nest of loops of the u
 ``parallel`` one (:func:`nested_parallel`: the loops around hold only element reads, views and
 guards besides the next loop, and bind nothing the parallel loop's bounds name) runs as blocks
 sharing out that loop when every workspace it writes was allocated inside it (``alloc {within}``,
-recorded by partitioning) and its iterations are independent with those workspaces their own and
-the indices of the loops around free to differ (:func:`private_share`): each block runs the loops
-around in full and its share of the parallel loop in each of their iterations, and gets a copy of
-each such workspace (:func:`privatize`: the control program allocates ``block_dim`` copies along
+recorded by partitioning and rowgrid) and its iterations are independent with those workspaces their
+own and the indices of the loops around free to differ (:func:`private_share`): each block runs the
+loops around in full and its share of the parallel loop in each of their iterations, and gets a copy
+of each such workspace (:func:`privatize`: the control program allocates ``block_dim`` copies along
 the first dim, the kernel views the one at its block index). Varlen attention's heads loop inside
 its batch loop runs so, on as many blocks as heads. When several guards of such a kernel fail, the
 call stops at the first of the lowest block that stopped, on every backend; that may come after
