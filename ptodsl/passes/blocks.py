@@ -53,7 +53,7 @@ from ..ir.opdefs import block_params, indexed_gm
 from .blocks_flat import share_out_tiles, share_tiles, tileable
 from .context import Pass, PassContext
 from .distribute import distribute
-from .parallel import independent, origins_of
+from .parallel import _access, independent, origins_of
 from .persistent import bound_within
 
 
@@ -158,20 +158,20 @@ def banded(kernel: Func, loops: list[Op], private: list[str]) -> bool:
     the shape of ``passes/rowgrid.py``'s bands, checked again here because blocks run them at
     once. A pass between that left a band's rows fixed (one row block's buffer shared by all)
     would otherwise make the blocks race; it keeps the kernel on one block instead."""
+    origins = origins_of(kernel)
+    if origins is None:
+        return False
     written = _written_params(kernel) - set(private)
-    roots: dict[str, tuple[str, sym.Expr]] = {p.name: (p.name, 0) for p in kernel.params if p.is_tensor}
-    for op in kernel.walk():
-        if op.name == "view" and op.operands[0].name in roots and op.attrs.get("offsets"):
-            root, first = roots[op.operands[0].name]
-            roots[op.result.name] = (root, sym.add(first, op.attrs["offsets"][0]))
     for loop in loops:
         for op in loop.walk():
             if op.name in ("tile.load", "tile.store"):
-                root, first = roots.get(op.operands[1 if op.name == "tile.load" else 0].name, ("", 0))
-                offsets = op.attrs.get("offsets") or (0,)
-                if root in written and loop.attrs["index"] not in sym.free_symbols(sym.add(first, offsets[0])):
+                gm, tile = (op.operands[1], op.operands[0]) if op.name == "tile.load" else op.operands
+                if origins[gm.name].root not in written:
+                    continue
+                offsets = _access(origins[gm.name], op, tile).offsets
+                if offsets is None or loop.attrs["index"] not in sym.free_symbols(offsets[0]):
                     return False
-            elif any(roots.get(v.name, ("",))[0] in written for vs in indexed_gm(op) for v in vs):
+            elif any(origins[v.name].root in written for vs in indexed_gm(op) for v in vs):
                 return False
     return True
 

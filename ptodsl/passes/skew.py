@@ -72,12 +72,11 @@ import itertools
 from .. import sym
 from ..ir import Func, Module, Op, Param, TileType, Value
 from ..ir.gm import walk_ops
-from ..ir.opdefs import IR_OPS
 from ..ir.queues import core_of, cores_of
 from ..ir.schedule import schedule_of
 from . import stack, trial
 from .context import Pass, PassContext
-from .merge import substitute_index
+from .merge import reads_writes, substitute_index
 from .persistent import bound_within
 from .remat import view_bases
 from .unroll import _Cloner
@@ -122,24 +121,21 @@ def parts_of(loop: Op, counter: itertools.count) -> list[list[Op]] | None:
     return [_with_views(ops, needed, counter) for ops, needed in plan]
 
 
-def _locations(op: Op, roots: dict[str, str], core: str | None = None) -> tuple[set[str], set[str]]:
-    """What ``op`` reads and writes, anywhere inside it (``core``: only its ops on that kind of
-    core): tiles by name, GM tensors by the tensor they view (``gm:`` and its name)."""
-    reads: set[str] = set()
-    writes: set[str] = set()
+def _locations(op: Op, roots: dict[str, str]) -> dict[str | None, tuple[set[str], set[str]]]:
+    """What ``op`` reads and writes, anywhere inside it, per kind of core of the ops doing it (and
+    under None, by all of them): tiles by name, GM tensors by the tensor they view (``gm:`` and
+    its name)."""
+    out: dict[str | None, tuple[set[str], set[str]]] = {None: (set(), set())}
     for o in op.walk():
-        if not o.name.startswith("tile.") or o.name == "tile.alloc" or o.name not in IR_OPS:
+        if not o.name.startswith("tile.") or o.name == "tile.alloc":
             continue
-        if core is not None and core_of(o) != core:
-            continue
-        r, w = IR_OPS[o.name].reads_writes(len(o.operands))
-        for i, v in enumerate(o.operands):
-            key = v.name if isinstance(v.type, TileType) else "gm:" + roots.get(v.name, v.name)
-            if i in r:
-                reads.add(key)
-            if i in w:
-                writes.add(key)
-    return reads, writes
+        core = out.setdefault(core_of(o), (set(), set()))
+        for k, values in enumerate(reads_writes(o)):
+            for v in values:
+                key = v.name if isinstance(v.type, TileType) else "gm:" + roots.get(v.name, v.name)
+                out[None][k].add(key)
+                core[k].add(key)
+    return out
 
 
 Stages = tuple[list[tuple[list[Op], list[Op]]], list[Op], list[str]]
@@ -164,13 +160,14 @@ def stages_of(loop: Op, roots: dict[str, str]) -> Stages | None:
     s2_reads: set[str] = set()
     s2_writes: set[str] = set()
     for k in work:
-        reads, writes = rw[k] = _locations(body[k], roots)
+        by_core = _locations(body[k], roots)
+        reads, writes = rw[k] = by_core[None]
         # the cube's work reading what the vector cores made this iteration starts stage 2 (a
         # nest of both kinds, the scores' product and the row maximum after it, by its cube ops)
-        cube_reads = _locations(body[k], roots, "cube")[0]
+        cube_reads = by_core.get("cube", (set(), set()))[0]
         late = bool((reads | writes) & s2_writes or writes & s2_reads or cube_reads & vec_written)
         stage[k] = 2 if late else 1
-        vec_written |= _locations(body[k], roots, "vec")[1]
+        vec_written |= by_core.get("vec", (set(), set()))[1]
         if late:
             s2_reads |= reads
             s2_writes |= writes
@@ -217,10 +214,10 @@ def stages_of(loop: Op, roots: dict[str, str]) -> Stages | None:
 
 
 def skew_carried(loop: Op, parts: list[list[Op]], hoisted: list[Op], counter: itertools.count,
-                 names: set[str], twins: Twins | None = None) -> list[Op]:
-    """``loop`` run as stage 1 of iteration ``i`` then stage 2 of iteration ``i - 1`` (module
-    docstring, carried loops), preceded by the allocations of the tiles stage 1 hands to stage 2,
-    two of each where iterations go in pairs; ``names``: the kernel's value names, for fresh ones."""
+                 func: Func, twins: Twins | None = None) -> list[Op]:
+    """``loop`` (in ``func``) run as stage 1 of iteration ``i`` then stage 2 of iteration ``i - 1``
+    (module docstring, carried loops), preceded by the allocations of the tiles stage 1 hands to
+    stage 2, two of each where iterations go in pairs."""
     a = loop.attrs
     index, lo, hi = sym.Sym(a["index"]), a["lo"], a["hi"]
     substitute_index(parts[1], a["index"], sym.sub(index, 1))
@@ -237,8 +234,7 @@ def skew_carried(loop: Op, parts: list[list[Op]], hoisted: list[Op], counter: it
     for alloc in hoisted:
         t = alloc.results[0]
         for into, tag in ((even_tiles, "e"), (odd_tiles, "o")):
-            name = _fresh_name(names, f"{t.name}_{tag}")
-            into[t.name] = Value(name, t.type)
+            into[t.name] = Value(_fresh(func, f"{t.name}_{tag}"), t.type)
             pre.append(Op("tile.alloc", [], dict(alloc.attrs), [into[t.name]], [], alloc.span))
     swap = {name: twin for name, (_, twin) in (twins or {}).items()} | \
         {twin.name: v for v, twin in (twins or {}).values()}
@@ -255,14 +251,6 @@ def skew_carried(loop: Op, parts: list[list[Op]], hoisted: list[Op], counter: it
             _clone(now, a["index"], odd, "_o", swap | odd_tiles), last]
     trips = sym.ceildiv(sym.add(sym.sub(hi, lo), 1), 2)
     return [*pre, Op("loop", [], {"index": u, "lo": 0, "hi": trips, "step": 1, **keep}, [], [body], span)]
-
-
-def _fresh_name(names: set[str], stem: str) -> str:
-    name, k = stem, 1
-    while name in names:
-        name, k = f"{stem}_{k}", k + 1
-    names.add(name)
-    return name
 
 
 def skew_loop(loop: Op, parts: list[list[Op]], counter: itertools.count, twins: Twins | None = None) -> Op:
@@ -366,13 +354,9 @@ class _Kernel:
                 # iteration's stage 1 would overwrite what stage 2 of the even one has yet to read
                 if staged is not None and all(self._twinnable(op, name) for name in staged[2]):
                     plan, hoisted, _ = staged
-                    gone = {id(h) for h in hoisted}
-                    stages = [_with_views([o for o in ops if id(o) not in gone], needed, self.counter)
-                              for ops, needed in plan]
+                    stages = [_with_views(ops, needed, self.counter) for ops, needed in plan]
                     twins, views = self.twins(op, stages, fresh=True)
-                    names = {p.name for p in self.func.params} | \
-                        {v.name for o in self.func.walk() for v in (*o.operands, *o.results)}
-                    out += [*views, *skew_carried(op, stages, hoisted, self.counter, names, twins)]
+                    out += [*views, *skew_carried(op, stages, hoisted, self.counter, self.func, twins)]
                     continue
             op.regions = [self.region(r) for r in op.regions]
             out.append(op)
@@ -398,9 +382,7 @@ class _Kernel:
         twins: Twins = {}
         views: list[Op] = []
         for k, p in enumerate(tensors):
-            if p.name not in written or not self._own_workspace(k) or not self._only_in(loop, p.name, roots):
-                continue
-            if fresh and not self._fresh_in(loop, k):
+            if p.name not in written or not self._twin_ok(loop, k, roots, fresh):
                 continue
             twin = self._add_twin(p, k)
             twins[p.name] = (p.value, twin)
@@ -424,13 +406,16 @@ class _Kernel:
         return True
 
     def _twinnable(self, loop: Op, name: str) -> bool:
-        """Whether :meth:`twins` (``fresh``) gives tensor parameter ``name`` a twin."""
+        """Whether :meth:`twins` (``fresh``) gives tensor parameter ``name``, written in ``loop``,
+        a twin."""
         tensors = [p.name for p in self.func.params if p.is_tensor]
-        if name not in tensors:
-            return False
-        k = tensors.index(name)
         roots = view_bases(op for op in self.func.body if op.name == "view")
-        return self._own_workspace(k) and self._only_in(loop, name, roots) and self._fresh_in(loop, k)
+        return name in tensors and self._twin_ok(loop, tensors.index(name), roots, True)
+
+    def _twin_ok(self, loop: Op, k: int, roots: dict[str, str], fresh: bool) -> bool:
+        """The conditions of :meth:`twins` on tensor parameter ``k`` besides its being written."""
+        name = [p.name for p in self.func.params if p.is_tensor][k]
+        return self._own_workspace(k) and self._only_in(loop, name, roots) and (not fresh or self._fresh_in(loop, k))
 
     def _fresh_in(self, loop: Op, k: int) -> bool:
         """Whether every launch's workspace for tensor parameter ``k`` was allocated inside
