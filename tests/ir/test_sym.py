@@ -58,6 +58,23 @@ def test_bounds_prove_le():
     assert sym.prove_le(sym.Sym("i"), 10, r)
 
 
+def test_a_share_over_a_symbolic_count_is_bounded_below():
+    """A block's share of a loop whose trip count only the kernel knows starts at
+    ``(b % n) * cdiv(t, n)``: non-negative for a non-negative index and trip count and a count of at
+    least 1, and a remainder stays below its divisor; the bounds agree with evaluation."""
+    r = {"b": (0, None), "t": (0, None), "H": (1, None)}
+    n = sym.max_(sym.floordiv(24, sym.max_(sym.Sym("H"), 1)), 1)
+    share = sym.mul(sym.mod(sym.Sym("b"), n), sym.ceildiv(sym.Sym("t"), n))
+    assert sym.bounds(share, r) == (0, None)
+    assert sym.bounds(sym.mod(sym.Sym("b"), n), r) == (0, 23)
+    assert sym.bounds(sym.ceildiv(sym.Sym("t"), sym.Sym("H")), r) == (0, None)
+    assert sym.bounds(sym.mod(sym.Sym("b"), 5), {"b": (0, 3)}) == (0, 3)
+    assert sym.bounds(sym.mod(sym.Sym("b"), sym.Sym("H")), {"b": (-1, 3), "H": (1, None)}) == (None, None)
+    for b, t, h in ((0, 0, 1), (37, 5, 8), (23, 100, 3), (5, 1, 24)):
+        v = sym.evaluate(share, {"b": b, "t": t, "H": h})
+        assert v >= 0 and b % max(24 // h, 1) <= 23
+
+
 def test_floor_division_by_a_common_factor_is_exact():
     """(2*F) // 2 is F, so a slice x[:, 0:D // 2] of a dim D = 2*F has width F (RoPE's halves);
     a division that is not exact stays a division."""
