@@ -89,7 +89,8 @@ def program_of(compiled: Compiled) -> Program:
         target=compiled.target, cpu_source=lambda index: emitted(compiled, index), tile=compiled.stages.get("tile"),
         cases=tuple(spec.tests), reference=reference, torch_equivalent=spec.torch,
         tile_hint=tuple(tiles[0]) if tiles else None, data_dir=spec.folder,
-        defined=dict(spec.defined), max_dims=dict(spec.schedule.max_dims))
+        defined=dict(spec.defined), max_dims=dict(spec.schedule.max_dims),
+        nondecreasing=tuple(spec.schedule.nondecreasing))
     compiled.__dict__["_program"] = program
     return program
 

@@ -63,3 +63,6 @@ class Schedule:
     pass_options: dict[str, int] = field(default_factory=lambda: dict(PASS_OPTION_DEFAULTS))
     # the spec's `max_dims:`: dim -> its largest value at a call, which tiling may rely on
     max_dims: dict[str, int] = field(default_factory=dict)
+    # the spec's `nondecreasing:`: input tensors whose elements never decrease (checked at each
+    # call), so rows [t[b], t[b + 1]) of different b never meet
+    nondecreasing: tuple[str, ...] = ()

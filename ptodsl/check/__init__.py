@@ -13,7 +13,7 @@ from ..targets import load_target
 from . import dataflow, loops, schedule
 from .backward import check_backward
 from .cases import check_case_inputs
-from .relations import check_max_dims, check_relations, fixed_and_defined
+from .relations import check_max_dims, check_nondecreasing, check_relations, fixed_and_defined
 from .typer import Typer, did_you_mean
 from .types import CheckedKernel
 
@@ -43,6 +43,7 @@ def check(module: ast.Module, spec: Spec, diags: Diagnostics,
     if not check_relations(kernel, spec, diags):
         return []
     check_max_dims(kernel, spec, diags)
+    check_nondecreasing(kernel, spec, diags)
     check_case_inputs(kernel, spec, diags)
     valid_shapes = {name: (dims, spec.spans.at(("schedule", "valid_shapes", name)))
                     for name, dims in spec.schedule.valid_shapes.items()}

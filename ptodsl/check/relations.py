@@ -18,6 +18,7 @@ from ..frontend.spec import Spec
 E_UNSATISFIED = "E0866"
 E_ABOVE_MAX = "E0867"
 E_MAX_UNBOUND = "E0868"
+E_NONDECREASING = "E0869"
 
 
 def check_relations(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> bool:
@@ -69,6 +70,29 @@ def check_max_dims(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> None:
     for where, cases in (("tests", spec.tests), ("bench", spec.bench)):
         for case in cases:
             _check_case_bounds(spec, where, case, diags)
+
+
+def check_nondecreasing(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> None:
+    """E0869 for a ``nondecreasing:`` entry that names no integer input tensor of rank 1: the
+    promise is about the elements of such a tensor (cumulative lengths), checked at every call."""
+    params = {p.name: p for p in kernel.params}
+    for k, name in enumerate(spec.schedule.nondecreasing):
+        p = params.get(name)
+        if p is None:
+            why, label = f"`{kernel.name}` has no parameter `{name}`", "no such parameter"
+        elif not p.is_tensor or p.mode != "in":
+            why, label = f"`{name}` is {'a scalar' if not p.is_tensor else f'an `{p.mode}` tensor'}", "not an input tensor"
+        elif len(p.dims or ()) != 1 or not p.dtype.startswith(("i", "u")):
+            why, label = f"`{name}` is {p.dtype}[{', '.join(str(d.value) for d in p.dims or ())}]", \
+                "not an integer tensor of rank 1"
+        else:
+            continue
+        tensors = [q.name for q in kernel.params if q.is_tensor and q.mode == "in" and len(q.dims or ()) == 1
+                   and q.dtype.startswith(("i", "u"))]
+        diags.error(E_NONDECREASING, f"`nondecreasing:` names `{name}`, but {why}",
+                    spec.spans.value(("nondecreasing", k)), label,
+                    help="name integer input tensors of rank 1 whose elements never decrease"
+                    + (f" ({', '.join(tensors)})" if tensors else "; this kernel has none"))
 
 
 def _check_case_bounds(spec: Spec, where: str, case: TestCase, diags: Diagnostics) -> None:

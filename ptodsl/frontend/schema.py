@@ -170,6 +170,10 @@ def spec_schema() -> Obj:
                               desc="the largest value a dim of the parameters' shapes takes at a call (each call "
                                    "is checked: 1 <= dim <= max); tiles along it then span the whole dim, so "
                                    "what a row of it holds can stay on chip"),
+            "nondecreasing": ListOf(item=Ident(role="tensor parameter name"), unique=True,
+                                    desc="integer input tensors of rank 1 whose elements never decrease (cumulative "
+                                         "lengths such as cu_seqlens): every call checks it (E0732), and the "
+                                         "compiler may then run the row ranges they bound at once"),
             "schedule": schedule,
             "target": Enum(values=target_names, what="target", code=E_TARGET, default=DEFAULT_TARGET,
                            desc="hardware model (a file in ptodsl/targets)"),

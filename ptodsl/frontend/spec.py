@@ -234,6 +234,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap, defined: di
         # booleans become 0/1: the options travel as integers in the IR's attributes
         pass_options={**PASS_OPTION_DEFAULTS, **{k: int(v) for k, v in sched.get("pass_options", {}).items()}},
         max_dims=dict(data.get("max_dims", {})),
+        nondecreasing=tuple(data.get("nondecreasing", ())),
     )
     reference = None
     if "reference" in data:

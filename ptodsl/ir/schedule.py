@@ -37,6 +37,8 @@ def schedule_attrs(s: Schedule) -> dict[str, Any]:
         out[f"option.{k}"] = v
     for k, v in sorted(s.max_dims.items()):
         out[f"max_dim.{k}"] = v
+    if s.nondecreasing:
+        out["nondecreasing"] = tuple(s.nondecreasing)
     return out
 
 
@@ -72,7 +74,8 @@ def schedule_of(module: Module) -> Schedule:
         elif head == "max_dim" and rest:
             max_dims[rest] = int(v)
     return Schedule(vec_tile, cube or None, split_k, {n: LoopSchedule(**fs) for n, fs in loops.items()},
-                    pass_options=options, max_dims=max_dims)
+                    pass_options=options, max_dims=max_dims,
+                    nondecreasing=tuple(str(x) for x in module.attrs.get("nondecreasing", ())))
 
 
 def passes_applied(module: Module) -> tuple[str, ...]:

@@ -400,6 +400,17 @@ def e0731_slot_named_twice(env: Env) -> Diagnostic:
     return info.value.diagnostic
 
 
+def e0732_segment_starts_that_go_back(env: Env) -> Diagnostic:
+    # starts 0, 40, 24, 64: the third segment would begin inside the second; the call stops before
+    # any kernel runs, on every backend, and y keeps its values
+    op = ptodsl.load("tests/golden_codes/ops/segments.yaml")
+    y = np.zeros((64, 64), np.float32)
+    with pytest.raises(ArgumentError) as info:
+        op(np.ones((64, 64), np.float32), np.array([0, 40, 24, 64], np.int32), y)
+    assert not y.any()
+    return info.value.diagnostic
+
+
 def e0870_length_read_as_unsigned(env: Env) -> Diagnostic:
     # -1 written as unsigned 32-bit data and read back as i32 gives 2**31 - 1 columns: 33554432
     # blocks of 64 where the call's largest dim is 256; the call stops before the loop.
@@ -845,6 +856,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0701_row_without_batch_dim,
     e0702_weights_of_another_width,
     e0867_row_longer_than_max_dims,
+    e0732_segment_starts_that_go_back,
     e0703_scalar_not_passed,
     e0703_output_size_unknown,
     e0704_output_passed_by_position,
