@@ -37,7 +37,7 @@ READ_VALUE = 1
 MAX_OPS = 200_000  # a dry run that would walk more ops than this stops (TooLong)
 # the report (``ptodsl ir --stats``) runs once per case, not inside every compile as the tile
 # search does: it can afford nested sampled loops (a block's share of a 3-deep nest over a reduction)
-REPORT_MAX_OPS = 600_000
+REPORT_MAX_OPS = 1_500_000
 SAMPLE_FROM = 10  # loops of fewer iterations are walked through
 WARM_UP = 6  # at most this many first iterations to reach a steady state before sampling anyway
 

@@ -28,7 +28,8 @@ A kernel qualifies when:
   multiple of ``R`` (so one core never reads or overwrites rows the other wrote: the halves of
   two accesses either coincide or do not meet), or the accesses are stores at one row offset
   whose instances at different loop indices write rows apart (``_stores_apart``: paged
-  attention's output rows, a head group's offset inside a batch);
+  attention's output rows, a head group's offset inside a batch; varlen attention's, each
+  sequence's rows inside its band of a ``nondecreasing:`` tensor, ``passes/ordered.py``);
 - the kernel still compiles with the copies (``passes/trial.py``).
 Otherwise it is left as it is. ``pass_options: {aiv_split: false}`` turns the pass off.
 """
@@ -46,17 +47,20 @@ from ..ir.schedule import schedule_of
 from ..schedule import PASS_OPTION_DEFAULTS
 from . import stack, trial
 from .context import Pass, PassContext
+from .ordered import bands, block_ranges, holding, ordered_params
 from .pipes import param_aliases
 
 AIV = "aiv"  # the attribute naming the vector core (sub-block) that runs a copy
 ROW_WISE = frozenset({"unary", "binary", "expand_binary", "cast", "fill_tile", "expand", "muladd"})
 
 
-def split_kernel(func: Func, ctx: PassContext, strided: set[str], aliases: dict[str, str]) -> Func:
+def split_kernel(func: Func, ctx: PassContext, strided: set[str], aliases: dict[str, str],
+                 ordered: frozenset[str] = frozenset()) -> Func:
     """``func`` with its vector work split between the two vector cores, where it qualifies;
     ``aliases``: its tensor parameters that a launch fills with views of one tensor, each mapped
-    to one of them (``pipes.param_aliases``)."""
-    rows = _rows(func, aliases)
+    to one of them (``pipes.param_aliases``); ``ordered``: those the spec declares
+    ``nondecreasing:`` (``passes/ordered.py``)."""
+    rows = _rows(func, aliases, ordered)
     if rows is None:
         return func
     tried = Module("aivsplit", "block", [func]).clone().funcs[0]
@@ -67,7 +71,7 @@ def split_kernel(func: Func, ctx: PassContext, strided: set[str], aliases: dict[
     return tried
 
 
-def _rows(func: Func, aliases: dict[str, str]) -> int | None:
+def _rows(func: Func, aliases: dict[str, str], ordered: frozenset[str] = frozenset()) -> int | None:
     """The rows ``R`` every vector tile of a qualifying kernel has, else None."""
     if func.kind != "mixed":
         return None
@@ -111,7 +115,8 @@ def _rows(func: Func, aliases: dict[str, str]) -> int | None:
                 return None
             rows_at.setdefault(origin.root, []).append((op, sym.add(origin.offsets[0], op.attrs["offsets"][0]), loops))
     for accesses in rows_at.values():
-        if not all(_multiple_of(row, r) for _, row, _ in accesses) and not _stores_apart(accesses):
+        if not all(_multiple_of(row, r) for _, row, _ in accesses) and \
+                not _stores_apart(accesses, origins, ordered, block_ranges(func)):
             return None
     return r
 
@@ -125,26 +130,38 @@ def _with_loops(ops: list[Op], loops: tuple[Op, ...]):
             yield from _with_loops(region, inner)
 
 
-def _stores_apart(accesses: list[tuple[Op, sym.Expr, tuple[Op, ...]]]) -> bool:
+def _stores_apart(accesses: list[tuple[Op, sym.Expr, tuple[Op, ...]]], origins: dict | None = None,
+                  ordered: frozenset[str] = frozenset(), known: dict[str, tuple] | None = None) -> bool:
     """Whether the vector accesses to a tensor are stores that write the same rows or rows apart
     whenever they run at different loop indices, so the two cores' halves of them never overlap
     unless they coincide (each core then writes its own rows in program order): all are stores at
-    one row offset, and each loop around one runs at most once, is marked ``parallel`` (its
-    iterations write disjoint bands of every tensor, ``passes/parallel.py``), or leaves the
-    offset as it is (the offset names neither its index nor a value read inside it). Two instances
-    first differ at some loop: a parallel one keeps them apart; around the others they coincide
-    or differ further in."""
-    row0 = accesses[0][1]
+    one row offset (the index of a loop that runs at most once taken at its start), and each loop
+    around one runs at most once, is marked ``parallel`` (its iterations write disjoint bands of
+    every tensor, ``passes/parallel.py``), leaves the offset as it is (the offset names neither
+    its index nor a value read inside it), or keeps each iteration's store inside its row band
+    of a tensor the spec declares ``nondecreasing:`` (``passes/ordered.py``: varlen attention's
+    rows of one sequence). Two instances first differ at some loop: a parallel or banded one
+    keeps them apart; around the others they coincide or differ further in."""
+    def at_start(row: sym.Expr, loops: tuple[Op, ...]) -> sym.Expr:
+        once = {lp.attrs["index"]: lp.attrs["lo"] for lp in loops if _at_most_once(lp)}
+        return sym.substitute(row, once) if once else row
+
+    row0 = at_start(accesses[0][1], accesses[0][2])
+    banded: dict[int, set[int]] = {}  # loop -> the bands that hold every store inside it so far
     for op, row, loops in accesses:
-        if op.name != "tile.store" or sym.sub(row, row0) != 0:
+        if op.name != "tile.store" or sym.sub(at_start(row, loops), row0) != 0:
             return False
-        for loop in loops:
+        for k, loop in enumerate(loops):
             if loop.attrs.get("parallel") == 1 or _at_most_once(loop):
                 continue
             bound = {loop.attrs["index"], loop.attrs.get("unroll_var")}
             bound |= {o.attrs["sym"] for o in walk_ops(loop.regions[0]) if o.name == "read"}
-            if sym.free_symbols(row) & bound:
-                return False
+            if not sym.free_symbols(row) & bound:
+                continue
+            held = holding(op, loops[k + 1:], bands(loop, ordered), origins, known) if origins is not None else set()
+            banded[id(loop)] = banded.get(id(loop), held) & held
+            if not banded[id(loop)]:
+                return False  # (the stores of one tensor in one band: two bands could meet)
     return True
 
 
@@ -269,7 +286,7 @@ def run(module: Module, ctx: PassContext) -> Module:
     strided = stack.strided_params(fresh)
     aliases = param_aliases(fresh)
     funcs = [split_kernel(f, ctx, stack.every_tensor(f) if strided is None else strided.get(f.name, set()),
-                          aliases.get(f.name, {}))
+                          aliases.get(f.name, {}), ordered_params(fresh, f))
              if f.kind == "mixed" else f for f in fresh.funcs]
     return Module(fresh.name, fresh.level, funcs, dict(fresh.attrs))
 

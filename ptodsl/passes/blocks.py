@@ -38,7 +38,15 @@ own and the indices of the loops around free to differ (:func:`private_share`): 
 loops around in full and its share of the parallel loop in each of their iterations, and gets a copy
 of each such workspace (:func:`privatize`: the control program allocates ``block_dim`` copies along
 the first dim, the kernel views the one at its block index). Varlen attention's heads loop inside
-its batch loop runs so, on as many blocks as heads. When several guards of such a kernel fail, the
+its batch loop runs so. Where that loop holds one more parallel loop whose share the blocks can
+take too (:func:`inner_private`, its trip count possibly read inside the kernel), each block
+takes a share of both (:func:`share_out_nest`): varlen attention's query tiles of each sequence,
+proved apart across sequences by the row bands of its ``nondecreasing:`` cu_seqlens
+(``passes/ordered.py``), run on every cube core, not on as many as heads. A parallel loop whose
+trip count the one loop around it reads (a segment's row tiles) is shared out so too where that
+loop's iterations keep to their row bands (:func:`_banded_share`): the launch then has as many
+blocks as cores, since only the kernel knows the trips (:func:`data_trips`), and each block takes
+its share of every segment's tiles. When several guards of such a kernel fail, the
 call stops at the first of the lowest block that stopped, on every backend; that may come after
 another failing one in program order (a later iteration of the loops around, in a lower block).
 """
@@ -53,6 +61,7 @@ from ..ir.opdefs import block_params, indexed_gm
 from .blocks_flat import share_out_tiles, share_tiles, tileable
 from .context import Pass, PassContext
 from .distribute import distribute
+from .ordered import ordered_params, within_bands
 from .parallel import _access, independent, origins_of
 from .persistent import bound_within
 
@@ -232,18 +241,20 @@ def _inner_grid(kernel: Func, outer: Op) -> Op | None:
     return inner if origins is not None and independent(inner, origins) else None
 
 
-def share_out_nest(kernel: Func, outer: Op, inner: Op, launch: Op, cores: int) -> None:
+def share_out_nest(kernel: Func, outer: Op, inner: Op, launch: Op, cores: int, host_inner: bool = True) -> None:
     """Run ``kernel`` (one grid nest, ``outer`` around ``inner``) as blocks, in place, on a grid of
     ``n0 x n1`` blocks: ``n1`` splits of the inner loop where the outer one has fewer trips than
     there are cores (else 1, and the outer loop is shared out as by ``share_out``), ``n0`` of the
     outer loop. Block ``b`` runs the contiguous share ``b // n1`` of the outer trips and, in each,
     the share ``b % n1`` of the inner ones: every iteration's bounds are those of its block, so
-    the dry run still samples the loops (cost/alike.py)."""
+    the dry run still samples the loops (cost/alike.py). ``host_inner`` false: the inner trips are
+    known only inside the kernel (they name values it reads), so ``n1`` is ``cores // t0`` (at
+    least 1) whatever they are, and a block's inner share may be empty."""
     index, count = _block_params(kernel)
     o, i = outer.attrs, inner.attrs
     t0 = sym.sub(o["hi"], o["lo"])
     t1 = sym.sub(i["hi"], i["lo"])
-    n1 = _inner_splits(t0, t1, cores)
+    n1 = _inner_splits(t0, t1, cores) if host_inner else sym.max_(sym.floordiv(cores, sym.max_(t0, 1)), 1)
     n0 = sym.floordiv(sym.Sym(count), n1)
     b0, b1 = sym.floordiv(sym.Sym(index), n1), sym.mod(sym.Sym(index), n1)
     for a, trips, parts, b in ((o, t0, n0, b0), (i, t1, n1, b1)):
@@ -251,7 +262,8 @@ def share_out_nest(kernel: Func, outer: Op, inner: Op, launch: Op, cores: int) -
         first = sym.mul(b, chunk)
         lo = a["lo"]
         a["lo"] = sym.add(lo, first)
-        a["hi"] = sym.add(a["lo"], sym.min_(chunk, sym.sub(trips, first)))
+        left = sym.sub(trips, first)
+        a["hi"] = sym.add(a["lo"], sym.min_(chunk, left if host_inner or a is o else sym.max_(left, 0)))
         a["parallel"] = 1
     env = _launch_env(kernel, launch, index, count)
     t0c, n1c = sym.substitute(t0, env), sym.substitute(n1, env)
@@ -283,7 +295,9 @@ def _block_params(kernel: Func) -> tuple[str, str]:
 
 def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
     """Run ``kernel`` (whose body is ``loops``) as blocks, in place: each loop takes the block's
-    share and ``launch`` gets the block count."""
+    share and ``launch`` gets the block count: ``cores`` where a trip count is known only inside
+    the kernel (:func:`data_trips`), each block's share then possibly empty."""
+    blind = any(data_trips(kernel, loop) for loop in loops)
     index, count = _block_params(kernel)
     dims = {d.name for p in kernel.params if p.is_tensor for d in p.type.shape if isinstance(d, sym.Sym)}
     ranges = {d: (0, None) for d in dims}
@@ -300,8 +314,12 @@ def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
         chunk = sym.ceildiv(trips, sym.Sym(count))
         first = sym.mul(sym.Sym(index), chunk)
         a["lo"] = sym.add(lo, sym.mul(first, step))
-        a["hi"] = sym.add(a["lo"], sym.mul(sym.min_(chunk, sym.sub(trips, first)), step))
+        left = sym.sub(trips, first)
+        a["hi"] = sym.add(a["lo"], sym.mul(sym.min_(chunk, sym.max_(left, 0) if blind else left), step))
         a["parallel"] = 1  # a grid loop too: its iterations were proved independent (_grid)
+    if blind:
+        launch.attrs["block_dim"] = cores
+        return
     env = _launch_env(kernel, launch, index, count)
     outer = sym.substitute(total, env)
     # the fewest blocks of at most cdiv(trips, cores) iterations: every block has work, all but
@@ -317,12 +335,13 @@ PURE = frozenset({"view", "reshape"})
 SKELETON = frozenset({"read", "view", "guard"})
 
 
-def nested_parallel(kernel: Func) -> tuple[list[Op], Op] | None:
+def nested_parallel(kernel: Func, reads_ok: bool = False) -> tuple[list[Op], Op] | None:
     """``(loops around, loop)`` when the kernel's body is a loop of the user's (its only op besides
     element reads, views and guards), nested so down to a ``parallel`` loop of the user's whose
-    bounds name nothing the loops around bind: every block may run the loops around in full and,
-    in each of their iterations, its share of the parallel loop's. The parallel loop may be the
-    body's own (no loops around)."""
+    bounds name nothing the loops around bind (``reads_ok``: but values their bodies read, which
+    every block reads too): every block may run the loops around in full and, in each of their
+    iterations, its share of the parallel loop's. The parallel loop may be the body's own (no
+    loops around)."""
     if block_params(kernel):
         return None
     path: list[Op] = []
@@ -336,10 +355,11 @@ def nested_parallel(kernel: Func) -> tuple[list[Op], Op] | None:
         step = loop.attrs["step"]
         if loop.attrs.get("kind") is not None or not isinstance(step, int) or step < 1:
             return None
-        bound |= {o.attrs["sym"] for o in body if o.name == "read"}
+        read = {o.attrs["sym"] for o in body if o.name == "read"}
+        bound |= read
         if loop.attrs.get("parallel") == 1:
             free = sym.free_symbols(loop.attrs["lo"]) | sym.free_symbols(loop.attrs["hi"])
-            return (path, loop) if not free & bound else None
+            return (path, loop) if not free & (bound - read if reads_ok else bound) else None
         path.append(loop)
         bound.add(loop.attrs["index"])
         body = loop.regions[0]
@@ -358,16 +378,24 @@ def _written_params(kernel: Func) -> set[str]:
     return out
 
 
-def private_share(kernel: Func, launch: Op, allocs: dict[str, Op]) -> tuple[Op, list[str]] | None:
+def private_share(kernel: Func, launch: Op, allocs: dict[str, Op],
+                  ordered: frozenset[str] = frozenset()) -> tuple[Op, list[str]] | None:
     """``(loop, workspaces)`` when ``kernel`` may run as blocks sharing out ``loop``
     (``nested_parallel``) with a copy of each of ``workspaces`` per block: every workspace of the
     call it writes (``allocs``: the control program's, by name) was allocated inside ``loop``
     before partitioning hoisted it (``alloc {within}``), so each iteration had its own, and the
     iterations are independent with those workspaces private to them and with the indices of the
-    loops around free to differ (each block runs those loops in full)."""
+    loops around free to differ (each block runs those loops in full). A loop whose trip count
+    the loop around reads (a segment's row tiles, ``loops around`` one loop) qualifies where the
+    iterations around touch what is written only inside their row bands of a ``nondecreasing:``
+    tensor (``ordered``, ``passes/ordered.py``) and its own are independent with those around
+    fixed; its trip count is then known only inside the kernel (:func:`data_trips`)."""
     nest = nested_parallel(kernel)
     if nest is None:
-        return None
+        nest = nested_parallel(kernel, reads_ok=True)
+        if nest is None or len(nest[0]) != 1 or not ordered:
+            return None
+        return _banded_share(kernel, nest[0][0], nest[1], launch, allocs, ordered)
     path, loop = nest
     params = [p for p in kernel.params if p.is_tensor]
     launched = {p.name: v.name for p, v in zip(params, launch.operands)}
@@ -386,6 +414,70 @@ def private_share(kernel: Func, launch: Op, allocs: dict[str, Op]) -> tuple[Op, 
     if origins is None or not independent(loop, origins, frozenset(outer), frozenset(private)):
         return None
     return loop, private
+
+
+def _banded_share(kernel: Func, around: Op, loop: Op, launch: Op, allocs: dict[str, Op],
+                  ordered: frozenset[str]) -> tuple[Op, list[str]] | None:
+    """:func:`private_share` of ``loop`` inside ``around``, whose body reads ``loop``'s bounds."""
+    launched = {p.name: v.name for p, v in zip([p for p in kernel.params if p.is_tensor], launch.operands)}
+    private: list[str] = []
+    for name in sorted(_written_params(kernel)):
+        alloc = allocs.get(launched.get(name, ""))
+        if alloc is None:
+            continue
+        if loop.attrs["index"] not in alloc.attrs.get("within", ()) or not alloc.result.type.shape:
+            return None
+        private.append(name)
+    origins = origins_of(kernel)
+    if origins is None:
+        return None
+    written = {origins[p.name].root for p in kernel.params if p.name in _written_params(kernel)} - set(private)
+    if not within_bands(around, written, origins, ordered) or \
+            not independent(loop, origins, frozenset(), frozenset(private)):
+        return None
+    return loop, private
+
+
+def data_trips(kernel: Func, loop: Op) -> bool:
+    """Whether ``loop``'s trip count names values only the kernel knows (what it reads), not only
+    its parameters: the control program cannot size the launch by it."""
+    trips = sym.sub(loop.attrs["hi"], loop.attrs["lo"])
+    return bool(sym.free_symbols(trips) - {p.name for p in kernel.params})
+
+
+def inner_private(kernel: Func, loop: Op, launch: Op, allocs: dict[str, Op], private: list[str],
+                  ordered: frozenset[str]) -> Op | None:
+    """The loop of the user's that ``loop`` (shared out by :func:`private_share`) holds, when the
+    blocks may share out its iterations too; else None. Its body is that loop besides element
+    reads, views and guards; the loop is ``parallel`` and of step 1; each workspace private to a
+    block was allocated inside it too (``within``); and its iterations are independent with the
+    indices around free to differ, or with those of the loops around ``loop`` fixed where each
+    iteration of those touches the tensors written only in its row band (``passes/ordered.py``,
+    ``ordered``: the kernel's parameters the spec declares ``nondecreasing:``): varlen attention's
+    query tiles, whose count the kernel reads per sequence, each sequence's rows its own. Each
+    block works out its share in every iteration of the loops around; a share may be empty."""
+    loops = [o for o in loop.regions[0] if o.name == "loop"]
+    if len(loops) != 1 or any(o.name not in SKELETON for o in loop.regions[0] if o is not loops[0]):
+        return None
+    inner = loops[0]
+    a = inner.attrs
+    if a.get("kind") is not None or a.get("parallel") != 1 or a["step"] != 1:
+        return None
+    launched = {p.name: v.name for p, v in zip([p for p in kernel.params if p.is_tensor], launch.operands)}
+    if any(a["index"] not in allocs[launched[name]].attrs.get("within", ()) for name in private):
+        return None
+    origins = origins_of(kernel)
+    if origins is None:
+        return None
+    mine = bound_within(loop) - bound_within(inner)  # another block may run another share of `loop`
+    around = bound_within_all(kernel) - bound_within(loop)
+    if independent(inner, origins, frozenset(mine | around), frozenset(private)):
+        return inner
+    path, _ = nested_parallel(kernel) or ([], None)
+    written = {origins[p.name].root for p in kernel.params if p.name in _written_params(kernel)} - set(private)
+    if len(path) != 1 or not within_bands(path[0], written, origins, ordered):
+        return None
+    return inner if independent(inner, origins, frozenset(mine), frozenset(private)) else None
 
 
 def row_private(kernel: Func, loops: list[Op], launch: Op, allocs: dict[str, Op]) -> list[str]:
@@ -704,9 +796,15 @@ def run(module: Module, ctx: PassContext) -> Module:
             if loops is None or _writes_workspace(kernel, op, workspaces) and \
                     not (id(op) in outer and _shares_disjointly(kernel, loops, private)):
                 # else blocks would share a workspace every iteration writes anew: one copy each
-                plan = private_share(kernel, op, allocs) if id(op) in outer else None
+                ordered = ordered_params(fresh, kernel)
+                plan = private_share(kernel, op, allocs, ordered) if id(op) in outer else None
                 if plan is not None:
-                    share_out(kernel, [plan[0]], op, ctx.target.chip.cores(kernel.kind))
+                    cores = ctx.target.chip.cores(kernel.kind)
+                    inner = inner_private(kernel, plan[0], op, allocs, plan[1], ordered)
+                    if inner is not None:
+                        share_out_nest(kernel, plan[0], inner, op, cores, host_inner=False)
+                    else:
+                        share_out(kernel, [plan[0]], op, cores)
                     privatize(kernel, op, control, plan[1])
                 continue
             # (a launch in a loop of the control program keeps the old rule: the dry run samples

@@ -539,11 +539,18 @@ def bounds(e: Expr, ranges: Mapping[str, Bounds]) -> Bounds:
         num, den, f = division
         lo, hi = bounds(num, ranges)
         return (None if lo is None else f(lo, den), None if hi is None else f(hi, den))
-    if division is not None and division[2] is floordiv:
-        # a non-negative numerator over a divisor of at least 1: the quotient lies in [0, num]
+    if division is not None:
+        # a non-negative numerator over a divisor of at least 1: the quotient, rounded either
+        # way, lies in [0, num]
         (nlo, nhi), (dlo, _) = bounds(division[0], ranges), bounds(division[1], ranges)
         if nlo is not None and nlo >= 0 and dlo is not None and dlo >= 1:
             return (0, nhi)
+    if isinstance(e, BinExpr) and e.op == "%":
+        # a non-negative dividend modulo at least 1: in [0, min(dividend, divisor - 1)]
+        (nlo, nhi), (dlo, dhi) = bounds(e.left, ranges), bounds(e.right, ranges)
+        if nlo is not None and nlo >= 0 and dlo is not None and dlo >= 1:
+            highs = [v for v in (nhi, None if dhi is None else dhi - 1) if v is not None]
+            return (0, min(highs) if highs else None)
     if (isinstance(e, BinExpr) and e.op == "-" and isinstance(e.right, BinExpr) and e.right.op == "//"
             and e.right.left == e.left and is_const(e.right.right) and e.right.right >= 1):
         # x - x // c rises with x (by 0 or 1 per step): the bounds are its values at x's bounds

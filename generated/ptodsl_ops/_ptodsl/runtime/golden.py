@@ -212,15 +212,16 @@ def _refused(op: Operator, case: TestCase, inputs: dict[str, np.ndarray], scalar
     with that diagnostic, on whichever backend runs it, and fails when the call runs to the end."""
     prog = op.program
     tensors = dict(inputs)
-    index, arrays, symbols = op.resolve(tensors)
-    for s, v in case.shapes.items():
-        symbols.setdefault(s, v)
-    for p in op.outputs:
-        if p.name not in arrays:
-            dtype, shape = op.output_shape(index, p, symbols)
-            arrays[p.name] = np.zeros(shape, numpy_dtype(dtype))
-    full_scalars = {p.name: scalars.get(p.name, p.default) for p in op.scalars}
     try:
+        # the arguments' own checks (`nondecreasing:`, E0732) refuse before any kernel runs
+        index, arrays, symbols = op.resolve(tensors)
+        for s, v in case.shapes.items():
+            symbols.setdefault(s, v)
+        for p in op.outputs:
+            if p.name not in arrays:
+                dtype, shape = op.output_shape(index, p, symbols)
+                arrays[p.name] = np.zeros(shape, numpy_dtype(dtype))
+        full_scalars = {p.name: scalars.get(p.name, p.default) for p in op.scalars}
         run_kernel(prog, index, arrays, full_scalars, symbols, backend, poison=poison, level=level)
     except DiagnosticError as exc:
         code = exc.diagnostic.code

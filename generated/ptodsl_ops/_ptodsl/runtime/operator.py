@@ -251,7 +251,25 @@ class Operator:
                     "E0867", f"`{dim}` is {n}, outside the 1 to {top} that the spec's `max_dims:` allows", span,
                     f"`{dim}` is bound here", (), (),
                     f"pass tensors whose `{dim}` is from 1 to {top}: the kernels are tiled for at most {top}"))
+        for name in prog.nondecreasing:
+            self._check_nondecreasing(prog.param(name), arrays.get(name))
         return index, arrays, symbols
+
+    def _check_nondecreasing(self, p: ParamInfo | None, a: np.ndarray | None) -> None:
+        """E0732 for an input of the spec's ``nondecreasing:`` one of whose elements is below the
+        one before it: the kernels may run the row ranges it bounds at once."""
+        if p is None or a is None or a.ndim != 1 or a.size < 2:
+            return
+        values = a.astype(np.int64)
+        drops = np.flatnonzero(values[1:] < values[:-1])
+        if drops.size:
+            k = int(drops[0]) + 1
+            raise ArgumentValueError(Diagnostic(
+                "E0732", f"`{p.name}[{k}]` is {int(values[k])}, below `{p.name}[{k - 1}]` = {int(values[k - 1])}: "
+                "the spec's `nondecreasing:` says its elements never decrease", p.span,
+                "declared nondecreasing", (), (),
+                f"pass cumulative lengths (each element at least the one before it), or remove `{p.name}` from "
+                "`nondecreasing:` (the rows it bounds then run one range after another)"))
 
     def output_shape(self, index: int, p: ParamInfo, symbols: Mapping[str, int]) -> tuple[str, tuple[int, ...]]:
         """The dtype and shape of an output no buffer was given for; E0703 when no input binds a dim."""

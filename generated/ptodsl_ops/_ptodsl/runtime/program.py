@@ -117,6 +117,7 @@ class Program:
     data_dir: str | None = None  # the folder the cases' `.npy` inputs are named relative to
     defined: dict[str, sym.Expr] = field(default_factory=dict)  # dims defined by others (`D: 2*H`)
     max_dims: dict[str, int] = field(default_factory=dict)  # dims bounded by `max_dims:`: 1 <= dim <= max
+    nondecreasing: tuple[str, ...] = ()  # inputs whose elements never decrease (`nondecreasing:`)
 
     def kernel_for(self, variant: Mapping[str, str]) -> int:
         for i, v in enumerate(self.variants):
@@ -208,6 +209,7 @@ def program_json(p: Program, rel: Callable[[str], str], ir_files: Mapping[int, M
         "cases": [c.to_json() for c in p.cases],
         **({"defined": {k: sym.to_text(v) for k, v in p.defined.items()}} if p.defined else {}),
         **({"max_dims": dict(sorted(p.max_dims.items()))} if p.max_dims else {}),
+        **({"nondecreasing": list(p.nondecreasing)} if p.nondecreasing else {}),
         **({"data_dir": rel(p.data_dir)} if p.data_dir is not None and any(c.files() for c in p.cases) else {}),
         "reference": [rel(p.reference[0]), p.reference[1]] if p.reference else None,
         "torch": p.torch_equivalent, "tile_hint": list(p.tile_hint) if p.tile_hint else None,
@@ -266,6 +268,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
         data_dir=os.path.join(root, data["data_dir"]) if data.get("data_dir") else None,
         defined={k: sym.parse(v) for k, v in data.get("defined", {}).items()},
         max_dims={k: int(v) for k, v in data.get("max_dims", {}).items()},
+        nondecreasing=tuple(str(x) for x in data.get("nondecreasing", ())),
         reference=(os.path.join(root, ref[0]), ref[1]) if ref else None, torch_equivalent=data.get("torch"),
         tile_hint=tuple(data["tile_hint"]) if data.get("tile_hint") else None,
         backward=None if back is None else Backward(back["op"], tuple(tuple(x) for x in back["inputs"]),

@@ -105,7 +105,7 @@ extern "C" int layernorm_bwd_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* 
     }
     if (H >= 1 && H <= 5120) {  // layernorm_bwd.pto:8:5
         {  // layernorm_bwd.pto:14:18
-            const int64_t layernorm_bwd_bf16_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // layernorm_bwd.pto:14:18
+            const int64_t layernorm_bwd_bf16_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64((ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) + 47) / 48, 1)), 1);  // layernorm_bwd.pto:14:18
             bool layernorm_bwd_bf16_k1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t layernorm_bwd_bf16_k1_block = 0; layernorm_bwd_bf16_k1_block < layernorm_bwd_bf16_k1_blocks; ++layernorm_bwd_bf16_k1_block) {  // layernorm_bwd.pto:14:18

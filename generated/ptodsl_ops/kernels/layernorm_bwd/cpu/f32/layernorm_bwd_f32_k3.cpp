@@ -65,7 +65,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k3(__gm__ float* acc_g_parts
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k160_db = 0; _k160_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k160_db) {  // layernorm_bwd.pto:8:5
+            for (int64_t _k160_db = 0; _k160_db < (ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) + 1) / 2; ++_k160_db) {  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
                 TileT161B0 t161_b0(min_i64(H - _g158 * 1024, 1024));  // layernorm_bwd.pto:8:5
                 TASSIGN(t161_b0, 4096);  // layernorm_bwd.pto:8:5
@@ -83,7 +83,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k3(__gm__ float* acc_g_parts
                 TADD(t159, t159, t162_b0);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                for (int64_t _k160_dr = 0; _k160_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k160_db * 2 + 1), 1); ++_k160_dr) {  // layernorm_bwd.pto:8:5
+                for (int64_t _k160_dr = 0; _k160_dr < min_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - (_k160_db * 2 + 1), 1); ++_k160_dr) {  // layernorm_bwd.pto:8:5
                     TileT161B1 t161_b1(min_i64(H - _g158 * 1024, 1024));  // layernorm_bwd.pto:8:5
                     TASSIGN(t161_b1, 12288);  // layernorm_bwd.pto:8:5
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5
@@ -134,7 +134,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k3(__gm__ float* acc_g_parts
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k169_db = 0; _k169_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k169_db) {  // layernorm_bwd.pto:8:5
+            for (int64_t _k169_db = 0; _k169_db < (ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) + 1) / 2; ++_k169_db) {  // layernorm_bwd.pto:8:5
                 pipe_barrier(PIPE_V);
                 TileT170B0 t170_b0(min_i64(H - _g158 * 1024, 1024));  // layernorm_bwd.pto:8:5
                 TASSIGN(t170_b0, 4096);  // layernorm_bwd.pto:8:5
@@ -152,7 +152,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k3(__gm__ float* acc_g_parts
                 TADD(t168, t168, t171_b0);  // layernorm_bwd.pto:8:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                for (int64_t _k169_dr = 0; _k169_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k169_db * 2 + 1), 1); ++_k169_dr) {  // layernorm_bwd.pto:8:5
+                for (int64_t _k169_dr = 0; _k169_dr < min_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - (_k169_db * 2 + 1), 1); ++_k169_dr) {  // layernorm_bwd.pto:8:5
                     TileT170B1 t170_b1(min_i64(H - _g158 * 1024, 1024));  // layernorm_bwd.pto:8:5
                     TASSIGN(t170_b1, 12288);  // layernorm_bwd.pto:8:5
                     using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:8:5

@@ -261,7 +261,7 @@ extern "C" int layernorm_bwd_f16(int32_t device, void* stream, half* x, half* ga
     }
     if (H >= 1 && H <= 5120) {  // layernorm_bwd.pto:8:5
         {  // layernorm_bwd.pto:14:18
-            const int64_t layernorm_bwd_f16_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // layernorm_bwd.pto:14:18
+            const int64_t layernorm_bwd_f16_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64((ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) + 47) / 48, 1)), 1);  // layernorm_bwd.pto:14:18
             layernorm_bwd_f16_k1_launch(layernorm_bwd_f16_k1_blocks, ptodsl_stream, gamma, acc_g_parts, acc_b_parts, x, dy, dx, H, R, eps);  // layernorm_bwd.pto:14:18
             if (!launched("the launch of layernorm_bwd_f16_k1")) {  // layernorm_bwd.pto:14:18
                 return -1;  // layernorm_bwd.pto:14:18

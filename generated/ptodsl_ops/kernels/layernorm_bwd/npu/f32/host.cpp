@@ -261,7 +261,7 @@ extern "C" int layernorm_bwd_f32(int32_t device, void* stream, float* x, float* 
     }
     if (H >= 1 && H <= 4864) {  // layernorm_bwd.pto:8:5
         {  // layernorm_bwd.pto:14:18
-            const int64_t layernorm_bwd_f32_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // layernorm_bwd.pto:14:18
+            const int64_t layernorm_bwd_f32_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64((ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) + 47) / 48, 1)), 1);  // layernorm_bwd.pto:14:18
             layernorm_bwd_f32_k1_launch(layernorm_bwd_f32_k1_blocks, ptodsl_stream, gamma, acc_g_parts, acc_b_parts, x, dy, dx, H, R, eps);  // layernorm_bwd.pto:14:18
             if (!launched("the launch of layernorm_bwd_f32_k1")) {  // layernorm_bwd.pto:14:18
                 return -1;  // layernorm_bwd.pto:14:18
@@ -269,7 +269,7 @@ extern "C" int layernorm_bwd_f32(int32_t device, void* stream, float* x, float* 
         }
     } else {
         {  // layernorm_bwd.pto:8:5
-            const int64_t layernorm_bwd_f32_k2_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // layernorm_bwd.pto:8:5
+            const int64_t layernorm_bwd_f32_k2_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64((ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) + 47) / 48, 1)), 1);  // layernorm_bwd.pto:8:5
             layernorm_bwd_f32_k2_launch(layernorm_bwd_f32_k2_blocks, ptodsl_stream, acc_g_parts, acc_b_parts, x, dy, gamma, dx, R, H, eps);  // layernorm_bwd.pto:8:5
             if (!launched("the launch of layernorm_bwd_f32_k2")) {  // layernorm_bwd.pto:8:5
                 return -1;  // layernorm_bwd.pto:8:5

@@ -100,7 +100,7 @@ extern "C" int rmsnorm_bwd_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* dy
     }
     if (H >= 1 && H <= 5120) {  // rmsnorm_bwd.pto:6:5
         {  // rmsnorm_bwd.pto:10:18
-            const int64_t rmsnorm_bwd_bf16_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // rmsnorm_bwd.pto:10:18
+            const int64_t rmsnorm_bwd_bf16_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64((ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:10:18
             bool rmsnorm_bwd_bf16_k1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t rmsnorm_bwd_bf16_k1_block = 0; rmsnorm_bwd_bf16_k1_block < rmsnorm_bwd_bf16_k1_blocks; ++rmsnorm_bwd_bf16_k1_block) {  // rmsnorm_bwd.pto:10:18

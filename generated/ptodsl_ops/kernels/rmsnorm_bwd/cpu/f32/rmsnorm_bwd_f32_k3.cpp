@@ -57,7 +57,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k3(__gm__ float* acc_parts, __
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k139_db = 0; _k139_db < (max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) + 1) / 2; ++_k139_db) {  // rmsnorm_bwd.pto:6:5
+            for (int64_t _k139_db = 0; _k139_db < (ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) + 1) / 2; ++_k139_db) {  // rmsnorm_bwd.pto:6:5
                 pipe_barrier(PIPE_V);
                 TileT140B0 t140_b0(min_i64(H - _g137 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
                 TASSIGN(t140_b0, 4096);  // rmsnorm_bwd.pto:6:5
@@ -75,7 +75,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k3(__gm__ float* acc_parts, __
                 TADD(t138, t138, t141_b0);  // rmsnorm_bwd.pto:6:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                for (int64_t _k139_dr = 0; _k139_dr < min_i64(max_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 0) - (_k139_db * 2 + 1), 1); ++_k139_dr) {  // rmsnorm_bwd.pto:6:5
+                for (int64_t _k139_dr = 0; _k139_dr < min_i64(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) - (_k139_db * 2 + 1), 1); ++_k139_dr) {  // rmsnorm_bwd.pto:6:5
                     TileT140B1 t140_b1(min_i64(H - _g137 * 1024, 1024));  // rmsnorm_bwd.pto:6:5
                     TASSIGN(t140_b1, 12288);  // rmsnorm_bwd.pto:6:5
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:6:5

@@ -250,7 +250,7 @@ extern "C" int rmsnorm_bwd_f16(int32_t device, void* stream, half* x, half* gamm
     }
     if (H >= 1 && H <= 5120) {  // rmsnorm_bwd.pto:6:5
         {  // rmsnorm_bwd.pto:10:18
-            const int64_t rmsnorm_bwd_f16_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), 48), 1)), 1);  // rmsnorm_bwd.pto:10:18
+            const int64_t rmsnorm_bwd_f16_k1_blocks = max_i64(ceil_div(ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48), max_i64((ceil_div(max_i64(R, 1), (max_i64(R, 1) + 47) / 48) + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:10:18
             rmsnorm_bwd_f16_k1_launch(rmsnorm_bwd_f16_k1_blocks, ptodsl_stream, gamma, acc_parts, x, dy, dx, H, R, eps);  // rmsnorm_bwd.pto:10:18
             if (!launched("the launch of rmsnorm_bwd_f16_k1")) {  // rmsnorm_bwd.pto:10:18
                 return -1;  // rmsnorm_bwd.pto:10:18

@@ -68,7 +68,7 @@ extern "C" int tensor_sum_f16(half* x, half* y, int64_t B, int64_t N, int poison
     std::vector<unsigned char> acc_parts_bytes = workspace((ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48) * N) * static_cast<int64_t>(sizeof(float)), poison);  // tensor_sum.pto:5:5
     float* acc_parts = reinterpret_cast<float*>(acc_parts_bytes.data());  // tensor_sum.pto:5:5
     {  // tensor_sum.pto:5:5
-        const int64_t tensor_sum_f16_k0_blocks = max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 48), 1)), 1);  // tensor_sum.pto:5:5
+        const int64_t tensor_sum_f16_k0_blocks = max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64((ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48) + 47) / 48, 1)), 1);  // tensor_sum.pto:5:5
         bool tensor_sum_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t tensor_sum_f16_k0_block = 0; tensor_sum_f16_k0_block < tensor_sum_f16_k0_blocks; ++tensor_sum_f16_k0_block) {  // tensor_sum.pto:5:5

@@ -55,7 +55,7 @@ extern "C" __global__ AICORE void tensor_sum_f16_k1(__gm__ float* acc_parts, __g
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k11_db = 0; _k11_db < (max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 0) + 1) / 2; ++_k11_db) {  // tensor_sum.pto:5:5
+            for (int64_t _k11_db = 0; _k11_db < (ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48) + 1) / 2; ++_k11_db) {  // tensor_sum.pto:5:5
                 pipe_barrier(PIPE_V);
                 TileT12B0 t12_b0(min_i64(N - _g9 * 512, 512));  // tensor_sum.pto:5:5
                 TASSIGN(t12_b0, 2048);  // tensor_sum.pto:5:5
@@ -73,7 +73,7 @@ extern "C" __global__ AICORE void tensor_sum_f16_k1(__gm__ float* acc_parts, __g
                 TADD(t10, t10, t13_b0);  // tensor_sum.pto:5:5
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                for (int64_t _k11_dr = 0; _k11_dr < min_i64(max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 0) - (_k11_db * 2 + 1), 1); ++_k11_dr) {  // tensor_sum.pto:5:5
+                for (int64_t _k11_dr = 0; _k11_dr < min_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48) - (_k11_db * 2 + 1), 1); ++_k11_dr) {  // tensor_sum.pto:5:5
                     TileT12B1 t12_b1(min_i64(N - _g9 * 512, 512));  // tensor_sum.pto:5:5
                     TASSIGN(t12_b1, 6144);  // tensor_sum.pto:5:5
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:5:5

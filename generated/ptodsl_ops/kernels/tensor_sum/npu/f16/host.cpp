@@ -233,7 +233,7 @@ extern "C" int tensor_sum_f16(int32_t device, void* stream, half* x, half* y, in
     }
     float* acc_parts = reinterpret_cast<float*>(acc_parts_bytes.data());  // tensor_sum.pto:5:5
     {  // tensor_sum.pto:5:5
-        const int64_t tensor_sum_f16_k0_blocks = max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 48), 1)), 1);  // tensor_sum.pto:5:5
+        const int64_t tensor_sum_f16_k0_blocks = max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64((ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48) + 47) / 48, 1)), 1);  // tensor_sum.pto:5:5
         tensor_sum_f16_k0_launch(tensor_sum_f16_k0_blocks, ptodsl_stream, acc_parts, x, B, N);  // tensor_sum.pto:5:5
         if (!launched("the launch of tensor_sum_f16_k0")) {  // tensor_sum.pto:5:5
             return -1;  // tensor_sum.pto:5:5

@@ -243,7 +243,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
         const int64_t s0 = static_cast<int64_t>(cu_seqlens_q[b + 1]);  // varlen_attention.pto:18:21
         const int64_t k_start = static_cast<int64_t>(cu_seqlens_k[b]);  // varlen_attention.pto:19:19
         const int64_t s1 = static_cast<int64_t>(cu_seqlens_k[b + 1]);  // varlen_attention.pto:20:21
-        for (int64_t h = block_index * ceil_div(HD / 64, block_count); h < block_index * ceil_div(HD / 64, block_count) + min_i64(ceil_div(HD / 64, block_count), HD / 64 - block_index * ceil_div(HD / 64, block_count)); ++h) {  // varlen_attention.pto:21:9
+        for (int64_t h = block_index / max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1)); h < block_index / max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1)) + min_i64(ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1)), HD / 64 - block_index / max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1))); ++h) {  // varlen_attention.pto:21:9
             if (!(ceil_div(s0 - q_start, 64) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:22:31
                 (&status[4 * block_index])[0] = 1;  // varlen_attention.pto:22:31
                 (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - q_start, 64));  // varlen_attention.pto:22:31
@@ -264,7 +264,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            for (int64_t q_tile_idx = 0; q_tile_idx < ceil_div(s0 - q_start, 64); ++q_tile_idx) {  // varlen_attention.pto:22:13
+            for (int64_t q_tile_idx = block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)); q_tile_idx < block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)) + min_i64(ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)), max_i64(ceil_div(s0 - q_start, 64) - block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)), 0)); ++q_tile_idx) {  // varlen_attention.pto:22:13
                 pipe_barrier(PIPE_V);
                 if (!(ceil_div(s1 - k_start, 128) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:29:35
                     (&status[4 * block_index])[0] = 2;  // varlen_attention.pto:29:35
@@ -2305,7 +2305,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
         const int64_t s0 = static_cast<int64_t>(cu_seqlens_q[b + 1]);  // varlen_attention.pto:18:21
         const int64_t k_start = static_cast<int64_t>(cu_seqlens_k[b]);  // varlen_attention.pto:19:19
         const int64_t s1 = static_cast<int64_t>(cu_seqlens_k[b + 1]);  // varlen_attention.pto:20:21
-        for (int64_t h = block_index * ceil_div(HD / 64, block_count); h < block_index * ceil_div(HD / 64, block_count) + min_i64(ceil_div(HD / 64, block_count), HD / 64 - block_index * ceil_div(HD / 64, block_count)); ++h) {  // varlen_attention.pto:21:9
+        for (int64_t h = block_index / max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1)); h < block_index / max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1)) + min_i64(ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1)), HD / 64 - block_index / max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1))); ++h) {  // varlen_attention.pto:21:9
             if (!(ceil_div(s0 - q_start, 64) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:22:31
                 (&status[4 * block_index])[0] = 1;  // varlen_attention.pto:22:31
                 (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - q_start, 64));  // varlen_attention.pto:22:31
@@ -2322,7 +2322,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t q_tile_idx = 0; q_tile_idx < ceil_div(s0 - q_start, 64); ++q_tile_idx) {  // varlen_attention.pto:22:13
+            for (int64_t q_tile_idx = block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)); q_tile_idx < block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)) + min_i64(ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)), max_i64(ceil_div(s0 - q_start, 64) - block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)), 0)); ++q_tile_idx) {  // varlen_attention.pto:22:13
                 if (!(ceil_div(s1 - k_start, 128) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:29:35
                     (&status[4 * block_index])[0] = 2;  // varlen_attention.pto:29:35
                     (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s1 - k_start, 128));  // varlen_attention.pto:29:35
@@ -3216,7 +3216,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
         const int64_t s0 = static_cast<int64_t>(cu_seqlens_q[b + 1]);  // varlen_attention.pto:18:21
         const int64_t k_start = static_cast<int64_t>(cu_seqlens_k[b]);  // varlen_attention.pto:19:19
         const int64_t s1 = static_cast<int64_t>(cu_seqlens_k[b + 1]);  // varlen_attention.pto:20:21
-        for (int64_t h = block_index * ceil_div(HD / 64, block_count); h < block_index * ceil_div(HD / 64, block_count) + min_i64(ceil_div(HD / 64, block_count), HD / 64 - block_index * ceil_div(HD / 64, block_count)); ++h) {  // varlen_attention.pto:21:9
+        for (int64_t h = block_index / max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1)); h < block_index / max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1)) + min_i64(ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1)), HD / 64 - block_index / max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(HD / 64, block_count / max_i64(24 / max_i64(HD / 64, 1), 1))); ++h) {  // varlen_attention.pto:21:9
             if (!(ceil_div(s0 - q_start, 64) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:22:31
                 (&status[4 * block_index])[0] = 1;  // varlen_attention.pto:22:31
                 (&status[4 * block_index])[1] = static_cast<int64_t>(ceil_div(s0 - q_start, 64));  // varlen_attention.pto:22:31
@@ -3235,7 +3235,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            for (int64_t q_tile_idx = 0; q_tile_idx < ceil_div(s0 - q_start, 64); ++q_tile_idx) {  // varlen_attention.pto:22:13
+            for (int64_t q_tile_idx = block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)); q_tile_idx < block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)) + min_i64(ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)), max_i64(ceil_div(s0 - q_start, 64) - block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)), 0)); ++q_tile_idx) {  // varlen_attention.pto:22:13
                 pipe_barrier(PIPE_V);
                 if (!(ceil_div(s1 - k_start, 128) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:29:35
                     (&status[4 * block_index])[0] = 2;  // varlen_attention.pto:29:35

@@ -241,218 +241,218 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
     if (ptodsl_failed) {
         return -1;
     }
-    DeviceWorkspace oi_update_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:23:29
+    DeviceWorkspace oi_update_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:23:29
     if (ptodsl_failed) {  // varlen_attention.pto:23:29
         return -1;  // varlen_attention.pto:23:29
     }
     float* oi_update = reinterpret_cast<float*>(oi_update_bytes.data());  // varlen_attention.pto:23:29
-    DeviceWorkspace li_update_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:24:29
+    DeviceWorkspace li_update_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:24:29
     if (ptodsl_failed) {  // varlen_attention.pto:24:29
         return -1;  // varlen_attention.pto:24:29
     }
     float* li_update = reinterpret_cast<float*>(li_update_bytes.data());  // varlen_attention.pto:24:29
-    DeviceWorkspace mi_update_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:25:29
+    DeviceWorkspace mi_update_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:25:29
     if (ptodsl_failed) {  // varlen_attention.pto:25:29
         return -1;  // varlen_attention.pto:25:29
     }
     float* mi_update = reinterpret_cast<float*>(mi_update_bytes.data());  // varlen_attention.pto:25:29
-    DeviceWorkspace scores_first_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    DeviceWorkspace scores_first_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
     if (ptodsl_failed) {  // varlen_attention.pto:35:30
         return -1;  // varlen_attention.pto:35:30
     }
     float* scores_first = reinterpret_cast<float*>(scores_first_bytes.data());  // varlen_attention.pto:35:30
-    DeviceWorkspace scores_scaled_first_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    DeviceWorkspace scores_scaled_first_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
     if (ptodsl_failed) {  // varlen_attention.pto:36:37
         return -1;  // varlen_attention.pto:36:37
     }
     float* scores_scaled_first = reinterpret_cast<float*>(scores_scaled_first_bytes.data());  // varlen_attention.pto:36:37
-    DeviceWorkspace mij_first_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    DeviceWorkspace mij_first_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
     if (ptodsl_failed) {  // varlen_attention.pto:37:27
         return -1;  // varlen_attention.pto:37:27
     }
     float* mij_first = reinterpret_cast<float*>(mij_first_bytes.data());  // varlen_attention.pto:37:27
-    DeviceWorkspace pij_first_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    DeviceWorkspace pij_first_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
     if (ptodsl_failed) {  // varlen_attention.pto:38:27
         return -1;  // varlen_attention.pto:38:27
     }
     float* pij_first = reinterpret_cast<float*>(pij_first_bytes.data());  // varlen_attention.pto:38:27
-    DeviceWorkspace lij_first_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    DeviceWorkspace lij_first_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
     if (ptodsl_failed) {  // varlen_attention.pto:39:27
         return -1;  // varlen_attention.pto:39:27
     }
     float* lij_first = reinterpret_cast<float*>(lij_first_bytes.data());  // varlen_attention.pto:39:27
-    DeviceWorkspace t1_first_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:42:42
+    DeviceWorkspace t1_first_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:42:42
     if (ptodsl_failed) {  // varlen_attention.pto:42:42
         return -1;  // varlen_attention.pto:42:42
     }
     bfloat16_t* t1_first = reinterpret_cast<bfloat16_t*>(t1_first_bytes.data());  // varlen_attention.pto:42:42
-    DeviceWorkspace oij_first_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:42:35
+    DeviceWorkspace oij_first_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:42:35
     if (ptodsl_failed) {  // varlen_attention.pto:42:35
         return -1;  // varlen_attention.pto:42:35
     }
     float* oij_first = reinterpret_cast<float*>(oij_first_bytes.data());  // varlen_attention.pto:42:35
-    DeviceWorkspace t5_first_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:47:51
+    DeviceWorkspace t5_first_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:47:51
     if (ptodsl_failed) {  // varlen_attention.pto:47:51
         return -1;  // varlen_attention.pto:47:51
     }
     bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // varlen_attention.pto:47:51
-    DeviceWorkspace scores_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    DeviceWorkspace scores_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
     if (ptodsl_failed) {  // varlen_attention.pto:35:30
         return -1;  // varlen_attention.pto:35:30
     }
     float* scores = reinterpret_cast<float*>(scores_bytes.data());  // varlen_attention.pto:35:30
-    DeviceWorkspace scores_scaled_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    DeviceWorkspace scores_scaled_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
     if (ptodsl_failed) {  // varlen_attention.pto:36:37
         return -1;  // varlen_attention.pto:36:37
     }
     float* scores_scaled = reinterpret_cast<float*>(scores_scaled_bytes.data());  // varlen_attention.pto:36:37
-    DeviceWorkspace mij_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    DeviceWorkspace mij_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
     if (ptodsl_failed) {  // varlen_attention.pto:37:27
         return -1;  // varlen_attention.pto:37:27
     }
     float* mij = reinterpret_cast<float*>(mij_bytes.data());  // varlen_attention.pto:37:27
-    DeviceWorkspace pij_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    DeviceWorkspace pij_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
     if (ptodsl_failed) {  // varlen_attention.pto:38:27
         return -1;  // varlen_attention.pto:38:27
     }
     float* pij = reinterpret_cast<float*>(pij_bytes.data());  // varlen_attention.pto:38:27
-    DeviceWorkspace lij_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    DeviceWorkspace lij_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
     if (ptodsl_failed) {  // varlen_attention.pto:39:27
         return -1;  // varlen_attention.pto:39:27
     }
     float* lij = reinterpret_cast<float*>(lij_bytes.data());  // varlen_attention.pto:39:27
-    DeviceWorkspace t6_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
+    DeviceWorkspace t6_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
     if (ptodsl_failed) {  // varlen_attention.pto:51:38
         return -1;  // varlen_attention.pto:51:38
     }
     bfloat16_t* t6 = reinterpret_cast<bfloat16_t*>(t6_bytes.data());  // varlen_attention.pto:51:38
-    DeviceWorkspace oij_1_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
+    DeviceWorkspace oij_1_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
     if (ptodsl_failed) {  // varlen_attention.pto:51:31
         return -1;  // varlen_attention.pto:51:31
     }
     float* oij_1 = reinterpret_cast<float*>(oij_1_bytes.data());  // varlen_attention.pto:51:31
-    DeviceWorkspace mi_new_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
+    DeviceWorkspace mi_new_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
     if (ptodsl_failed) {  // varlen_attention.pto:55:34
         return -1;  // varlen_attention.pto:55:34
     }
     float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
-    DeviceWorkspace t2_1_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+    DeviceWorkspace t2_1_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
     if (ptodsl_failed) {  // varlen_attention.pto:56:30
         return -1;  // varlen_attention.pto:56:30
     }
     float* t2_1 = reinterpret_cast<float*>(t2_1_bytes.data());  // varlen_attention.pto:56:30
-    DeviceWorkspace t4_1_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+    DeviceWorkspace t4_1_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
     if (ptodsl_failed) {  // varlen_attention.pto:57:30
         return -1;  // varlen_attention.pto:57:30
     }
     float* t4_1 = reinterpret_cast<float*>(t4_1_bytes.data());  // varlen_attention.pto:57:30
-    DeviceWorkspace t9_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    DeviceWorkspace t9_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
     if (ptodsl_failed) {  // varlen_attention.pto:58:34
         return -1;  // varlen_attention.pto:58:34
     }
     float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // varlen_attention.pto:58:34
-    DeviceWorkspace t10_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+    DeviceWorkspace t10_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
     if (ptodsl_failed) {  // varlen_attention.pto:58:44
         return -1;  // varlen_attention.pto:58:44
     }
     float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // varlen_attention.pto:58:44
-    DeviceWorkspace li_new_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    DeviceWorkspace li_new_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
     if (ptodsl_failed) {  // varlen_attention.pto:58:34
         return -1;  // varlen_attention.pto:58:34
     }
     float* li_new = reinterpret_cast<float*>(li_new_bytes.data());  // varlen_attention.pto:58:34
-    DeviceWorkspace t11_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    DeviceWorkspace t11_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
     if (ptodsl_failed) {  // varlen_attention.pto:59:34
         return -1;  // varlen_attention.pto:59:34
     }
     float* t11 = reinterpret_cast<float*>(t11_bytes.data());  // varlen_attention.pto:59:34
-    DeviceWorkspace t12_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+    DeviceWorkspace t12_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
     if (ptodsl_failed) {  // varlen_attention.pto:59:44
         return -1;  // varlen_attention.pto:59:44
     }
     float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
-    DeviceWorkspace scores_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
+    DeviceWorkspace scores_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
     if (ptodsl_failed) {  // varlen_attention.pto:35:30
         return -1;  // varlen_attention.pto:35:30
     }
     float* scores_last = reinterpret_cast<float*>(scores_last_bytes.data());  // varlen_attention.pto:35:30
-    DeviceWorkspace scores_scaled_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+    DeviceWorkspace scores_scaled_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
     if (ptodsl_failed) {  // varlen_attention.pto:36:37
         return -1;  // varlen_attention.pto:36:37
     }
     float* scores_scaled_last = reinterpret_cast<float*>(scores_scaled_last_bytes.data());  // varlen_attention.pto:36:37
-    DeviceWorkspace mij_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
+    DeviceWorkspace mij_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
     if (ptodsl_failed) {  // varlen_attention.pto:37:27
         return -1;  // varlen_attention.pto:37:27
     }
     float* mij_last = reinterpret_cast<float*>(mij_last_bytes.data());  // varlen_attention.pto:37:27
-    DeviceWorkspace pij_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+    DeviceWorkspace pij_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
     if (ptodsl_failed) {  // varlen_attention.pto:38:27
         return -1;  // varlen_attention.pto:38:27
     }
     float* pij_last = reinterpret_cast<float*>(pij_last_bytes.data());  // varlen_attention.pto:38:27
-    DeviceWorkspace lij_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+    DeviceWorkspace lij_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
     if (ptodsl_failed) {  // varlen_attention.pto:39:27
         return -1;  // varlen_attention.pto:39:27
     }
     float* lij_last = reinterpret_cast<float*>(lij_last_bytes.data());  // varlen_attention.pto:39:27
-    DeviceWorkspace t6_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 128) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
+    DeviceWorkspace t6_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
     if (ptodsl_failed) {  // varlen_attention.pto:51:38
         return -1;  // varlen_attention.pto:51:38
     }
     bfloat16_t* t6_last = reinterpret_cast<bfloat16_t*>(t6_last_bytes.data());  // varlen_attention.pto:51:38
-    DeviceWorkspace oij_1_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
+    DeviceWorkspace oij_1_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
     if (ptodsl_failed) {  // varlen_attention.pto:51:31
         return -1;  // varlen_attention.pto:51:31
     }
     float* oij_1_last = reinterpret_cast<float*>(oij_1_last_bytes.data());  // varlen_attention.pto:51:31
-    DeviceWorkspace mi_new_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
+    DeviceWorkspace mi_new_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
     if (ptodsl_failed) {  // varlen_attention.pto:55:34
         return -1;  // varlen_attention.pto:55:34
     }
     float* mi_new_last = reinterpret_cast<float*>(mi_new_last_bytes.data());  // varlen_attention.pto:55:34
-    DeviceWorkspace t2_1_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+    DeviceWorkspace t2_1_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
     if (ptodsl_failed) {  // varlen_attention.pto:56:30
         return -1;  // varlen_attention.pto:56:30
     }
     float* t2_1_last = reinterpret_cast<float*>(t2_1_last_bytes.data());  // varlen_attention.pto:56:30
-    DeviceWorkspace t4_1_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+    DeviceWorkspace t4_1_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
     if (ptodsl_failed) {  // varlen_attention.pto:57:30
         return -1;  // varlen_attention.pto:57:30
     }
     float* t4_1_last = reinterpret_cast<float*>(t4_1_last_bytes.data());  // varlen_attention.pto:57:30
-    DeviceWorkspace t9_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    DeviceWorkspace t9_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
     if (ptodsl_failed) {  // varlen_attention.pto:58:34
         return -1;  // varlen_attention.pto:58:34
     }
     float* t9_last = reinterpret_cast<float*>(t9_last_bytes.data());  // varlen_attention.pto:58:34
-    DeviceWorkspace t10_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+    DeviceWorkspace t10_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
     if (ptodsl_failed) {  // varlen_attention.pto:58:44
         return -1;  // varlen_attention.pto:58:44
     }
     float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // varlen_attention.pto:58:44
-    DeviceWorkspace li_new_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+    DeviceWorkspace li_new_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
     if (ptodsl_failed) {  // varlen_attention.pto:58:34
         return -1;  // varlen_attention.pto:58:34
     }
     float* li_new_last = reinterpret_cast<float*>(li_new_last_bytes.data());  // varlen_attention.pto:58:34
-    DeviceWorkspace t11_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    DeviceWorkspace t11_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
     if (ptodsl_failed) {  // varlen_attention.pto:59:34
         return -1;  // varlen_attention.pto:59:34
     }
     float* t11_last = reinterpret_cast<float*>(t11_last_bytes.data());  // varlen_attention.pto:59:34
-    DeviceWorkspace t12_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+    DeviceWorkspace t12_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
     if (ptodsl_failed) {  // varlen_attention.pto:59:44
         return -1;  // varlen_attention.pto:59:44
     }
     float* t12_last = reinterpret_cast<float*>(t12_last_bytes.data());  // varlen_attention.pto:59:44
-    DeviceWorkspace oi_tmp_last_bytes((max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+    DeviceWorkspace oi_tmp_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
     if (ptodsl_failed) {  // varlen_attention.pto:59:34
         return -1;  // varlen_attention.pto:59:34
     }
     float* oi_tmp_last = reinterpret_cast<float*>(oi_tmp_last_bytes.data());  // varlen_attention.pto:59:34
     {  // varlen_attention.pto:16:5
-        const int64_t varlen_attention_bf16_k0_blocks = max_i64(ceil_div(HD / 64, max_i64((HD / 64 + 23) / 24, 1)), 1);  // varlen_attention.pto:16:5
+        const int64_t varlen_attention_bf16_k0_blocks = max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1);  // varlen_attention.pto:16:5
         DeviceWorkspace varlen_attention_bf16_k0_status(4 * varlen_attention_bf16_k0_blocks * static_cast<int64_t>(sizeof(int64_t)), 0);  // varlen_attention.pto:16:5
         if (ptodsl_failed) {  // varlen_attention.pto:16:5
             return -1;  // varlen_attention.pto:16:5
