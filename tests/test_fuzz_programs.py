@@ -147,20 +147,25 @@ def test_the_seed_set_covers_the_language():
 
 
 def test_data_driven_programs_run_and_stop_where_they_must(tmp_path):
-    """The data-driven blocks run, stop at an access outside a tensor (E0730) and stop before a
-    loop of a corrupt trip count (E0870), each on some seed, and the simulator agrees every time."""
+    """The data-driven blocks run, stop at an access outside a tensor (E0730), stop before a loop
+    of a corrupt trip count (E0870) and, with segment offsets declared nondecreasing, refuse ones
+    that go down before any kernel runs (E0732), each on some seed, and the simulator agrees every
+    time."""
     from ptodsl.fuzz.run import Prepared, prepare, run_sim
 
     feats = frozenset({"data_trips", "data_conds", "data_cu", "tails"})
     seen, failures = set(), []
     for seed in range(300, 320):
         prep = prepare(generate(seed, feats, max_blocks=1), str(tmp_path))
-        assert isinstance(prep, Prepared), prep
+        if not isinstance(prep, Prepared):
+            assert prep.kind == "ok" and prep.backend == "call" and "nondecreasing" in prep.detail, prep
+            seen.add("E0732")
+            continue
         seen.add(prep.stop_code if prep.stop is not None else "runs")
         outcome = run_sim(prep)
         if outcome is not None and outcome.kind != "ok":
             failures.append(outcome)
-    assert seen == {"runs", "E0730", "E0870"}
+    assert seen == {"runs", "E0730", "E0870", "E0732"}
     assert not failures, "\n".join(f"{o.seed}: {o.kind} {o.detail}" for o in failures)
 
 

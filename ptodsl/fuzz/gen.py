@@ -209,6 +209,7 @@ class Program:
     cube: dict[str, Any] | None = None  # the cube_tile of a program with matmul blocks
     options: dict[str, Any] = field(default_factory=dict)  # pass_options besides max_paths
     bounds: dict[str, int] = field(default_factory=dict)  # `max_dims:`
+    ordered: list[str] = field(default_factory=list)  # `nondecreasing:`
 
     @property
     def op(self) -> str:
@@ -236,6 +237,9 @@ class Program:
         bounds = {k: v for k, v in self.bounds.items() if any(k in p.dims for p in self.used_params())}
         if bounds:
             lines.append("max_dims: {" + ", ".join(f"{k}: {v}" for k, v in bounds.items()) + "}")
+        ordered = [n for n in self.ordered if n in {p.name for p in self.used_params()}]
+        if ordered:
+            lines.append(f"nondecreasing: [{', '.join(ordered)}]")
         lines.append("schedule:")
         lines.append(f"  vec_tile: {self.vec_tile}")
         if self.cube:
@@ -274,7 +278,8 @@ class Program:
                           valid_shapes=dict(b.valid_shapes), params=list(b.params)) for b in self.blocks]
         return replace(self, blocks=blocks, shapes=dict(self.shapes), fixed=dict(self.fixed),
                        params=dict(self.params), vec_tile=list(self.vec_tile), scalars=dict(self.scalars),
-                       cube=None if self.cube is None else dict(self.cube), options=dict(self.options), bounds=dict(self.bounds))
+                       cube=None if self.cube is None else dict(self.cube), options=dict(self.options), bounds=dict(self.bounds),
+                       ordered=list(self.ordered))
 
 
 # ---------------------------------------------------------------------------------- generator
@@ -1078,13 +1083,22 @@ class Gen:
                 else:
                     del cube["split_k"]
         prog = Program(self.seed, self.dtype, self.f, self.params, blocks, shapes, fixed, vec_tile, scalars,
-                       cube=cube, options=self.pass_options(), bounds=self.max_dims(shapes, fixed))
+                       cube=cube, options=self.pass_options(), bounds=self.max_dims(shapes, fixed),
+                       ordered=self.ordered(blocks))
         for p in prog.used_params():
             for d in p.dims:
                 if not d.isdigit() and d not in shapes:
                     shapes[d] = 1
         return prog
 
+
+    def ordered(self, blocks: list[Block]) -> list[str]:
+        """``nondecreasing: [cu]`` for half the programs with segments (data_cu), from a random stream
+        of its own (the program of a seed stays the same either way): the call then refuses offsets
+        that go down (E0732), and the blocks share out each segment's row tiles over every core."""
+        if not any(b.kind == "varlen" for b in blocks):
+            return []
+        return ["cu"] if random.Random(self.seed * 1_000_003 + 31).random() < 0.5 else []
 
     def max_dims(self, shapes: dict[str, int], fixed: dict[str, int]) -> dict[str, int]:
         """Bounds on N and M at or above the case's values, from their own random stream (the

@@ -232,7 +232,7 @@ def compare(got: np.ndarray, want: np.ndarray, dtype: str) -> str:
 
 def prepare(program: Program, folder: str, timeout: float = DEFAULT_TIMEOUT_S) -> Prepared | Outcome:
     """Compile and interpret ``program``; an Outcome when that already fails."""
-    from ..api import load
+    from ..api import ArgumentError, load
     from ..diagnostics import CompileError, Diagnostics
     from ..frontend.parser import parse_module
 
@@ -250,10 +250,18 @@ def prepare(program: Program, folder: str, timeout: float = DEFAULT_TIMEOUT_S) -
         return Outcome(program.seed, "rejected", "compile", "an invalid program compiled without error")
     arrays = make_inputs(program)
     tensors = {p.name: arrays[p.name] for p in op.inputs}
+    falls = [n for n in program.ordered if n in arrays and bool((np.diff(arrays[n].astype(np.int64)) < 0).any())]
     try:
         index, _, symbols = op.resolve(tensors)
+    except ArgumentError as exc:
+        if exc.diagnostic.code == "E0732":
+            return Outcome(program.seed, "ok" if falls else "mismatch", "call",
+                           f"refused{' as it must be' if falls else ' although nothing decreases'}: {exc.diagnostic.message}")
+        return Outcome(program.seed, "crash", "compile", traceback.format_exc(limit=-4))
     except Exception:  # noqa: BLE001
         return Outcome(program.seed, "crash", "compile", traceback.format_exc(limit=-4))
+    if falls:
+        return Outcome(program.seed, "mismatch", "call", f"the call ran although `{falls[0]}` (nondecreasing) decreases")
     symbols = {**program.shapes, **symbols}
     outputs = [p.name for p in op.outputs]
     dtypes = {}
