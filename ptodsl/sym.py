@@ -280,8 +280,17 @@ def neg(a: Expr) -> Expr:
     return NegExpr(a)
 
 
+def _absorbs(name: str, a: Expr, b: Expr) -> bool:
+    """Whether ``b`` is ``name(a, x)`` or ``name(x, a)``: then ``name(a, b)`` is ``b``."""
+    return isinstance(b, CallExpr) and b.fn == name and a in b.args
+
+
 def min_(a: Expr, b: Expr, ranges: Mapping[str, Bounds] | None = None) -> Expr:
     if a == b:
+        return a
+    if _absorbs("min", a, b):
+        return b
+    if _absorbs("min", b, a):
         return a
     if is_const(a) and is_const(b):
         return min(a, b)
@@ -295,6 +304,10 @@ def min_(a: Expr, b: Expr, ranges: Mapping[str, Bounds] | None = None) -> Expr:
 
 def max_(a: Expr, b: Expr, ranges: Mapping[str, Bounds] | None = None) -> Expr:
     if a == b:
+        return a
+    if _absorbs("max", a, b):
+        return b
+    if _absorbs("max", b, a):
         return a
     if is_const(a) and is_const(b):
         return max(a, b)

@@ -58,6 +58,20 @@ def test_bounds_prove_le():
     assert sym.prove_le(sym.Sym("i"), 10, r)
 
 
+def test_a_min_of_a_min_holding_the_same_term_is_that_min():
+    """min(a, min(a, b)) is min(a, b), either way round, and max alike: a valid extent clamped
+    twice by one bound (varlen attention's rows of a query tile) prints as one clamp, so the grid
+    loops over it have equal trip counts and fuse."""
+    a, b, c = sym.Sym("a"), sym.Sym("b"), sym.Sym("c")
+    for f in (sym.min_, sym.max_):
+        inner = f(a, b)
+        assert f(a, inner) == inner and f(inner, a) == inner and f(b, inner) == inner
+        assert f(c, inner) != inner  # another term still clamps
+        for va, vb, vc in ((1, 2, 3), (5, -1, 0), (2, 2, 7)):
+            env = {"a": va, "b": vb, "c": vc}
+            assert sym.evaluate(f(a, inner), env) == sym.evaluate(sym.CallExpr(f.__name__[:3], (a, inner)), env)
+
+
 def test_a_share_over_a_symbolic_count_is_bounded_below():
     """A block's share of a loop whose trip count only the kernel knows starts at
     ``(b % n) * cdiv(t, n)``: non-negative for a non-negative index and trip count and a count of at

@@ -987,27 +987,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                     TileT123E t123_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t123_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                     GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t125_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t125_e, t124_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    TileT126E t126_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t126_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     using GmView47 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT127E t127_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT127E t127_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t127_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t127_e, t126_e);  // online_softmax_attn.pto:21:36
@@ -1168,27 +1168,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                     TileT207E t207_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t207_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                     GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t209_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t209_e, t208_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT210E t210_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t210_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT211E t211_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT211E t211_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t211_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t211_e, t210_e);  // online_softmax_attn.pto:21:36
@@ -2037,27 +2037,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                         TileT123O t123_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t123_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView114 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t125_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t125_o, t124_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT126O t126_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t126_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView115 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT127O t127_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t127_o, t126_o);  // online_softmax_attn.pto:21:36
@@ -2218,27 +2218,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                         TileT207O t207_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t207_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView125 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t209_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t209_o, t208_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT210O t210_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t210_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView126 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT211O t211_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t211_o, t210_o);  // online_softmax_attn.pto:21:36
@@ -2637,27 +2637,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                     TileT123E t123_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t123_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                     GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t125_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t125_e, t124_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    TileT126E t126_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t126_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     using GmView47 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT127E t127_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT127E t127_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t127_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t127_e, t126_e);  // online_softmax_attn.pto:21:36
@@ -2725,27 +2725,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                     TileT207E t207_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t207_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                     GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t209_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t209_e, t208_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT210E t210_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t210_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT211E t211_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT211E t211_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t211_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t211_e, t210_e);  // online_softmax_attn.pto:21:36
@@ -3020,27 +3020,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                         TileT123O t123_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t123_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView114 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t125_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t125_o, t124_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT126O t126_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t126_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView115 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT127O t127_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t127_o, t126_o);  // online_softmax_attn.pto:21:36
@@ -3108,27 +3108,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                         TileT207O t207_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t207_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView125 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t209_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t209_o, t208_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT210O t210_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t210_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView126 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT211O t211_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t211_o, t210_o);  // online_softmax_attn.pto:21:36

@@ -370,27 +370,27 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
             TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t42, 0);  // online_softmax_attn.pto:15:22
-            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
+            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(L, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
             GmView21 t5_firstGm21(t5_first + _qb0 * 64 * 64, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
             TLOAD(t43, t5_firstGm21);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
+            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(L, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TileT45 t45(min_i64(L, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
             GmView22 vj_firstGm22(vj_first + _g41 * 64, GmView22::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:15:22
             TLOAD(t45, vj_firstGm22);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TileT46 t46(min_i64(L, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t46, t45);  // online_softmax_attn.pto:15:22
@@ -575,27 +575,27 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ uint64_t* ptodsl_ffts, __gm
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
             TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t42, 0);  // online_softmax_attn.pto:15:22
-            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
+            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(L, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
             GmView21 t5_firstGm21(t5_first + _qb0 * 64 * 64, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
             TLOAD(t43, t5_firstGm21);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
+            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(L, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TileT45 t45(min_i64(L, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
             GmView22 vj_firstGm22(vj_first + _g41 * 64, GmView22::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:15:22
             TLOAD(t45, vj_firstGm22);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TileT46 t46(min_i64(L, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t46, t45);  // online_softmax_attn.pto:15:22

@@ -529,27 +529,27 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                     TileT291E t291_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t291_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                     GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 64, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t292_e, t14_u1c0_twinGm25);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT293E t293_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT293E t293_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t293_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t293_e, t292_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT294E t294_e(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT294E t294_e(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t294_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView26 vj_u1c0_sk1_eGm26(vj_u1c0_sk1_e + _g290 * 64, GmView26::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t294_e, vj_u1c0_sk1_eGm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT295E t295_e(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT295E t295_e(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t295_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t295_e, t294_e);  // online_softmax_attn.pto:21:36
@@ -1060,27 +1060,27 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                         TileT291O t291_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t291_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 64, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t292_o, t14_u1c0Gm61);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT293O t293_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT293O t293_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t293_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t293_o, t292_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT294O t294_o(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT294O t294_o(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t294_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView62 vj_u1c0_sk1_oGm62(vj_u1c0_sk1_o + _g290 * 64, GmView62::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t294_o, vj_u1c0_sk1_oGm62);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT295O t295_o(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT295O t295_o(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t295_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t295_o, t294_o);  // online_softmax_attn.pto:21:36
@@ -1377,27 +1377,27 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                     TileT291E t291_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t291_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                     GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 64, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t292_e, t14_u1c0_twinGm25);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT293E t293_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                    TileT293E t293_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t293_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t293_e, t292_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT294E t294_e(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT294E t294_e(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t294_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView26 vj_u1c0_sk1_eGm26(vj_u1c0_sk1_e + _g290 * 64, GmView26::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t294_e, vj_u1c0_sk1_eGm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT295E t295_e(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT295E t295_e(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t295_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t295_e, t294_e);  // online_softmax_attn.pto:21:36
@@ -1574,27 +1574,27 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                         TileT291O t291_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t291_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 64, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t292_o, t14_u1c0Gm61);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT293O t293_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                        TileT293O t293_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t293_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t293_o, t292_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT294O t294_o(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT294O t294_o(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t294_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView62 vj_u1c0_sk1_oGm62(vj_u1c0_sk1_o + _g290 * 64, GmView62::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t294_o, vj_u1c0_sk1_oGm62);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT295O t295_o(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT295O t295_o(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t295_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t295_o, t294_o);  // online_softmax_attn.pto:21:36

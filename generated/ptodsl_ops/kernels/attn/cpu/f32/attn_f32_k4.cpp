@@ -452,27 +452,27 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _g374 = 0; _g374 < (D + 63) / 64; ++_g374) {  // online_softmax_attn.pto:21:36
                 TileT375 t375(min_i64(S - _qb4 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t375, 0);  // online_softmax_attn.pto:21:36
-                TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t376, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView23 t14_lastGm23(t14_last + _qb4 * 64 * 64, GmView23::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t376, t14_lastGm23);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t377, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t377, t376);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT378 t378(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT378 t378(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t378, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView24 vj_lastGm24(vj_last + _g374 * 64, GmView24::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t378, vj_lastGm24);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT379 t379(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT379 t379(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t379, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t379, t378);  // online_softmax_attn.pto:21:36
@@ -837,27 +837,27 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _g374 = 0; _g374 < (D + 63) / 64; ++_g374) {  // online_softmax_attn.pto:21:36
                 TileT375 t375(min_i64(S - _qb4 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t375, 0);  // online_softmax_attn.pto:21:36
-                TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t376, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView23 t14_lastGm23(t14_last + _qb4 * 64 * 64, GmView23::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t376, t14_lastGm23);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+                TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t377, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t377, t376);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT378 t378(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT378 t378(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t378, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView24 vj_lastGm24(vj_last + _g374 * 64, GmView24::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t378, vj_lastGm24);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT379 t379(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT379 t379(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t379, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t379, t378);  // online_softmax_attn.pto:21:36

@@ -70,9 +70,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
-            TileT49 t49(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT49 t49(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t49, 0);  // flash_attn.pto:43:36
-            TileT50 t50(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT50 t50(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t50, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
@@ -85,14 +85,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT46 t46(min_i64(S - _qb1 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t46, 0);  // flash_attn.pto:43:36
-            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
+            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
             TASSIGN(t47, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
             GmView1 ptGm1(pt + _qb1 * 64 * 64, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
             TLOAD(t47, ptGm1);  // flash_attn.pto:43:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
+            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
             TASSIGN(t48, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t48, t47);  // flash_attn.pto:43:36
@@ -104,26 +104,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k51 = 1; _k51 < (min_i64(64, min_i64(L, 64)) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
-                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64));  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(L, 64) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
+                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t52, 0);  // flash_attn.pto:43:36
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
                 GmView2 ptGm2(pt + _qb1 * 64 * 64 + _k51 * 64, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
                 TLOAD(t52, ptGm2);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64));  // flash_attn.pto:43:36
+                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t53, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t53, t52);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT54 t54(min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT54 t54(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t54, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
                 GmView3 vj_firstGm3(vj_first + _k51 * 64 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
                 TLOAD(t54, vj_firstGm3);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT55 t55(min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT55 t55(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t55, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t55, t54);  // flash_attn.pto:43:36
@@ -298,9 +298,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
-            TileT49 t49(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT49 t49(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t49, 0);  // flash_attn.pto:43:36
-            TileT50 t50(min_i64(min_i64(64, min_i64(L, 64)), 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT50 t50(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t50, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
@@ -313,14 +313,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT46 t46(min_i64(S - _qb1 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t46, 0);  // flash_attn.pto:43:36
-            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
+            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
             TASSIGN(t47, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
             GmView1 ptGm1(pt + _qb1 * 64 * 64, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
             TLOAD(t47, ptGm1);  // flash_attn.pto:43:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)), 64));  // flash_attn.pto:43:36
+            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
             TASSIGN(t48, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t48, t47);  // flash_attn.pto:43:36
@@ -332,26 +332,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k51 = 1; _k51 < (min_i64(64, min_i64(L, 64)) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
-                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64));  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(L, 64) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
+                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t52, 0);  // flash_attn.pto:43:36
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
                 GmView2 ptGm2(pt + _qb1 * 64 * 64 + _k51 * 64, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
                 TLOAD(t52, ptGm2);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64));  // flash_attn.pto:43:36
+                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t53, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t53, t52);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT54 t54(min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT54 t54(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t54, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
                 GmView3 vj_firstGm3(vj_first + _k51 * 64 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
                 TLOAD(t54, vj_firstGm3);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT55 t55(min_i64(min_i64(64, min_i64(L, 64)) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT55 t55(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t55, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t55, t54);  // flash_attn.pto:43:36
@@ -393,7 +393,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
     for (int64_t _qb1 = block_index * ceil_div((S + 63) / 64, block_count); _qb1 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb1) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
         for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
-            for (int64_t _k51 = 1; _k51 < (min_i64(64, min_i64(L, 64)) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(L, 64) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
             }
         }
         TileT57Aiv0 t57_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22

@@ -164,20 +164,20 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:20:14
             __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:21:14
             __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:32:21
-            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t75, 0);  // flash_attn.pto:22:13
             TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
             TASSIGN(t77, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             TMOV(t77, t76);  // flash_attn.pto:22:13
-            TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT78 t78(min_i64(D, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t78, 32768);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
             GmView9 kjGm9(kj, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:13
             TLOAD(t78, kjGm9);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT79 t79(min_i64(D, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t79, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t79, t78);  // flash_attn.pto:22:13
@@ -205,14 +205,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t82, t81);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t83, 32768);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
                 GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:13
                 TLOAD(t83, kjGm11);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t84, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t84, t83);  // flash_attn.pto:22:13
@@ -234,13 +234,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             GmView12 t0Gm12(t0 + _qb2 * 64 * 64, GmView12::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
             TSTORE(t0Gm12, t75);  // flash_attn.pto:22:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t87_aiv0, 38912);  // flash_attn.pto:22:13
-            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t87_aiv1, 47104);  // flash_attn.pto:22:13
-            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t88_aiv0, 55296);  // flash_attn.pto:22:13
-            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t88_aiv1, 63488);  // flash_attn.pto:22:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
@@ -329,9 +329,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t111_aiv0, 45056);  // flash_attn.pto:35:17
             TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
             TASSIGN(t111_aiv1, 46080);  // flash_attn.pto:35:17
-            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:36:17
+            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:36:17
             TASSIGN(t121_aiv0, 47104);  // flash_attn.pto:36:17
-            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:36:17
+            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:36:17
             TASSIGN(t121_aiv1, 71680);  // flash_attn.pto:36:17
             TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:20
             TASSIGN(t125_aiv0, 79872);  // flash_attn.pto:37:20
@@ -544,20 +544,20 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             __gm__ float* kj = k + j * 64 * D;  // flash_attn.pto:20:14
             __gm__ float* vj = v + j * 64 * D;  // flash_attn.pto:21:14
             __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:32:21
-            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t75, 0);  // flash_attn.pto:22:13
             TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
             TASSIGN(t77, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             TMOV(t77, t76);  // flash_attn.pto:22:13
-            TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT78 t78(min_i64(D, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t78, 32768);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
             GmView9 kjGm9(kj, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:13
             TLOAD(t78, kjGm9);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT79 t79(min_i64(D, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t79, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t79, t78);  // flash_attn.pto:22:13
@@ -585,14 +585,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t82, t81);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t83, 32768);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
                 GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:13
                 TLOAD(t83, kjGm11);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t84, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t84, t83);  // flash_attn.pto:22:13
@@ -804,13 +804,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             __gm__ float* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:32:21
             for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
             }
-            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t87_aiv0, 38912);  // flash_attn.pto:22:13
-            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t87_aiv1, 47104);  // flash_attn.pto:22:13
-            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t88_aiv0, 55296);  // flash_attn.pto:22:13
-            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:13
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t88_aiv1, 63488);  // flash_attn.pto:22:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag_dev(3);
@@ -857,9 +857,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ uint64_t* ptodsl_ffts
             TASSIGN(t111_aiv0, 45056);  // flash_attn.pto:35:17
             TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
             TASSIGN(t111_aiv1, 46080);  // flash_attn.pto:35:17
-            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:36:17
+            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:36:17
             TASSIGN(t121_aiv0, 47104);  // flash_attn.pto:36:17
-            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:36:17
+            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:36:17
             TASSIGN(t121_aiv1, 71680);  // flash_attn.pto:36:17
             TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:20
             TASSIGN(t125_aiv0, 79872);  // flash_attn.pto:37:20

@@ -641,27 +641,27 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
                 TileT233 t233(min_i64(S - _qb3 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t233, 0);  // flash_attn.pto:43:36
-                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
+                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t234, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
                 GmView40 ptGm40(pt + _qb3 * 64 * 64, GmView40::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
                 TLOAD(t234, ptGm40);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
+                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t235, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t235, t234);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT236 t236(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT236 t236(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t236, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
                 GmView41 vj_lastGm41(vj_last + _g232 * 64, GmView41::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:43:36
                 TLOAD(t236, vj_lastGm41);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT237 t237(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT237 t237(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t237, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t237, t236);  // flash_attn.pto:43:36
@@ -673,26 +673,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k238 = 1; _k238 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
-                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
+                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t239, 0);  // flash_attn.pto:43:36
                     using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
                     GmView42 ptGm42(pt + _qb3 * 64 * 64 + _k238 * 64, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
                     TLOAD(t239, ptGm42);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t240, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t240, t239);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT241 t241(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT241 t241(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t241, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
                     GmView43 vj_lastGm43(vj_last + _k238 * 64 * D + _g232 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
                     TLOAD(t241, vj_lastGm43);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT242 t242(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT242 t242(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t242, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t242, t241);  // flash_attn.pto:43:36
@@ -997,27 +997,27 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
                 TileT233 t233(min_i64(S - _qb3 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t233, 0);  // flash_attn.pto:43:36
-                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
+                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t234, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
                 GmView40 ptGm40(pt + _qb3 * 64 * 64, GmView40::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
                 TLOAD(t234, ptGm40);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64));  // flash_attn.pto:43:36
+                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t235, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t235, t234);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT236 t236(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT236 t236(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t236, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
                 GmView41 vj_lastGm41(vj_last + _g232 * 64, GmView41::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:43:36
                 TLOAD(t236, vj_lastGm41);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT237 t237(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)), 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT237 t237(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t237, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t237, t236);  // flash_attn.pto:43:36
@@ -1029,26 +1029,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k238 = 1; _k238 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
-                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
+                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t239, 0);  // flash_attn.pto:43:36
                     using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
                     GmView42 ptGm42(pt + _qb3 * 64 * 64 + _k238 * 64, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
                     TLOAD(t239, ptGm42);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t240, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t240, t239);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT241 t241(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT241 t241(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t241, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
                     GmView43 vj_lastGm43(vj_last + _k238 * 64 * D + _g232 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
                     TLOAD(t241, vj_lastGm43);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT242 t242(min_i64(min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT242 t242(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t242, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t242, t241);  // flash_attn.pto:43:36
@@ -1598,7 +1598,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
-                for (int64_t _k238 = 1; _k238 < (min_i64(64, min_i64(L - ((L + 63) / 64 - 1) * 64, 64)) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
                 }
             }
             TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22

@@ -26,28 +26,40 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* t9, __gm__ float* t10, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* t9_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* t11_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, int64_t block_index, int64_t block_count, __gm__ int64_t* status)
+extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, int64_t block_index, int64_t block_count, __gm__ int64_t* status)
 #else
-extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* t2_1, __gm__ float* t4_1, __gm__ float* t9, __gm__ float* t10, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, __gm__ float* mi_new_last, __gm__ float* t2_1_last, __gm__ float* t4_1_last, __gm__ float* t9_last, __gm__ float* t10_last, __gm__ float* li_new_last, __gm__ float* t11_last, __gm__ float* t12_last, __gm__ float* oi_tmp_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, __gm__ int64_t* status)
+extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, __gm__ int64_t* status)
 #endif
 {
-    using TileT12Tile = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT12Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT12Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT2 = TileAcc<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT4 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT6Tile = TileRight<bfloat16_t, 64, 128, 64, DYNAMIC>;
-    using TileT9Tile = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10Tile = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT27 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT18 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT33 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT34 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT36 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT40 = Tile<TileType::Vec, bfloat16_t, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT15Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT27Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT27Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT18Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT30Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT33Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT33Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT34Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT34Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT36Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT36Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT40Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT40Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT42 = TileAcc<float, 64, 64, DYNAMIC, 64>;
     using TileT43 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT44 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
@@ -57,12 +69,18 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     using TileT49 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT50 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT51 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT53 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT55 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT57 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT58 = Tile<TileType::Vec, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT61 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT62 = Tile<TileType::Vec, bfloat16_t, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT53Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT53Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT55Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT55Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT57Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT57Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT58Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT58Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT61Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT61Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT62Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT62Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT64 = TileAcc<float, 64, 64, DYNAMIC, 64>;
     using TileT65 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT66 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
@@ -72,23 +90,35 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     using TileT71 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT72 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT73 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT75 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT77 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT75Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT75Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT77Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT77Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT80 = TileAcc<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT81 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT82 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT83 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT84 = TileRight<bfloat16_t, 64, 128, 64, DYNAMIC>;
-    using TileT87 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT88 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT93 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT105 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT108 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT111 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT112 = Tile<TileType::Vec, bfloat16_t, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT87Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT87Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT93Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT93Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT105Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT105Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT96Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT108Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT108Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT111Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT111Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT112Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT112Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT114 = TileAcc<float, 64, 64, DYNAMIC, 64>;
     using TileT115 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT116 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
@@ -98,54 +128,75 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     using TileT121 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT122 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT123 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT125 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT126 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT127 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT129 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT130 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT131 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT134 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT136 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT137 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT138 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT141 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT143 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT144 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT145 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT147 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT149 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT151 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT152 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT153 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT155 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT156 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT157 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT158 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT160 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT161 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT162 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT163 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT165 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT166 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT167 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT169 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT171 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT184 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT125Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT125Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT126Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT126Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT127Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT127Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT131Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT131Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT134Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT134Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT138Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT138Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT141Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT141Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT144Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT144Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT145Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT145Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT148Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT148Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT149Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT149Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT153Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT153Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT155Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT155Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT157Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT157Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT158Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT158Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT160Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT160Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT163Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT163Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT165Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT165Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT166Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT166Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT167Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT167Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT169Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT169Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT171Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT171Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT184Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT184Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT174 = TileAcc<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT175 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT176 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
     using TileT177 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT178 = TileRight<bfloat16_t, 64, 128, 64, DYNAMIC>;
-    using TileT181 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT182 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT199 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT190 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT197 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT202 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT205 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT206 = Tile<TileType::Vec, bfloat16_t, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT181Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT181Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT182Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT182Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT187Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT199Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT199Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT190Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT190Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT197Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT197Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT202Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT202Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT205Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT205Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT206Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT206Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT208 = TileAcc<float, 64, 64, DYNAMIC, 64>;
     using TileT209 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT210 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
@@ -155,46 +206,48 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     using TileT215 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT216 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT217 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT219 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT220 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT221 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT223 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT224 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT225 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT228 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT230 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT231 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT232 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT235 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT237 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT238 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT239 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT241 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT242 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT243 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT245 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT246 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT247 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT249 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT250 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT251 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT252 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT254 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT255 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT256 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT257 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT259 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT260 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT261 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT263 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT265 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT267 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT268 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT269 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT270 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT273 = Tile<TileType::Vec, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileTmp0 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT219Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT219Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT220Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT220Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT221Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT221Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT225Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT225Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT228Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT228Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT232Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT232Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT235Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT235Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT238Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT238Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT239Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT239Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT242Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT242Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT243Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT243Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT247Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT247Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT249Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT249Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT251Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT251Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT252Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT252Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT254Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT254Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT257Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT257Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT261Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT261Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT270Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT270Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT273Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT273Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
     __gm__ float* scores_first_own = scores_first + block_index * 64 * 128;  // varlen_attention.pto:16:5
     __gm__ float* scores_scaled_first_own = scores_scaled_first + block_index * 64 * 128;  // varlen_attention.pto:16:5
@@ -215,10 +268,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     __gm__ bfloat16_t* t6_own = t6 + block_index * 64 * 128;  // varlen_attention.pto:16:5
     __gm__ float* oij_1_own = oij_1 + block_index * 64 * 64;  // varlen_attention.pto:16:5
     __gm__ float* mi_new_own = mi_new + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t2_1_own = t2_1 + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t4_1_own = t4_1 + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t9_own = t9 + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t10_own = t10 + block_index * 64;  // varlen_attention.pto:16:5
     __gm__ float* li_new_own = li_new + block_index * 64;  // varlen_attention.pto:16:5
     __gm__ float* t11_own = t11 + block_index * 64 * 64;  // varlen_attention.pto:16:5
     __gm__ float* t12_own = t12 + block_index * 64 * 64;  // varlen_attention.pto:16:5
@@ -229,15 +278,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     __gm__ float* lij_last_own = lij_last + block_index * 64;  // varlen_attention.pto:16:5
     __gm__ bfloat16_t* t6_last_own = t6_last + block_index * 64 * 128;  // varlen_attention.pto:16:5
     __gm__ float* oij_1_last_own = oij_1_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
-    __gm__ float* mi_new_last_own = mi_new_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t2_1_last_own = t2_1_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t4_1_last_own = t4_1_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t9_last_own = t9_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t10_last_own = t10_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* li_new_last_own = li_new_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t11_last_own = t11_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t12_last_own = t12_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
-    __gm__ float* oi_tmp_last_own = oi_tmp_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
     for (int64_t b = 0; b < C - 1; ++b) {  // varlen_attention.pto:16:5
         const int64_t q_start = static_cast<int64_t>(cu_seqlens_q[b]);  // varlen_attention.pto:17:19
         const int64_t s0 = static_cast<int64_t>(cu_seqlens_q[b + 1]);  // varlen_attention.pto:18:21
@@ -254,15 +294,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #endif
                 return;  // varlen_attention.pto:22:31
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             for (int64_t q_tile_idx = block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)); q_tile_idx < block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)) + min_i64(ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)), max_i64(ceil_div(s0 - q_start, 64) - block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)), 0)); ++q_tile_idx) {  // varlen_attention.pto:22:13
                 pipe_barrier(PIPE_V);
@@ -286,15 +326,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);  // varlen_attention.pto:29:35
                     return;  // varlen_attention.pto:29:35
                 }
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(s1 - k_start, 128), 0), 1); ++_br2) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_first = 0; _k_tile_idx_first < 1; ++_k_tile_idx_first) {  // varlen_attention.pto:29:17
@@ -332,9 +372,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* v_tile_view_first = v + k_start * HD + h * 64;  // varlen_attention.pto:34:35
                         for (int64_t _g0 = 0; _g0 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g0) {  // varlen_attention.pto:35:30
-                            TileT12Tile t12Tile(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64));  // varlen_attention.pto:37:27
-                            TASSIGN(t12Tile, 0);  // varlen_attention.pto:37:27
-                            TEXPANDS(t12Tile, -__builtin_inff());  // varlen_attention.pto:37:27
+                            TileT12Aiv0 t12_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:37:27
+                            TASSIGN(t12_aiv0, 0);  // varlen_attention.pto:37:27
+                            TileT12Aiv1 t12_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                            TASSIGN(t12_aiv1, 1024);  // varlen_attention.pto:37:27
+                            TEXPANDS(t12_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
+                            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // varlen_attention.pto:37:27
+                                TEXPANDS(t12_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
+                            }
                             pipe_barrier(PIPE_V);
                             for (int64_t _g1 = 0; _g1 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g1) {  // varlen_attention.pto:35:30
                                 TileT2 t2(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:35:30
@@ -369,104 +414,174 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
                                 GmView2 scores_first_ownGm2(scores_first_own + _g0 * 64 * 128 + _g1 * 128, GmView2::Shape(t2.GetValidRow(), t2.GetValidCol()));  // varlen_attention.pto:35:30
                                 TSTORE(scores_first_ownGm2, t2);  // varlen_attention.pto:35:30
-                                TileT9Tile t9Tile(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t9Tile, 2048);  // varlen_attention.pto:36:37
+                                TileT9Aiv0 t9_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t9_aiv0, 2048);  // varlen_attention.pto:36:37
+                                TileT9Aiv1 t9_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t9_aiv1, 18432);  // varlen_attention.pto:36:37
+                                TileT10Aiv0 t10_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t10_aiv0, 34816);  // varlen_attention.pto:36:37
+                                TileT10Aiv1 t10_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t10_aiv1, 51200);  // varlen_attention.pto:36:37
+                                TileT15Aiv0 t15_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:37:27
+                                TASSIGN(t15_aiv0, 67584);  // varlen_attention.pto:37:27
+                                TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                                TASSIGN(t15_aiv1, 68608);  // varlen_attention.pto:37:27
                                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView3 scores_first_ownGm3(scores_first_own + _g0 * 64 * 128 + _g1 * 128, GmView3::Shape(t9Tile.GetValidRow(), t9Tile.GetValidCol()));  // varlen_attention.pto:36:37
-                                TLOAD(t9Tile, scores_first_ownGm3);  // varlen_attention.pto:36:37
+                                GmView3 scores_first_ownGm3(scores_first_own + _g0 * 64 * 128 + _g1 * 128, GmView3::Shape(t9_aiv0.GetValidRow(), t9_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                TLOAD(t9_aiv0, scores_first_ownGm3);  // varlen_attention.pto:36:37
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TileT10Tile t10Tile(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t10Tile, 34816);  // varlen_attention.pto:36:37
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TMULS(t10Tile, t9Tile, softmax_scale);  // varlen_attention.pto:36:37
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                TMULS(t10_aiv0, t9_aiv0, softmax_scale);  // varlen_attention.pto:36:37
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView4 scores_scaled_first_ownGm4(scores_scaled_first_own + _g0 * 64 * 128 + _g1 * 128, GmView4::Shape(t10Tile.GetValidRow(), t10Tile.GetValidCol()));  // varlen_attention.pto:36:37
-                                TSTORE(scores_scaled_first_ownGm4, t10Tile);  // varlen_attention.pto:36:37
-                                TileT15 t15(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64));  // varlen_attention.pto:37:27
-                                TASSIGN(t15, 2048);  // varlen_attention.pto:37:27
+                                GmView4 scores_scaled_first_ownGm4(scores_scaled_first_own + _g0 * 64 * 128 + _g1 * 128, GmView4::Shape(t10_aiv0.GetValidRow(), t10_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                TSTORE(scores_scaled_first_ownGm4, t10_aiv0);  // varlen_attention.pto:36:37
                                 pipe_barrier(PIPE_V);
                                 TileTmp0 tmp0;  // varlen_attention.pto:37:27
-                                TASSIGN(tmp0, 69632);  // varlen_attention.pto:37:27
-                                TROWMAX(t15, t10Tile, tmp0);  // varlen_attention.pto:37:27
+                                TASSIGN(tmp0, 147456);  // varlen_attention.pto:37:27
+                                TROWMAX(t15_aiv0, t10_aiv0, tmp0);  // varlen_attention.pto:37:27
                                 pipe_barrier(PIPE_V);
-                                TMAX(t12Tile, t12Tile, t15);  // varlen_attention.pto:37:27
+                                TMAX(t12_aiv0, t12_aiv0, t15_aiv0);  // varlen_attention.pto:37:27
+                                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // varlen_attention.pto:36:37
+                                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView5 scores_first_ownGm5(scores_first_own + (_g0 * 64 + 32) * 128 + _g1 * 128, GmView5::Shape(t9_aiv1.GetValidRow(), t9_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TLOAD(t9_aiv1, scores_first_ownGm5);  // varlen_attention.pto:36:37
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    TMULS(t10_aiv1, t9_aiv1, softmax_scale);  // varlen_attention.pto:36:37
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView6 scores_scaled_first_ownGm6(scores_scaled_first_own + (_g0 * 64 + 32) * 128 + _g1 * 128, GmView6::Shape(t10_aiv1.GetValidRow(), t10_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TSTORE(scores_scaled_first_ownGm6, t10_aiv1);  // varlen_attention.pto:36:37
+                                    pipe_barrier(PIPE_V);
+                                    TileTmp0 tmp1;  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp1, 147456);  // varlen_attention.pto:37:27
+                                    TROWMAX(t15_aiv1, t10_aiv1, tmp1);  // varlen_attention.pto:37:27
+                                    pipe_barrier(PIPE_V);
+                                    TMAX(t12_aiv1, t12_aiv1, t15_aiv1);  // varlen_attention.pto:37:27
+                                }
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                            GmView5 mij_first_ownGm5(mij_first_own + _g0 * 64, GmView5::Shape(t12Tile.GetValidRow()));  // varlen_attention.pto:37:27
-                            TSTORE(mij_first_ownGm5, t12Tile);  // varlen_attention.pto:37:27
-                            TileT27 t27(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64));  // varlen_attention.pto:39:27
-                            TASSIGN(t27, 2048);  // varlen_attention.pto:39:27
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            TileT27Aiv0 t27_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:39:27
+                            TASSIGN(t27_aiv0, 2048);  // varlen_attention.pto:39:27
+                            TileT27Aiv1 t27_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                            TASSIGN(t27_aiv1, 3072);  // varlen_attention.pto:39:27
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                            GmView7 mij_first_ownGm7(mij_first_own + _g0 * 64, GmView7::Shape(t12_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
+                            TSTORE(mij_first_ownGm7, t12_aiv0);  // varlen_attention.pto:37:27
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            TEXPANDS(t27, 0.0f);  // varlen_attention.pto:39:27
+                            TEXPANDS(t27_aiv0, 0.0f);  // varlen_attention.pto:39:27
+                            pipe_barrier(PIPE_V);
+                            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // varlen_attention.pto:37:27
+                                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                                GmView8 mij_first_ownGm8(mij_first_own + _g0 * 64 + 32, GmView8::Shape(t12_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
+                                TSTORE(mij_first_ownGm8, t12_aiv1);  // varlen_attention.pto:37:27
+                                TEXPANDS(t27_aiv1, 0.0f);  // varlen_attention.pto:39:27
+                            }
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g17 = 0; _g17 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g17) {  // varlen_attention.pto:38:31
-                                TileT18 t18(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t18, 4096);  // varlen_attention.pto:38:31
-                                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                GmView6 scores_scaled_first_ownGm6(scores_scaled_first_own + _g0 * 64 * 128 + _g17 * 128, GmView6::Shape(t18.GetValidRow(), t18.GetValidCol()));  // varlen_attention.pto:38:31
-                                TLOAD(t18, scores_scaled_first_ownGm6);  // varlen_attention.pto:38:31
+                                TileT18Aiv0 t18_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:31
+                                TASSIGN(t18_aiv0, 4096);  // varlen_attention.pto:38:31
+                                TileT18Aiv1 t18_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:31
+                                TASSIGN(t18_aiv1, 20480);  // varlen_attention.pto:38:31
+                                TileT25Aiv0 t25_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:27
+                                TASSIGN(t25_aiv0, 36864);  // varlen_attention.pto:38:27
+                                TileT25Aiv1 t25_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:27
+                                TASSIGN(t25_aiv1, 53248);  // varlen_attention.pto:38:27
+                                TileT30Aiv0 t30_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:39:27
+                                TASSIGN(t30_aiv0, 69632);  // varlen_attention.pto:39:27
+                                TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                                TASSIGN(t30_aiv1, 70656);  // varlen_attention.pto:39:27
+                                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                GmView9 scores_scaled_first_ownGm9(scores_scaled_first_own + _g0 * 64 * 128 + _g17 * 128, GmView9::Shape(t18_aiv0.GetValidRow(), t18_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
+                                TLOAD(t18_aiv0, scores_scaled_first_ownGm9);  // varlen_attention.pto:38:31
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT25 t25(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t25, 36864);  // varlen_attention.pto:38:27
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileTmp1 tmp1(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64));  // varlen_attention.pto:38:27
-                                TASSIGN(tmp1, 69632);  // varlen_attention.pto:38:27
-                                TROWEXPAND(tmp1, t12Tile);  // varlen_attention.pto:38:27
+                                TileTmp1 tmp2(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:38:27
+                                TASSIGN(tmp2, 147456);  // varlen_attention.pto:38:27
+                                TROWEXPAND(tmp2, t12_aiv0);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                TROWEXPANDEXPDIF(t25, t18, tmp1);  // varlen_attention.pto:38:27
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                GmView7 pij_first_ownGm7(pij_first_own + _g0 * 64 * 128 + _g17 * 128, GmView7::Shape(t25.GetValidRow(), t25.GetValidCol()));  // varlen_attention.pto:38:27
-                                TSTORE(pij_first_ownGm7, t25);  // varlen_attention.pto:38:27
-                                TileT30 t30(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64));  // varlen_attention.pto:39:27
-                                TASSIGN(t30, 4096);  // varlen_attention.pto:39:27
+                                TROWEXPANDEXPDIF(t25_aiv0, t18_aiv0, tmp2);  // varlen_attention.pto:38:27
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                GmView10 pij_first_ownGm10(pij_first_own + _g0 * 64 * 128 + _g17 * 128, GmView10::Shape(t25_aiv0.GetValidRow(), t25_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
+                                TSTORE(pij_first_ownGm10, t25_aiv0);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);
-                                TileTmp0 tmp2;  // varlen_attention.pto:39:27
-                                TASSIGN(tmp2, 69632);  // varlen_attention.pto:39:27
-                                TROWSUM(t30, t25, tmp2);  // varlen_attention.pto:39:27
+                                TileTmp0 tmp3;  // varlen_attention.pto:39:27
+                                TASSIGN(tmp3, 147456);  // varlen_attention.pto:39:27
+                                TROWSUM(t30_aiv0, t25_aiv0, tmp3);  // varlen_attention.pto:39:27
                                 pipe_barrier(PIPE_V);
-                                TADD(t27, t27, t30);  // varlen_attention.pto:39:27
+                                TADD(t27_aiv0, t27_aiv0, t30_aiv0);  // varlen_attention.pto:39:27
+                                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // varlen_attention.pto:38:31
+                                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                    GmView11 scores_scaled_first_ownGm11(scores_scaled_first_own + (_g0 * 64 + 32) * 128 + _g17 * 128, GmView11::Shape(t18_aiv1.GetValidRow(), t18_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
+                                    TLOAD(t18_aiv1, scores_scaled_first_ownGm11);  // varlen_attention.pto:38:31
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    TileTmp1 tmp4(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp4, 147456);  // varlen_attention.pto:38:27
+                                    TROWEXPAND(tmp4, t12_aiv1);  // varlen_attention.pto:38:27
+                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                                    TROWEXPANDEXPDIF(t25_aiv1, t18_aiv1, tmp4);  // varlen_attention.pto:38:27
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                    GmView12 pij_first_ownGm12(pij_first_own + (_g0 * 64 + 32) * 128 + _g17 * 128, GmView12::Shape(t25_aiv1.GetValidRow(), t25_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
+                                    TSTORE(pij_first_ownGm12, t25_aiv1);  // varlen_attention.pto:38:27
+                                    pipe_barrier(PIPE_V);
+                                    TileTmp0 tmp5;  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp5, 147456);  // varlen_attention.pto:39:27
+                                    TROWSUM(t30_aiv1, t25_aiv1, tmp5);  // varlen_attention.pto:39:27
+                                    pipe_barrier(PIPE_V);
+                                    TADD(t27_aiv1, t27_aiv1, t30_aiv1);  // varlen_attention.pto:39:27
+                                }
                             }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                            GmView8 lij_first_ownGm8(lij_first_own + _g0 * 64, GmView8::Shape(t27.GetValidRow()));  // varlen_attention.pto:39:27
-                            TSTORE(lij_first_ownGm8, t27);  // varlen_attention.pto:39:27
+                            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                            GmView13 lij_first_ownGm13(lij_first_own + _g0 * 64, GmView13::Shape(t27_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
+                            TSTORE(lij_first_ownGm13, t27_aiv0);  // varlen_attention.pto:39:27
+                            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // varlen_attention.pto:39:27
+                                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                                GmView14 lij_first_ownGm14(lij_first_own + _g0 * 64 + 32, GmView14::Shape(t27_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
+                                TSTORE(lij_first_ownGm14, t27_aiv1);  // varlen_attention.pto:39:27
+                            }
                         }
                         pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
@@ -474,62 +589,93 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
                             pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g31) {  // varlen_attention.pto:42:47
                                 for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g32) {  // varlen_attention.pto:42:47
-                                    TileT33 t33(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
-                                    TASSIGN(t33, 0);  // varlen_attention.pto:42:47
-                                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:47
-                                    GmView9 pij_first_ownGm9(pij_first_own + _g31 * 64 * 128 + _g32 * 128, GmView9::Shape(t33.GetValidRow(), t33.GetValidCol()));  // varlen_attention.pto:42:47
-                                    TLOAD(t33, pij_first_ownGm9);  // varlen_attention.pto:42:47
-                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                    TileT34 t34(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64));  // varlen_attention.pto:42:47
-                                    TASSIGN(t34, 32768);  // varlen_attention.pto:42:47
-                                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
-                                    GmView10 lij_first_ownGm10(lij_first_own + _g31 * 64, GmView10::Shape(t34.GetValidRow()));  // varlen_attention.pto:42:47
-                                    TLOAD(t34, lij_first_ownGm10);  // varlen_attention.pto:42:47
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    TileT36 t36(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
-                                    TASSIGN(t36, 34816);  // varlen_attention.pto:42:47
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    TileTmp1 tmp3(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64));  // varlen_attention.pto:42:47
-                                    TASSIGN(tmp3, 69632);  // varlen_attention.pto:42:47
-                                    TROWEXPAND(tmp3, t34);  // varlen_attention.pto:42:47
+                                    TileT33Aiv0 t33_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
+                                    TASSIGN(t33_aiv0, 0);  // varlen_attention.pto:42:47
+                                    TileT33Aiv1 t33_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
+                                    TASSIGN(t33_aiv1, 16384);  // varlen_attention.pto:42:47
+                                    TileT34Aiv0 t34_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32));  // varlen_attention.pto:42:47
+                                    TASSIGN(t34_aiv0, 32768);  // varlen_attention.pto:42:47
+                                    TileT34Aiv1 t34_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:42:47
+                                    TASSIGN(t34_aiv1, 33792);  // varlen_attention.pto:42:47
+                                    TileT36Aiv0 t36_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
+                                    TASSIGN(t36_aiv0, 34816);  // varlen_attention.pto:42:47
+                                    TileT36Aiv1 t36_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
+                                    TASSIGN(t36_aiv1, 51200);  // varlen_attention.pto:42:47
+                                    TileT40Aiv0 t40_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:42
+                                    TASSIGN(t40_aiv0, 67584);  // varlen_attention.pto:42:42
+                                    TileT40Aiv1 t40_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:42
+                                    TASSIGN(t40_aiv1, 75776);  // varlen_attention.pto:42:42
+                                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:47
+                                    GmView15 pij_first_ownGm15(pij_first_own + _g31 * 64 * 128 + _g32 * 128, GmView15::Shape(t33_aiv0.GetValidRow(), t33_aiv0.GetValidCol()));  // varlen_attention.pto:42:47
+                                    TLOAD(t33_aiv0, pij_first_ownGm15);  // varlen_attention.pto:42:47
+                                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
+                                    GmView16 lij_first_ownGm16(lij_first_own + _g31 * 64, GmView16::Shape(t34_aiv0.GetValidRow()));  // varlen_attention.pto:42:47
+                                    TLOAD(t34_aiv0, lij_first_ownGm16);  // varlen_attention.pto:42:47
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                    TileTmp1 tmp6(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32));  // varlen_attention.pto:42:47
+                                    TASSIGN(tmp6, 147456);  // varlen_attention.pto:42:47
+                                    TROWEXPAND(tmp6, t34_aiv0);  // varlen_attention.pto:42:47
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:42:47
-                                    TROWEXPANDDIV(t36, t33, tmp3);  // varlen_attention.pto:42:47
-                                    TileT40 t40(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:42
-                                    TASSIGN(t40, 0);  // varlen_attention.pto:42:42
+                                    TROWEXPANDDIV(t36_aiv0, t33_aiv0, tmp6);  // varlen_attention.pto:42:47
                                     pipe_barrier(PIPE_V);
-                                    TCVT(t40, t36, RoundMode::CAST_RINT);  // varlen_attention.pto:42:42
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                    using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:42
-                                    GmView11 t1_first_ownGm11(t1_first_own + _g31 * 64 * 128 + _g32 * 128, GmView11::Shape(t40.GetValidRow(), t40.GetValidCol()));  // varlen_attention.pto:42:42
-                                    TSTORE(t1_first_ownGm11, t40);  // varlen_attention.pto:42:42
+                                    TCVT(t40_aiv0, t36_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:42:42
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                    using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:42
+                                    GmView17 t1_first_ownGm17(t1_first_own + _g31 * 64 * 128 + _g32 * 128, GmView17::Shape(t40_aiv0.GetValidRow(), t40_aiv0.GetValidCol()));  // varlen_attention.pto:42:42
+                                    TSTORE(t1_first_ownGm17, t40_aiv0);  // varlen_attention.pto:42:42
+                                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 0), 1); ++_aiv5) {  // varlen_attention.pto:42:47
+                                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:47
+                                        GmView18 pij_first_ownGm18(pij_first_own + (_g31 * 64 + 32) * 128 + _g32 * 128, GmView18::Shape(t33_aiv1.GetValidRow(), t33_aiv1.GetValidCol()));  // varlen_attention.pto:42:47
+                                        TLOAD(t33_aiv1, pij_first_ownGm18);  // varlen_attention.pto:42:47
+                                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
+                                        GmView19 lij_first_ownGm19(lij_first_own + _g31 * 64 + 32, GmView19::Shape(t34_aiv1.GetValidRow()));  // varlen_attention.pto:42:47
+                                        TLOAD(t34_aiv1, lij_first_ownGm19);  // varlen_attention.pto:42:47
+                                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                        TileTmp1 tmp7(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:42:47
+                                        TASSIGN(tmp7, 147456);  // varlen_attention.pto:42:47
+                                        TROWEXPAND(tmp7, t34_aiv1);  // varlen_attention.pto:42:47
+                                        pipe_barrier(PIPE_V);  // varlen_attention.pto:42:47
+                                        TROWEXPANDDIV(t36_aiv1, t33_aiv1, tmp7);  // varlen_attention.pto:42:47
+                                        pipe_barrier(PIPE_V);
+                                        TCVT(t40_aiv1, t36_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:42:42
+                                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                        using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:42
+                                        GmView20 t1_first_ownGm20(t1_first_own + (_g31 * 64 + 32) * 128 + _g32 * 128, GmView20::Shape(t40_aiv1.GetValidRow(), t40_aiv1.GetValidCol()));  // varlen_attention.pto:42:42
+                                        TSTORE(t1_first_ownGm20, t40_aiv1);  // varlen_attention.pto:42:42
+                                    }
                                 }
                             }
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             for (int64_t _g41 = 0; _g41 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g41) {  // varlen_attention.pto:42:35
                                 TileT42 t42(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t42, 0);  // varlen_attention.pto:42:35
                                 TileT43 t43(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t43, 0);  // varlen_attention.pto:42:35
-                                using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
-                                GmView12 t1_first_ownGm12(t1_first_own + _g41 * 64 * 128, GmView12::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
-                                TLOAD(t43, t1_first_ownGm12);  // varlen_attention.pto:42:35
+                                using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
+                                GmView21 t1_first_ownGm21(t1_first_own + _g41 * 64 * 128, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
+                                TLOAD(t43, t1_first_ownGm21);  // varlen_attention.pto:42:35
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT44 t44(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t44, 0);  // varlen_attention.pto:42:35
@@ -539,9 +685,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT45 t45(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t45, 0);  // varlen_attention.pto:42:35
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
-                                GmView13 v_tile_view_firstGm13(v_tile_view_first, GmView13::Shape(t45.GetValidRow()), GmView13::Stride(HD));  // varlen_attention.pto:42:35
-                                TLOAD(t45, v_tile_view_firstGm13);  // varlen_attention.pto:42:35
+                                using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
+                                GmView22 v_tile_view_firstGm22(v_tile_view_first, GmView22::Shape(t45.GetValidRow()), GmView22::Stride(HD));  // varlen_attention.pto:42:35
+                                TLOAD(t45, v_tile_view_firstGm22);  // varlen_attention.pto:42:35
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT46 t46(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t46, 0);  // varlen_attention.pto:42:35
@@ -557,9 +703,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k47) {  // varlen_attention.pto:42:35
                                     TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t48, 0);  // varlen_attention.pto:42:35
-                                    using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
-                                    GmView14 t1_first_ownGm14(t1_first_own + _g41 * 64 * 128 + _k47 * 64, GmView14::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
-                                    TLOAD(t48, t1_first_ownGm14);  // varlen_attention.pto:42:35
+                                    using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
+                                    GmView23 t1_first_ownGm23(t1_first_own + _g41 * 64 * 128 + _k47 * 64, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
+                                    TLOAD(t48, t1_first_ownGm23);  // varlen_attention.pto:42:35
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT49 t49(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t49, 0);  // varlen_attention.pto:42:35
@@ -569,9 +715,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT50 t50(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t50, 0);  // varlen_attention.pto:42:35
                                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                    using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
-                                    GmView15 v_tile_view_firstGm15(v_tile_view_first + _k47 * 64 * HD, GmView15::Shape(t50.GetValidRow()), GmView15::Stride(HD));  // varlen_attention.pto:42:35
-                                    TLOAD(t50, v_tile_view_firstGm15);  // varlen_attention.pto:42:35
+                                    using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
+                                    GmView24 v_tile_view_firstGm24(v_tile_view_first + _k47 * 64 * HD, GmView24::Shape(t50.GetValidRow()), GmView24::Stride(HD));  // varlen_attention.pto:42:35
+                                    TLOAD(t50, v_tile_view_firstGm24);  // varlen_attention.pto:42:35
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT51 t51(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t51, 0);  // varlen_attention.pto:42:35
@@ -583,9 +729,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 }
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:42:35
-                                GmView16 oij_first_ownGm16(oij_first_own + _g41 * 64 * 64, GmView16::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
-                                TSTORE(oij_first_ownGm16, t42);  // varlen_attention.pto:42:35
+                                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:42:35
+                                GmView25 oij_first_ownGm25(oij_first_own + _g41 * 64 * 64, GmView25::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
+                                TSTORE(oij_first_ownGm25, t42);  // varlen_attention.pto:42:35
                             }
                             set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
@@ -602,10 +748,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
@@ -620,10 +765,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:44:29
@@ -638,10 +782,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
@@ -656,10 +799,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:45:29
@@ -674,65 +816,98 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:45:29
                                 return;  // varlen_attention.pto:45:29
                             }
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             for (int64_t _g52 = 0; _g52 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g52) {  // varlen_attention.pto:43:29
-                                TileT53 t53(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:43:29
-                                TASSIGN(t53, 0);  // varlen_attention.pto:43:29
-                                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
-                                GmView17 lij_first_ownGm17(lij_first_own + _g52 * 64, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
-                                TLOAD(t53, lij_first_ownGm17);  // varlen_attention.pto:43:29
+                                TileT53Aiv0 t53_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:43:29
+                                TASSIGN(t53_aiv0, 0);  // varlen_attention.pto:43:29
+                                TileT53Aiv1 t53_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:43:29
+                                TASSIGN(t53_aiv1, 1024);  // varlen_attention.pto:43:29
+                                TileT55Aiv0 t55_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:44:29
+                                TASSIGN(t55_aiv0, 2048);  // varlen_attention.pto:44:29
+                                TileT55Aiv1 t55_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:44:29
+                                TASSIGN(t55_aiv1, 3072);  // varlen_attention.pto:44:29
+                                TileT57Aiv0 t57_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:45:71
+                                TASSIGN(t57_aiv0, 4096);  // varlen_attention.pto:45:71
+                                TileT57Aiv1 t57_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:45:71
+                                TASSIGN(t57_aiv1, 12288);  // varlen_attention.pto:45:71
+                                TileT58Aiv0 t58_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:45:71
+                                TASSIGN(t58_aiv0, 20480);  // varlen_attention.pto:45:71
+                                TileT58Aiv1 t58_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:45:71
+                                TASSIGN(t58_aiv1, 24576);  // varlen_attention.pto:45:71
+                                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
+                                GmView26 lij_first_ownGm26(lij_first_own + _g52 * 64, GmView26::Shape(t53_aiv0.GetValidRow()));  // varlen_attention.pto:43:29
+                                TLOAD(t53_aiv0, lij_first_ownGm26);  // varlen_attention.pto:43:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:43:29
-                                GmView18 l_outputGm18(l_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView18::Shape(t53.GetValidRow()), GmView18::Stride(NH));  // varlen_attention.pto:43:29
-                                TSTORE(l_outputGm18, t53);  // varlen_attention.pto:43:29
-                                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                TileT55 t55(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:44:29
-                                TASSIGN(t55, 0);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
-                                GmView19 mij_first_ownGm19(mij_first_own + _g52 * 64, GmView19::Shape(t55.GetValidRow()));  // varlen_attention.pto:44:29
-                                TLOAD(t55, mij_first_ownGm19);  // varlen_attention.pto:44:29
+                                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:43:29
+                                GmView27 l_outputGm27(l_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView27::Shape(t53_aiv0.GetValidRow()), GmView27::Stride(NH));  // varlen_attention.pto:43:29
+                                TSTORE(l_outputGm27, t53_aiv0);  // varlen_attention.pto:43:29
+                                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
+                                GmView28 mij_first_ownGm28(mij_first_own + _g52 * 64, GmView28::Shape(t55_aiv0.GetValidRow()));  // varlen_attention.pto:44:29
+                                TLOAD(t55_aiv0, mij_first_ownGm28);  // varlen_attention.pto:44:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:44:29
-                                GmView20 m_outputGm20(m_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView20::Shape(t55.GetValidRow()), GmView20::Stride(NH));  // varlen_attention.pto:44:29
-                                TSTORE(m_outputGm20, t55);  // varlen_attention.pto:44:29
-                                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                TileT57 t57(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:45:71
-                                TASSIGN(t57, 0);  // varlen_attention.pto:45:71
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
-                                GmView21 oij_first_ownGm21(oij_first_own + _g52 * 64 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
-                                TLOAD(t57, oij_first_ownGm21);  // varlen_attention.pto:45:71
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:45:71
-                                TASSIGN(t58, 16384);  // varlen_attention.pto:45:71
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TCVT(t58, t57, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
+                                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:44:29
+                                GmView29 m_outputGm29(m_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView29::Shape(t55_aiv0.GetValidRow()), GmView29::Stride(NH));  // varlen_attention.pto:44:29
+                                TSTORE(m_outputGm29, t55_aiv0);  // varlen_attention.pto:44:29
+                                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
+                                GmView30 oij_first_ownGm30(oij_first_own + _g52 * 64 * 64, GmView30::Shape(t57_aiv0.GetValidRow()));  // varlen_attention.pto:45:71
+                                TLOAD(t57_aiv0, oij_first_ownGm30);  // varlen_attention.pto:45:71
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                TCVT(t58_aiv0, t57_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:45:71
-                                GmView22 outputGm22(output + (q_start + q_tile_idx * 64 + _g52 * 64) * HD + h * 64, GmView22::Shape(t58.GetValidRow()), GmView22::Stride(HD));  // varlen_attention.pto:45:71
-                                TSTORE(outputGm22, t58);  // varlen_attention.pto:45:71
+                                using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:45:71
+                                GmView31 outputGm31(output + (q_start + q_tile_idx * 64 + _g52 * 64) * HD + h * 64, GmView31::Shape(t58_aiv0.GetValidRow()), GmView31::Stride(HD));  // varlen_attention.pto:45:71
+                                TSTORE(outputGm31, t58_aiv0);  // varlen_attention.pto:45:71
+                                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 0), 1); ++_aiv6) {  // varlen_attention.pto:43:29
+                                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
+                                    GmView32 lij_first_ownGm32(lij_first_own + _g52 * 64 + 32, GmView32::Shape(t53_aiv1.GetValidRow()));  // varlen_attention.pto:43:29
+                                    TLOAD(t53_aiv1, lij_first_ownGm32);  // varlen_attention.pto:43:29
+                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:43:29
+                                    GmView33 l_outputGm33(l_output + (q_start + q_tile_idx * 64 + _g52 * 64 + 32) * NH + h, GmView33::Shape(t53_aiv1.GetValidRow()), GmView33::Stride(NH));  // varlen_attention.pto:43:29
+                                    TSTORE(l_outputGm33, t53_aiv1);  // varlen_attention.pto:43:29
+                                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
+                                    GmView34 mij_first_ownGm34(mij_first_own + _g52 * 64 + 32, GmView34::Shape(t55_aiv1.GetValidRow()));  // varlen_attention.pto:44:29
+                                    TLOAD(t55_aiv1, mij_first_ownGm34);  // varlen_attention.pto:44:29
+                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:44:29
+                                    GmView35 m_outputGm35(m_output + (q_start + q_tile_idx * 64 + _g52 * 64 + 32) * NH + h, GmView35::Shape(t55_aiv1.GetValidRow()), GmView35::Stride(NH));  // varlen_attention.pto:44:29
+                                    TSTORE(m_outputGm35, t55_aiv1);  // varlen_attention.pto:44:29
+                                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
+                                    GmView36 oij_first_ownGm36(oij_first_own + (_g52 * 64 + 32) * 64, GmView36::Shape(t57_aiv1.GetValidRow()));  // varlen_attention.pto:45:71
+                                    TLOAD(t57_aiv1, oij_first_ownGm36);  // varlen_attention.pto:45:71
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    TCVT(t58_aiv1, t57_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                    using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:45:71
+                                    GmView37 outputGm37(output + (q_start + q_tile_idx * 64 + _g52 * 64 + 32) * HD + h * 64, GmView37::Shape(t58_aiv1.GetValidRow()), GmView37::Stride(HD));  // varlen_attention.pto:45:71
+                                    TSTORE(outputGm37, t58_aiv1);  // varlen_attention.pto:45:71
+                                }
                             }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         }
                         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         pipe_barrier(PIPE_V);
@@ -753,21 +928,38 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br1) {  // varlen_attention.pto:41:25
                             for (int64_t _g59 = 0; _g59 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g59) {  // varlen_attention.pto:47:51
                                 for (int64_t _g60 = 0; _g60 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g60) {  // varlen_attention.pto:47:51
-                                    TileT61 t61(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
-                                    TASSIGN(t61, 0);  // varlen_attention.pto:47:51
-                                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
-                                    GmView23 pij_first_ownGm23(pij_first_own + _g59 * 64 * 128 + _g60 * 128, GmView23::Shape(t61.GetValidRow(), t61.GetValidCol()));  // varlen_attention.pto:47:51
-                                    TLOAD(t61, pij_first_ownGm23);  // varlen_attention.pto:47:51
+                                    TileT61Aiv0 t61_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
+                                    TASSIGN(t61_aiv0, 0);  // varlen_attention.pto:47:51
+                                    TileT61Aiv1 t61_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
+                                    TASSIGN(t61_aiv1, 16384);  // varlen_attention.pto:47:51
+                                    TileT62Aiv0 t62_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
+                                    TASSIGN(t62_aiv0, 32768);  // varlen_attention.pto:47:51
+                                    TileT62Aiv1 t62_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
+                                    TASSIGN(t62_aiv1, 40960);  // varlen_attention.pto:47:51
+                                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
+                                    GmView38 pij_first_ownGm38(pij_first_own + _g59 * 64 * 128 + _g60 * 128, GmView38::Shape(t61_aiv0.GetValidRow(), t61_aiv0.GetValidCol()));  // varlen_attention.pto:47:51
+                                    TLOAD(t61_aiv0, pij_first_ownGm38);  // varlen_attention.pto:47:51
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                    TileT62 t62(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
-                                    TASSIGN(t62, 32768);  // varlen_attention.pto:47:51
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                    TCVT(t62, t61, RoundMode::CAST_RINT);  // varlen_attention.pto:47:51
+                                    TCVT(t62_aiv0, t61_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:47:51
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                    using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
-                                    GmView24 t5_first_ownGm24(t5_first_own + _g59 * 64 * 128 + _g60 * 128, GmView24::Shape(t62.GetValidRow(), t62.GetValidCol()));  // varlen_attention.pto:47:51
-                                    TSTORE(t5_first_ownGm24, t62);  // varlen_attention.pto:47:51
+                                    using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
+                                    GmView39 t5_first_ownGm39(t5_first_own + _g59 * 64 * 128 + _g60 * 128, GmView39::Shape(t62_aiv0.GetValidRow(), t62_aiv0.GetValidCol()));  // varlen_attention.pto:47:51
+                                    TSTORE(t5_first_ownGm39, t62_aiv0);  // varlen_attention.pto:47:51
+                                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 0), 1); ++_aiv7) {  // varlen_attention.pto:47:51
+                                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
+                                        GmView40 pij_first_ownGm40(pij_first_own + (_g59 * 64 + 32) * 128 + _g60 * 128, GmView40::Shape(t61_aiv1.GetValidRow(), t61_aiv1.GetValidCol()));  // varlen_attention.pto:47:51
+                                        TLOAD(t61_aiv1, pij_first_ownGm40);  // varlen_attention.pto:47:51
+                                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                        TCVT(t62_aiv1, t61_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:47:51
+                                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                        using GmView41 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
+                                        GmView41 t5_first_ownGm41(t5_first_own + (_g59 * 64 + 32) * 128 + _g60 * 128, GmView41::Shape(t62_aiv1.GetValidRow(), t62_aiv1.GetValidCol()));  // varlen_attention.pto:47:51
+                                        TSTORE(t5_first_ownGm41, t62_aiv1);  // varlen_attention.pto:47:51
+                                    }
                                 }
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -777,9 +969,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t64, 0);  // varlen_attention.pto:47:44
                                 TileT65 t65(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:47:44
                                 TASSIGN(t65, 0);  // varlen_attention.pto:47:44
-                                using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:44
-                                GmView25 t5_first_ownGm25(t5_first_own + _g63 * 64 * 128, GmView25::Shape(t65.GetValidRow(), t65.GetValidCol()));  // varlen_attention.pto:47:44
-                                TLOAD(t65, t5_first_ownGm25);  // varlen_attention.pto:47:44
+                                using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:44
+                                GmView42 t5_first_ownGm42(t5_first_own + _g63 * 64 * 128, GmView42::Shape(t65.GetValidRow(), t65.GetValidCol()));  // varlen_attention.pto:47:44
+                                TLOAD(t65, t5_first_ownGm42);  // varlen_attention.pto:47:44
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT66 t66(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:47:44
                                 TASSIGN(t66, 0);  // varlen_attention.pto:47:44
@@ -789,9 +981,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT67 t67(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:47:44
                                 TASSIGN(t67, 0);  // varlen_attention.pto:47:44
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
-                                GmView26 v_tile_view_firstGm26(v_tile_view_first, GmView26::Shape(t67.GetValidRow()), GmView26::Stride(HD));  // varlen_attention.pto:47:44
-                                TLOAD(t67, v_tile_view_firstGm26);  // varlen_attention.pto:47:44
+                                using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
+                                GmView43 v_tile_view_firstGm43(v_tile_view_first, GmView43::Shape(t67.GetValidRow()), GmView43::Stride(HD));  // varlen_attention.pto:47:44
+                                TLOAD(t67, v_tile_view_firstGm43);  // varlen_attention.pto:47:44
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT68 t68(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:47:44
                                 TASSIGN(t68, 0);  // varlen_attention.pto:47:44
@@ -807,9 +999,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 for (int64_t _k69 = 1; _k69 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k69) {  // varlen_attention.pto:47:44
                                     TileT70 t70(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k69 * 64, 64));  // varlen_attention.pto:47:44
                                     TASSIGN(t70, 0);  // varlen_attention.pto:47:44
-                                    using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:44
-                                    GmView27 t5_first_ownGm27(t5_first_own + _g63 * 64 * 128 + _k69 * 64, GmView27::Shape(t70.GetValidRow(), t70.GetValidCol()));  // varlen_attention.pto:47:44
-                                    TLOAD(t70, t5_first_ownGm27);  // varlen_attention.pto:47:44
+                                    using GmView44 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:44
+                                    GmView44 t5_first_ownGm44(t5_first_own + _g63 * 64 * 128 + _k69 * 64, GmView44::Shape(t70.GetValidRow(), t70.GetValidCol()));  // varlen_attention.pto:47:44
+                                    TLOAD(t70, t5_first_ownGm44);  // varlen_attention.pto:47:44
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT71 t71(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k69 * 64, 64));  // varlen_attention.pto:47:44
                                     TASSIGN(t71, 0);  // varlen_attention.pto:47:44
@@ -819,9 +1011,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT72 t72(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k69 * 64, 64));  // varlen_attention.pto:47:44
                                     TASSIGN(t72, 0);  // varlen_attention.pto:47:44
                                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
-                                    GmView28 v_tile_view_firstGm28(v_tile_view_first + _k69 * 64 * HD, GmView28::Shape(t72.GetValidRow()), GmView28::Stride(HD));  // varlen_attention.pto:47:44
-                                    TLOAD(t72, v_tile_view_firstGm28);  // varlen_attention.pto:47:44
+                                    using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
+                                    GmView45 v_tile_view_firstGm45(v_tile_view_first + _k69 * 64 * HD, GmView45::Shape(t72.GetValidRow()), GmView45::Stride(HD));  // varlen_attention.pto:47:44
+                                    TLOAD(t72, v_tile_view_firstGm45);  // varlen_attention.pto:47:44
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT73 t73(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k69 * 64, 64));  // varlen_attention.pto:47:44
                                     TASSIGN(t73, 0);  // varlen_attention.pto:47:44
@@ -833,42 +1025,62 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 }
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:47:44
-                                GmView29 oi_update_ownGm29(oi_update_own + _g63 * 64 * 64, GmView29::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
-                                TSTORE(oi_update_ownGm29, t64);  // varlen_attention.pto:47:44
+                                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:47:44
+                                GmView46 oi_update_ownGm46(oi_update_own + _g63 * 64 * 64, GmView46::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
+                                TSTORE(oi_update_ownGm46, t64);  // varlen_attention.pto:47:44
                             }
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g74) {  // varlen_attention.pto:48:29
-                                TileT75 t75(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64));  // varlen_attention.pto:48:29
-                                TASSIGN(t75, 0);  // varlen_attention.pto:48:29
-                                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                GmView30 lij_first_ownGm30(lij_first_own + _g74 * 64, GmView30::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
-                                TLOAD(t75, lij_first_ownGm30);  // varlen_attention.pto:48:29
+                                TileT75Aiv0 t75_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64), 32));  // varlen_attention.pto:48:29
+                                TASSIGN(t75_aiv0, 0);  // varlen_attention.pto:48:29
+                                TileT75Aiv1 t75_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:48:29
+                                TASSIGN(t75_aiv1, 1024);  // varlen_attention.pto:48:29
+                                TileT77Aiv0 t77_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64), 32));  // varlen_attention.pto:49:29
+                                TASSIGN(t77_aiv0, 2048);  // varlen_attention.pto:49:29
+                                TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:49:29
+                                TASSIGN(t77_aiv1, 3072);  // varlen_attention.pto:49:29
+                                using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
+                                GmView47 lij_first_ownGm47(lij_first_own + _g74 * 64, GmView47::Shape(t75_aiv0.GetValidRow()));  // varlen_attention.pto:48:29
+                                TLOAD(t75_aiv0, lij_first_ownGm47);  // varlen_attention.pto:48:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                GmView31 li_update_ownGm31(li_update_own + _g74 * 64, GmView31::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
-                                TSTORE(li_update_ownGm31, t75);  // varlen_attention.pto:48:29
-                                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                TileT77 t77(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64));  // varlen_attention.pto:49:29
-                                TASSIGN(t77, 0);  // varlen_attention.pto:49:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                GmView32 mij_first_ownGm32(mij_first_own + _g74 * 64, GmView32::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
-                                TLOAD(t77, mij_first_ownGm32);  // varlen_attention.pto:49:29
+                                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
+                                GmView48 li_update_ownGm48(li_update_own + _g74 * 64, GmView48::Shape(t75_aiv0.GetValidRow()));  // varlen_attention.pto:48:29
+                                TSTORE(li_update_ownGm48, t75_aiv0);  // varlen_attention.pto:48:29
+                                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
+                                GmView49 mij_first_ownGm49(mij_first_own + _g74 * 64, GmView49::Shape(t77_aiv0.GetValidRow()));  // varlen_attention.pto:49:29
+                                TLOAD(t77_aiv0, mij_first_ownGm49);  // varlen_attention.pto:49:29
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                GmView33 mi_update_ownGm33(mi_update_own + _g74 * 64, GmView33::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
-                                TSTORE(mi_update_ownGm33, t77);  // varlen_attention.pto:49:29
+                                using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
+                                GmView50 mi_update_ownGm50(mi_update_own + _g74 * 64, GmView50::Shape(t77_aiv0.GetValidRow()));  // varlen_attention.pto:49:29
+                                TSTORE(mi_update_ownGm50, t77_aiv0);  // varlen_attention.pto:49:29
+                                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64) - 32, 0), 1); ++_aiv8) {  // varlen_attention.pto:48:29
+                                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
+                                    GmView51 lij_first_ownGm51(lij_first_own + _g74 * 64 + 32, GmView51::Shape(t75_aiv1.GetValidRow()));  // varlen_attention.pto:48:29
+                                    TLOAD(t75_aiv1, lij_first_ownGm51);  // varlen_attention.pto:48:29
+                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
+                                    GmView52 li_update_ownGm52(li_update_own + _g74 * 64 + 32, GmView52::Shape(t75_aiv1.GetValidRow()));  // varlen_attention.pto:48:29
+                                    TSTORE(li_update_ownGm52, t75_aiv1);  // varlen_attention.pto:48:29
+                                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
+                                    GmView53 mij_first_ownGm53(mij_first_own + _g74 * 64 + 32, GmView53::Shape(t77_aiv1.GetValidRow()));  // varlen_attention.pto:49:29
+                                    TLOAD(t77_aiv1, mij_first_ownGm53);  // varlen_attention.pto:49:29
+                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
+                                    GmView54 mi_update_ownGm54(mi_update_own + _g74 * 64 + 32, GmView54::Shape(t77_aiv1.GetValidRow()));  // varlen_attention.pto:49:29
+                                    TSTORE(mi_update_ownGm54, t77_aiv1);  // varlen_attention.pto:49:29
+                                }
                             }
                         }
                     }
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -877,8 +1089,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -887,17 +1099,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 128) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
                     pipe_barrier(PIPE_V);
@@ -914,10 +1124,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
@@ -937,10 +1145,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
@@ -960,39 +1166,42 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
                         return;  // varlen_attention.pto:34:35
                     }
                     __gm__ bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
-                        TileT90 t90(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:37:27
-                        TASSIGN(t90, 0);  // varlen_attention.pto:37:27
-                        TEXPANDS(t90, -__builtin_inff());  // varlen_attention.pto:37:27
+                        TileT90Aiv0 t90_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
+                        TASSIGN(t90_aiv0, 0);  // varlen_attention.pto:37:27
+                        TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                        TASSIGN(t90_aiv1, 1024);  // varlen_attention.pto:37:27
+                        TEXPANDS(t90_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
+                        for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv9) {  // varlen_attention.pto:37:27
+                            TEXPANDS(t90_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
+                        }
                         pipe_barrier(PIPE_V);
                         for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
                             TileT80 t80(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
                             TASSIGN(t80, 0);  // varlen_attention.pto:35:30
                             TileT81 t81(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
                             TASSIGN(t81, 0);  // varlen_attention.pto:35:30
-                            using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-                            GmView34 q_tile_viewGm34(q_tile_view + _g78 * 64 * HD, GmView34::Shape(t81.GetValidRow()), GmView34::Stride(HD));  // varlen_attention.pto:35:30
-                            TLOAD(t81, q_tile_viewGm34);  // varlen_attention.pto:35:30
+                            using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
+                            GmView55 q_tile_viewGm55(q_tile_view + _g78 * 64 * HD, GmView55::Shape(t81.GetValidRow()), GmView55::Stride(HD));  // varlen_attention.pto:35:30
+                            TLOAD(t81, q_tile_viewGm55);  // varlen_attention.pto:35:30
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT82 t82(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
                             TASSIGN(t82, 0);  // varlen_attention.pto:35:30
@@ -1002,9 +1211,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT83 t83(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
                             TASSIGN(t83, 0);  // varlen_attention.pto:35:30
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            using GmView35 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-                            GmView35 k_tile_viewGm35(k_tile_view + _g79 * 128 * HD, GmView35::Shape(t83.GetValidCol()), GmView35::Stride(HD));  // varlen_attention.pto:35:30
-                            TLOAD(t83, k_tile_viewGm35);  // varlen_attention.pto:35:30
+                            using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
+                            GmView56 k_tile_viewGm56(k_tile_view + _g79 * 128 * HD, GmView56::Shape(t83.GetValidCol()), GmView56::Stride(HD));  // varlen_attention.pto:35:30
+                            TLOAD(t83, k_tile_viewGm56);  // varlen_attention.pto:35:30
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT84 t84(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
                             TASSIGN(t84, 0);  // varlen_attention.pto:35:30
@@ -1015,120 +1224,206 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TMATMUL(t80, t82, t84);  // varlen_attention.pto:35:30
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
-                            GmView36 scores_ownGm36(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView36::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
-                            TSTORE(scores_ownGm36, t80);  // varlen_attention.pto:35:30
-                            TileT87 t87(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t87, 2048);  // varlen_attention.pto:36:37
-                            using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                            GmView37 scores_ownGm37(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView37::Shape(t87.GetValidRow(), t87.GetValidCol()));  // varlen_attention.pto:36:37
-                            TLOAD(t87, scores_ownGm37);  // varlen_attention.pto:36:37
+                            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
+                            GmView57 scores_ownGm57(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView57::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
+                            TSTORE(scores_ownGm57, t80);  // varlen_attention.pto:35:30
+                            TileT87Aiv0 t87_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv0, 2048);  // varlen_attention.pto:36:37
+                            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv1, 18432);  // varlen_attention.pto:36:37
+                            TileT88Aiv0 t88_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv0, 34816);  // varlen_attention.pto:36:37
+                            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv1, 51200);  // varlen_attention.pto:36:37
+                            TileT93Aiv0 t93_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv0, 67584);  // varlen_attention.pto:37:27
+                            TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv1, 68608);  // varlen_attention.pto:37:27
+                            using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                            GmView58 scores_ownGm58(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView58::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                            TLOAD(t87_aiv0, scores_ownGm58);  // varlen_attention.pto:36:37
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TileT88 t88(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t88, 34816);  // varlen_attention.pto:36:37
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TMULS(t88, t87, softmax_scale);  // varlen_attention.pto:36:37
+                            TMULS(t88_aiv0, t87_aiv0, softmax_scale);  // varlen_attention.pto:36:37
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                            GmView38 scores_scaled_ownGm38(scores_scaled_own + _g78 * 64 * 128 + _g79 * 128, GmView38::Shape(t88.GetValidRow(), t88.GetValidCol()));  // varlen_attention.pto:36:37
-                            TSTORE(scores_scaled_ownGm38, t88);  // varlen_attention.pto:36:37
-                            TileT93 t93(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:37:27
-                            TASSIGN(t93, 2048);  // varlen_attention.pto:37:27
+                            using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                            GmView59 scores_scaled_ownGm59(scores_scaled_own + _g78 * 64 * 128 + _g79 * 128, GmView59::Shape(t88_aiv0.GetValidRow(), t88_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                            TSTORE(scores_scaled_ownGm59, t88_aiv0);  // varlen_attention.pto:36:37
                             pipe_barrier(PIPE_V);
-                            TileTmp0 tmp4;  // varlen_attention.pto:37:27
-                            TASSIGN(tmp4, 69632);  // varlen_attention.pto:37:27
-                            TROWMAX(t93, t88, tmp4);  // varlen_attention.pto:37:27
+                            TileTmp0 tmp8;  // varlen_attention.pto:37:27
+                            TASSIGN(tmp8, 147456);  // varlen_attention.pto:37:27
+                            TROWMAX(t93_aiv0, t88_aiv0, tmp8);  // varlen_attention.pto:37:27
                             pipe_barrier(PIPE_V);
-                            TMAX(t90, t90, t93);  // varlen_attention.pto:37:27
+                            TMAX(t90_aiv0, t90_aiv0, t93_aiv0);  // varlen_attention.pto:37:27
+                            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv10) {  // varlen_attention.pto:36:37
+                                using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView60 scores_ownGm60(scores_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView60::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                TLOAD(t87_aiv1, scores_ownGm60);  // varlen_attention.pto:36:37
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                TMULS(t88_aiv1, t87_aiv1, softmax_scale);  // varlen_attention.pto:36:37
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView61 scores_scaled_ownGm61(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView61::Shape(t88_aiv1.GetValidRow(), t88_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                TSTORE(scores_scaled_ownGm61, t88_aiv1);  // varlen_attention.pto:36:37
+                                pipe_barrier(PIPE_V);
+                                TileTmp0 tmp9;  // varlen_attention.pto:37:27
+                                TASSIGN(tmp9, 147456);  // varlen_attention.pto:37:27
+                                TROWMAX(t93_aiv1, t88_aiv1, tmp9);  // varlen_attention.pto:37:27
+                                pipe_barrier(PIPE_V);
+                                TMAX(t90_aiv1, t90_aiv1, t93_aiv1);  // varlen_attention.pto:37:27
+                            }
                         }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID5);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        TileT105Aiv0 t105_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv0, 2048);  // varlen_attention.pto:39:27
+                        TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv1, 3072);  // varlen_attention.pto:39:27
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                        GmView39 mij_ownGm39(mij_own + _g78 * 64, GmView39::Shape(t90.GetValidRow()));  // varlen_attention.pto:37:27
-                        TSTORE(mij_ownGm39, t90);  // varlen_attention.pto:37:27
-                        TileT105 t105(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:39:27
-                        TASSIGN(t105, 2048);  // varlen_attention.pto:39:27
+                        using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                        GmView62 mij_ownGm62(mij_own + _g78 * 64, GmView62::Shape(t90_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
+                        TSTORE(mij_ownGm62, t90_aiv0);  // varlen_attention.pto:37:27
                         pipe_barrier(PIPE_V);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        TEXPANDS(t105, 0.0f);  // varlen_attention.pto:39:27
+                        TEXPANDS(t105_aiv0, 0.0f);  // varlen_attention.pto:39:27
                         pipe_barrier(PIPE_V);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID5);
+                        for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv11) {  // varlen_attention.pto:37:27
+                            using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                            GmView63 mij_ownGm63(mij_own + _g78 * 64 + 32, GmView63::Shape(t90_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
+                            TSTORE(mij_ownGm63, t90_aiv1);  // varlen_attention.pto:37:27
+                            TEXPANDS(t105_aiv1, 0.0f);  // varlen_attention.pto:39:27
+                        }
+                        pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
-                            TileT96 t96(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                            TASSIGN(t96, 4096);  // varlen_attention.pto:38:31
-                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                            GmView40 scores_scaled_ownGm40(scores_scaled_own + _g78 * 64 * 128 + _g95 * 128, GmView40::Shape(t96.GetValidRow(), t96.GetValidCol()));  // varlen_attention.pto:38:31
-                            TLOAD(t96, scores_scaled_ownGm40);  // varlen_attention.pto:38:31
+                            TileT96Aiv0 t96_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv0, 4096);  // varlen_attention.pto:38:31
+                            TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv1, 20480);  // varlen_attention.pto:38:31
+                            TileT103Aiv0 t103_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv0, 36864);  // varlen_attention.pto:38:27
+                            TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv1, 53248);  // varlen_attention.pto:38:27
+                            TileT108Aiv0 t108_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv0, 69632);  // varlen_attention.pto:39:27
+                            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv1, 70656);  // varlen_attention.pto:39:27
+                            using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                            GmView64 scores_scaled_ownGm64(scores_scaled_own + _g78 * 64 * 128 + _g95 * 128, GmView64::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
+                            TLOAD(t96_aiv0, scores_scaled_ownGm64);  // varlen_attention.pto:38:31
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TileT103 t103(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                            TASSIGN(t103, 36864);  // varlen_attention.pto:38:27
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TileTmp1 tmp5(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:38:27
-                            TASSIGN(tmp5, 69632);  // varlen_attention.pto:38:27
-                            TROWEXPAND(tmp5, t90);  // varlen_attention.pto:38:27
+                            TileTmp1 tmp10(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:38:27
+                            TASSIGN(tmp10, 147456);  // varlen_attention.pto:38:27
+                            TROWEXPAND(tmp10, t90_aiv0);  // varlen_attention.pto:38:27
                             pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                            TROWEXPANDEXPDIF(t103, t96, tmp5);  // varlen_attention.pto:38:27
+                            TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp10);  // varlen_attention.pto:38:27
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                            GmView41 pij_ownGm41(pij_own + _g78 * 64 * 128 + _g95 * 128, GmView41::Shape(t103.GetValidRow(), t103.GetValidCol()));  // varlen_attention.pto:38:27
-                            TSTORE(pij_ownGm41, t103);  // varlen_attention.pto:38:27
-                            TileT108 t108(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:39:27
-                            TASSIGN(t108, 4096);  // varlen_attention.pto:39:27
+                            using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                            GmView65 pij_ownGm65(pij_own + _g78 * 64 * 128 + _g95 * 128, GmView65::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
+                            TSTORE(pij_ownGm65, t103_aiv0);  // varlen_attention.pto:38:27
                             pipe_barrier(PIPE_V);
-                            TileTmp0 tmp6;  // varlen_attention.pto:39:27
-                            TASSIGN(tmp6, 69632);  // varlen_attention.pto:39:27
-                            TROWSUM(t108, t103, tmp6);  // varlen_attention.pto:39:27
+                            TileTmp0 tmp11;  // varlen_attention.pto:39:27
+                            TASSIGN(tmp11, 147456);  // varlen_attention.pto:39:27
+                            TROWSUM(t108_aiv0, t103_aiv0, tmp11);  // varlen_attention.pto:39:27
                             pipe_barrier(PIPE_V);
-                            TADD(t105, t105, t108);  // varlen_attention.pto:39:27
+                            TADD(t105_aiv0, t105_aiv0, t108_aiv0);  // varlen_attention.pto:39:27
+                            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv12) {  // varlen_attention.pto:38:31
+                                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                GmView66 scores_scaled_ownGm66(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView66::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
+                                TLOAD(t96_aiv1, scores_scaled_ownGm66);  // varlen_attention.pto:38:31
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                TileTmp1 tmp12(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
+                                TASSIGN(tmp12, 147456);  // varlen_attention.pto:38:27
+                                TROWEXPAND(tmp12, t90_aiv1);  // varlen_attention.pto:38:27
+                                pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                                TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp12);  // varlen_attention.pto:38:27
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                GmView67 pij_ownGm67(pij_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView67::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
+                                TSTORE(pij_ownGm67, t103_aiv1);  // varlen_attention.pto:38:27
+                                pipe_barrier(PIPE_V);
+                                TileTmp0 tmp13;  // varlen_attention.pto:39:27
+                                TASSIGN(tmp13, 147456);  // varlen_attention.pto:39:27
+                                TROWSUM(t108_aiv1, t103_aiv1, tmp13);  // varlen_attention.pto:39:27
+                                pipe_barrier(PIPE_V);
+                                TADD(t105_aiv1, t105_aiv1, t108_aiv1);  // varlen_attention.pto:39:27
+                            }
                         }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                        GmView42 lij_ownGm42(lij_own + _g78 * 64, GmView42::Shape(t105.GetValidRow()));  // varlen_attention.pto:39:27
-                        TSTORE(lij_ownGm42, t105);  // varlen_attention.pto:39:27
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                        GmView68 lij_ownGm68(lij_own + _g78 * 64, GmView68::Shape(t105_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
+                        TSTORE(lij_ownGm68, t105_aiv0);  // varlen_attention.pto:39:27
+                        for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv13) {  // varlen_attention.pto:39:27
+                            using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                            GmView69 lij_ownGm69(lij_own + _g78 * 64 + 32, GmView69::Shape(t105_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
+                            TSTORE(lij_ownGm69, t105_aiv1);  // varlen_attention.pto:39:27
+                        }
                         pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID5);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID5);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
-                            TileT111 t111(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                            TASSIGN(t111, 0);  // varlen_attention.pto:51:38
-                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                            GmView43 pij_ownGm43(pij_own + _g78 * 64 * 128 + _g110 * 128, GmView43::Shape(t111.GetValidRow(), t111.GetValidCol()));  // varlen_attention.pto:51:38
-                            TLOAD(t111, pij_ownGm43);  // varlen_attention.pto:51:38
+                            TileT111Aiv0 t111_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t111_aiv0, 0);  // varlen_attention.pto:51:38
+                            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t111_aiv1, 16384);  // varlen_attention.pto:51:38
+                            TileT112Aiv0 t112_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv0, 32768);  // varlen_attention.pto:51:38
+                            TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv1, 40960);  // varlen_attention.pto:51:38
+                            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                            GmView70 pij_ownGm70(pij_own + _g78 * 64 * 128 + _g110 * 128, GmView70::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                            TLOAD(t111_aiv0, pij_ownGm70);  // varlen_attention.pto:51:38
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            TileT112 t112(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                            TASSIGN(t112, 32768);  // varlen_attention.pto:51:38
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            TCVT(t112, t111, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
+                            TCVT(t112_aiv0, t111_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            using GmView44 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                            GmView44 t6_ownGm44(t6_own + _g78 * 64 * 128 + _g110 * 128, GmView44::Shape(t112.GetValidRow(), t112.GetValidCol()));  // varlen_attention.pto:51:38
-                            TSTORE(t6_ownGm44, t112);  // varlen_attention.pto:51:38
+                            using GmView71 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                            GmView71 t6_ownGm71(t6_own + _g78 * 64 * 128 + _g110 * 128, GmView71::Shape(t112_aiv0.GetValidRow(), t112_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                            TSTORE(t6_ownGm71, t112_aiv0);  // varlen_attention.pto:51:38
+                            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv14) {  // varlen_attention.pto:51:38
+                                using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView72 pij_ownGm72(pij_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView72::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                TLOAD(t111_aiv1, pij_ownGm72);  // varlen_attention.pto:51:38
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                TCVT(t112_aiv1, t111_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                using GmView73 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView73 t6_ownGm73(t6_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView73::Shape(t112_aiv1.GetValidRow(), t112_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                TSTORE(t6_ownGm73, t112_aiv1);  // varlen_attention.pto:51:38
+                            }
                         }
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -1148,9 +1443,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t114, 0);  // varlen_attention.pto:51:31
                         TileT115 t115(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                         TASSIGN(t115, 0);  // varlen_attention.pto:51:31
-                        using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                        GmView45 t6_ownGm45(t6_own + _g113 * 64 * 128, GmView45::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
-                        TLOAD(t115, t6_ownGm45);  // varlen_attention.pto:51:31
+                        using GmView74 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                        GmView74 t6_ownGm74(t6_own + _g113 * 64 * 128, GmView74::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
+                        TLOAD(t115, t6_ownGm74);  // varlen_attention.pto:51:31
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                         TileT116 t116(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                         TASSIGN(t116, 0);  // varlen_attention.pto:51:31
@@ -1160,9 +1455,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT117 t117(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                         TASSIGN(t117, 0);  // varlen_attention.pto:51:31
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                        GmView46 v_tile_viewGm46(v_tile_view, GmView46::Shape(t117.GetValidRow()), GmView46::Stride(HD));  // varlen_attention.pto:51:31
-                        TLOAD(t117, v_tile_viewGm46);  // varlen_attention.pto:51:31
+                        using GmView75 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                        GmView75 v_tile_viewGm75(v_tile_view, GmView75::Shape(t117.GetValidRow()), GmView75::Stride(HD));  // varlen_attention.pto:51:31
+                        TLOAD(t117, v_tile_viewGm75);  // varlen_attention.pto:51:31
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                         TileT118 t118(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                         TASSIGN(t118, 0);  // varlen_attention.pto:51:31
@@ -1178,9 +1473,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
                             TileT120 t120(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
                             TASSIGN(t120, 0);  // varlen_attention.pto:51:31
-                            using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                            GmView47 t6_ownGm47(t6_own + _g113 * 64 * 128 + _k119 * 64, GmView47::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t120, t6_ownGm47);  // varlen_attention.pto:51:31
+                            using GmView76 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                            GmView76 t6_ownGm76(t6_own + _g113 * 64 * 128 + _k119 * 64, GmView76::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t120, t6_ownGm76);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TileT121 t121(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
                             TASSIGN(t121, 0);  // varlen_attention.pto:51:31
@@ -1190,9 +1485,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT122 t122(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
                             TASSIGN(t122, 0);  // varlen_attention.pto:51:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                            GmView48 v_tile_viewGm48(v_tile_view + _k119 * 64 * HD, GmView48::Shape(t122.GetValidRow()), GmView48::Stride(HD));  // varlen_attention.pto:51:31
-                            TLOAD(t122, v_tile_viewGm48);  // varlen_attention.pto:51:31
+                            using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                            GmView77 v_tile_viewGm77(v_tile_view + _k119 * 64 * HD, GmView77::Shape(t122.GetValidRow()), GmView77::Stride(HD));  // varlen_attention.pto:51:31
+                            TLOAD(t122, v_tile_viewGm77);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TileT123 t123(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
                             TASSIGN(t123, 0);  // varlen_attention.pto:51:31
@@ -1204,9 +1499,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                        GmView49 oij_1_ownGm49(oij_1_own + _g113 * 64 * 64, GmView49::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
-                        TSTORE(oij_1_ownGm49, t114);  // varlen_attention.pto:51:31
+                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
+                        GmView78 oij_1_ownGm78(oij_1_own + _g113 * 64 * 64, GmView78::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
+                        TSTORE(oij_1_ownGm78, t114);  // varlen_attention.pto:51:31
                     }
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -1214,349 +1509,373 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
                     __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
                     __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g124) {  // varlen_attention.pto:55:34
-                        TileT125 t125(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64));  // varlen_attention.pto:55:34
-                        TASSIGN(t125, 0);  // varlen_attention.pto:55:34
-                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                        GmView50 miGm50(mi + _g124 * 64, GmView50::Shape(t125.GetValidRow()));  // varlen_attention.pto:55:34
-                        TLOAD(t125, miGm50);  // varlen_attention.pto:55:34
-                        TileT126 t126(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 0), 64));  // varlen_attention.pto:55:34
-                        TASSIGN(t126, 2048);  // varlen_attention.pto:55:34
-                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                        GmView51 mij_ownGm51(mij_own + _g124 * 64, GmView51::Shape(t126.GetValidRow()));  // varlen_attention.pto:55:34
-                        TLOAD(t126, mij_ownGm51);  // varlen_attention.pto:55:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT127 t127(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g124 * 64, 64));  // varlen_attention.pto:55:34
-                        TASSIGN(t127, 4096);  // varlen_attention.pto:55:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TMAX(t127, t125, t126);  // varlen_attention.pto:55:34
+                    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
+                        TileT125Aiv0 t125_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t125_aiv0, 0);  // varlen_attention.pto:55:34
+                        TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t125_aiv1, 1024);  // varlen_attention.pto:55:34
+                        TileT126Aiv0 t126_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv0, 2048);  // varlen_attention.pto:55:34
+                        TileT126Aiv1 t126_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv1, 3072);  // varlen_attention.pto:55:34
+                        TileT127Aiv0 t127_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv0, 4096);  // varlen_attention.pto:55:34
+                        TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv1, 5120);  // varlen_attention.pto:55:34
+                        TileT131Aiv0 t131_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv0, 6144);  // varlen_attention.pto:56:34
+                        TileT131Aiv1 t131_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv1, 7168);  // varlen_attention.pto:56:34
+                        TileT134Aiv0 t134_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv0, 8192);  // varlen_attention.pto:56:30
+                        TileT134Aiv1 t134_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv1, 9216);  // varlen_attention.pto:56:30
+                        TileT138Aiv0 t138_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv0, 10240);  // varlen_attention.pto:57:34
+                        TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv1, 11264);  // varlen_attention.pto:57:34
+                        TileT141Aiv0 t141_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv0, 12288);  // varlen_attention.pto:57:30
+                        TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv1, 13312);  // varlen_attention.pto:57:30
+                        TileT144Aiv0 t144_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv0, 14336);  // varlen_attention.pto:58:34
+                        TileT144Aiv1 t144_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv1, 15360);  // varlen_attention.pto:58:34
+                        TileT145Aiv0 t145_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv0, 16384);  // varlen_attention.pto:58:34
+                        TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv1, 17408);  // varlen_attention.pto:58:34
+                        TileT148Aiv0 t148_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv0, 18432);  // varlen_attention.pto:58:44
+                        TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv1, 19456);  // varlen_attention.pto:58:44
+                        TileT149Aiv0 t149_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv0, 20480);  // varlen_attention.pto:58:44
+                        TileT149Aiv1 t149_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv1, 21504);  // varlen_attention.pto:58:44
+                        TileT153Aiv0 t153_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv0, 22528);  // varlen_attention.pto:58:34
+                        TileT153Aiv1 t153_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv1, 23552);  // varlen_attention.pto:58:34
+                        TileT155Aiv0 t155_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv0, 24576);  // varlen_attention.pto:59:34
+                        TileT155Aiv1 t155_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv1, 32768);  // varlen_attention.pto:59:34
+                        TileT157Aiv0 t157_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv0, 40960);  // varlen_attention.pto:59:34
+                        TileT157Aiv1 t157_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv1, 49152);  // varlen_attention.pto:59:34
+                        TileT158Aiv0 t158_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv0, 57344);  // varlen_attention.pto:59:34
+                        TileT158Aiv1 t158_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv1, 65536);  // varlen_attention.pto:59:34
+                        TileT160Aiv0 t160_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv0, 73728);  // varlen_attention.pto:59:44
+                        TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv1, 81920);  // varlen_attention.pto:59:44
+                        TileT163Aiv0 t163_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv0, 90112);  // varlen_attention.pto:59:44
+                        TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv1, 98304);  // varlen_attention.pto:59:44
+                        using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                        GmView79 miGm79(mi + _g124 * 64, GmView79::Shape(t125_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                        TLOAD(t125_aiv0, miGm79);  // varlen_attention.pto:55:34
+                        using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                        GmView80 mij_ownGm80(mij_own + _g124 * 64, GmView80::Shape(t126_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                        TLOAD(t126_aiv0, mij_ownGm80);  // varlen_attention.pto:55:34
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TMAX(t127_aiv0, t125_aiv0, t126_aiv0);  // varlen_attention.pto:55:34
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                        GmView52 mi_new_ownGm52(mi_new_own + _g124 * 64, GmView52::Shape(t127.GetValidRow()));  // varlen_attention.pto:55:34
-                        TSTORE(mi_new_ownGm52, t127);  // varlen_attention.pto:55:34
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g128 = 0; _g128 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g128) {  // varlen_attention.pto:56:34
-                        TileT129 t129(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g128 * 64, 0), 64));  // varlen_attention.pto:56:34
-                        TASSIGN(t129, 0);  // varlen_attention.pto:56:34
-                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                        GmView53 miGm53(mi + _g128 * 64, GmView53::Shape(t129.GetValidRow()));  // varlen_attention.pto:56:34
-                        TLOAD(t129, miGm53);  // varlen_attention.pto:56:34
-                        TileT130 t130(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g128 * 64, 0), 64));  // varlen_attention.pto:56:34
-                        TASSIGN(t130, 2048);  // varlen_attention.pto:56:34
-                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                        GmView54 mi_new_ownGm54(mi_new_own + _g128 * 64, GmView54::Shape(t130.GetValidRow()));  // varlen_attention.pto:56:34
-                        TLOAD(t130, mi_new_ownGm54);  // varlen_attention.pto:56:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT131 t131(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g128 * 64, 64));  // varlen_attention.pto:56:34
-                        TASSIGN(t131, 4096);  // varlen_attention.pto:56:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TSUB(t131, t129, t130);  // varlen_attention.pto:56:34
-                        TileT134 t134(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g128 * 64, 64));  // varlen_attention.pto:56:30
-                        TASSIGN(t134, 0);  // varlen_attention.pto:56:30
+                        using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                        GmView81 mi_new_ownGm81(mi_new_own + _g124 * 64, GmView81::Shape(t127_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                        TSTORE(mi_new_ownGm81, t127_aiv0);  // varlen_attention.pto:55:34
                         pipe_barrier(PIPE_V);
-                        TEXP(t134, t131);  // varlen_attention.pto:56:30
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:30
-                        GmView55 t2_1_ownGm55(t2_1_own + _g128 * 64, GmView55::Shape(t134.GetValidRow()));  // varlen_attention.pto:56:30
-                        TSTORE(t2_1_ownGm55, t134);  // varlen_attention.pto:56:30
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _g135 = 0; _g135 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g135) {  // varlen_attention.pto:57:34
-                        TileT136 t136(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g135 * 64, 0), 64));  // varlen_attention.pto:57:34
-                        TASSIGN(t136, 0);  // varlen_attention.pto:57:34
-                        using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                        GmView56 mij_ownGm56(mij_own + _g135 * 64, GmView56::Shape(t136.GetValidRow()));  // varlen_attention.pto:57:34
-                        TLOAD(t136, mij_ownGm56);  // varlen_attention.pto:57:34
-                        TileT137 t137(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g135 * 64, 0), 64));  // varlen_attention.pto:57:34
-                        TASSIGN(t137, 2048);  // varlen_attention.pto:57:34
-                        using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                        GmView57 mi_new_ownGm57(mi_new_own + _g135 * 64, GmView57::Shape(t137.GetValidRow()));  // varlen_attention.pto:57:34
-                        TLOAD(t137, mi_new_ownGm57);  // varlen_attention.pto:57:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT138 t138(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g135 * 64, 64));  // varlen_attention.pto:57:34
-                        TASSIGN(t138, 4096);  // varlen_attention.pto:57:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TSUB(t138, t136, t137);  // varlen_attention.pto:57:34
-                        TileT141 t141(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g135 * 64, 64));  // varlen_attention.pto:57:30
-                        TASSIGN(t141, 0);  // varlen_attention.pto:57:30
+                        TSUB(t131_aiv0, t125_aiv0, t127_aiv0);  // varlen_attention.pto:56:34
                         pipe_barrier(PIPE_V);
-                        TEXP(t141, t138);  // varlen_attention.pto:57:30
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:30
-                        GmView58 t4_1_ownGm58(t4_1_own + _g135 * 64, GmView58::Shape(t141.GetValidRow()));  // varlen_attention.pto:57:30
-                        TSTORE(t4_1_ownGm58, t141);  // varlen_attention.pto:57:30
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g142 = 0; _g142 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), 64); ++_g142) {  // varlen_attention.pto:58:34
-                        TileT143 t143(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g142 * 64, 0), 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t143, 0);  // varlen_attention.pto:58:34
-                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                        GmView59 t2_1_ownGm59(t2_1_own + _g142 * 64, GmView59::Shape(t143.GetValidRow()));  // varlen_attention.pto:58:34
-                        TLOAD(t143, t2_1_ownGm59);  // varlen_attention.pto:58:34
-                        TileT144 t144(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g142 * 64, 0), 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t144, 2048);  // varlen_attention.pto:58:34
-                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                        GmView60 liGm60(li + _g142 * 64, GmView60::Shape(t144.GetValidRow()));  // varlen_attention.pto:58:34
-                        TLOAD(t144, liGm60);  // varlen_attention.pto:58:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT145 t145(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64) - _g142 * 64, 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t145, 4096);  // varlen_attention.pto:58:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TMUL(t145, t143, t144);  // varlen_attention.pto:58:34
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                        GmView61 t9_ownGm61(t9_own + _g142 * 64, GmView61::Shape(t145.GetValidRow()));  // varlen_attention.pto:58:34
-                        TSTORE(t9_ownGm61, t145);  // varlen_attention.pto:58:34
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g146 = 0; _g146 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g146) {  // varlen_attention.pto:58:44
-                        TileT147 t147(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g146 * 64, 0), 64));  // varlen_attention.pto:58:44
-                        TASSIGN(t147, 0);  // varlen_attention.pto:58:44
-                        using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                        GmView62 t4_1_ownGm62(t4_1_own + _g146 * 64, GmView62::Shape(t147.GetValidRow()));  // varlen_attention.pto:58:44
-                        TLOAD(t147, t4_1_ownGm62);  // varlen_attention.pto:58:44
-                        TileT148 t148(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g146 * 64, 0), 64));  // varlen_attention.pto:58:44
-                        TASSIGN(t148, 2048);  // varlen_attention.pto:58:44
-                        using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                        GmView63 lij_ownGm63(lij_own + _g146 * 64, GmView63::Shape(t148.GetValidRow()));  // varlen_attention.pto:58:44
-                        TLOAD(t148, lij_ownGm63);  // varlen_attention.pto:58:44
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT149 t149(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g146 * 64, 64));  // varlen_attention.pto:58:44
-                        TASSIGN(t149, 4096);  // varlen_attention.pto:58:44
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TMUL(t149, t147, t148);  // varlen_attention.pto:58:44
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                        GmView64 t10_ownGm64(t10_own + _g146 * 64, GmView64::Shape(t149.GetValidRow()));  // varlen_attention.pto:58:44
-                        TSTORE(t10_ownGm64, t149);  // varlen_attention.pto:58:44
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g150 = 0; _g150 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g150) {  // varlen_attention.pto:58:34
-                        TileT151 t151(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64) - _g150 * 64, 0), 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t151, 0);  // varlen_attention.pto:58:34
-                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                        GmView65 t9_ownGm65(t9_own + _g150 * 64, GmView65::Shape(t151.GetValidRow()));  // varlen_attention.pto:58:34
-                        TLOAD(t151, t9_ownGm65);  // varlen_attention.pto:58:34
-                        TileT152 t152(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g150 * 64, 0), 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t152, 2048);  // varlen_attention.pto:58:34
-                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                        GmView66 t10_ownGm66(t10_own + _g150 * 64, GmView66::Shape(t152.GetValidRow()));  // varlen_attention.pto:58:34
-                        TLOAD(t152, t10_ownGm66);  // varlen_attention.pto:58:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT153 t153(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g150 * 64, 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t153, 4096);  // varlen_attention.pto:58:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TADD(t153, t151, t152);  // varlen_attention.pto:58:34
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                        GmView67 li_new_ownGm67(li_new_own + _g150 * 64, GmView67::Shape(t153.GetValidRow()));  // varlen_attention.pto:58:34
-                        TSTORE(li_new_ownGm67, t153);  // varlen_attention.pto:58:34
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g154 = 0; _g154 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g154) {  // varlen_attention.pto:59:34
-                        TileT155 t155(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g154 * 64, 0), 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t155, 0);  // varlen_attention.pto:59:34
-                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                        GmView68 oiGm68(oi + _g154 * 64 * 64, GmView68::Shape(t155.GetValidRow()));  // varlen_attention.pto:59:34
-                        TLOAD(t155, oiGm68);  // varlen_attention.pto:59:34
-                        TileT156 t156(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g154 * 64, 0), 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t156, 16384);  // varlen_attention.pto:59:34
-                        using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
-                        GmView69 t2_1_ownGm69(t2_1_own + _g154 * 64, GmView69::Shape(t156.GetValidRow()));  // varlen_attention.pto:59:34
-                        TLOAD(t156, t2_1_ownGm69);  // varlen_attention.pto:59:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT157 t157(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g154 * 64, 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t157, 18432);  // varlen_attention.pto:59:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TROWEXPAND(t157, t156);  // varlen_attention.pto:59:34
-                        TileT158 t158(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g154 * 64, 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t158, 34816);  // varlen_attention.pto:59:34
+                        TEXP(t134_aiv0, t131_aiv0);  // varlen_attention.pto:56:30
                         pipe_barrier(PIPE_V);
-                        TMUL(t158, t155, t157);  // varlen_attention.pto:59:34
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                        GmView70 t11_ownGm70(t11_own + _g154 * 64 * 64, GmView70::Shape(t158.GetValidRow()));  // varlen_attention.pto:59:34
-                        TSTORE(t11_ownGm70, t158);  // varlen_attention.pto:59:34
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g159) {  // varlen_attention.pto:59:44
-                        TileT160 t160(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g159 * 64, 0), 64));  // varlen_attention.pto:59:44
-                        TASSIGN(t160, 0);  // varlen_attention.pto:59:44
-                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                        GmView71 oij_1_ownGm71(oij_1_own + _g159 * 64 * 64, GmView71::Shape(t160.GetValidRow()));  // varlen_attention.pto:59:44
-                        TLOAD(t160, oij_1_ownGm71);  // varlen_attention.pto:59:44
-                        TileT161 t161(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g159 * 64, 0), 64));  // varlen_attention.pto:59:44
-                        TASSIGN(t161, 16384);  // varlen_attention.pto:59:44
-                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
-                        GmView72 t4_1_ownGm72(t4_1_own + _g159 * 64, GmView72::Shape(t161.GetValidRow()));  // varlen_attention.pto:59:44
-                        TLOAD(t161, t4_1_ownGm72);  // varlen_attention.pto:59:44
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT162 t162(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g159 * 64, 64));  // varlen_attention.pto:59:44
-                        TASSIGN(t162, 18432);  // varlen_attention.pto:59:44
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TROWEXPAND(t162, t161);  // varlen_attention.pto:59:44
-                        TileT163 t163(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g159 * 64, 64));  // varlen_attention.pto:59:44
-                        TASSIGN(t163, 34816);  // varlen_attention.pto:59:44
+                        TSUB(t138_aiv0, t126_aiv0, t127_aiv0);  // varlen_attention.pto:57:34
                         pipe_barrier(PIPE_V);
-                        TMUL(t163, t160, t162);  // varlen_attention.pto:59:44
+                        TEXP(t141_aiv0, t138_aiv0);  // varlen_attention.pto:57:30
+                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                        GmView82 liGm82(li + _g124 * 64, GmView82::Shape(t144_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                        TLOAD(t144_aiv0, liGm82);  // varlen_attention.pto:58:34
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TMUL(t145_aiv0, t134_aiv0, t144_aiv0);  // varlen_attention.pto:58:34
+                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                        GmView83 lij_ownGm83(lij_own + _g124 * 64, GmView83::Shape(t148_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
+                        TLOAD(t148_aiv0, lij_ownGm83);  // varlen_attention.pto:58:44
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TMUL(t149_aiv0, t141_aiv0, t148_aiv0);  // varlen_attention.pto:58:44
+                        pipe_barrier(PIPE_V);
+                        TADD(t153_aiv0, t145_aiv0, t149_aiv0);  // varlen_attention.pto:58:34
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                        GmView73 t12_ownGm73(t12_own + _g159 * 64 * 64, GmView73::Shape(t163.GetValidRow()));  // varlen_attention.pto:59:44
-                        TSTORE(t12_ownGm73, t163);  // varlen_attention.pto:59:44
+                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                        GmView84 li_new_ownGm84(li_new_own + _g124 * 64, GmView84::Shape(t153_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                        TSTORE(li_new_ownGm84, t153_aiv0);  // varlen_attention.pto:58:34
+                        using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                        GmView85 oiGm85(oi + _g124 * 64 * 64, GmView85::Shape(t155_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                        TLOAD(t155_aiv0, oiGm85);  // varlen_attention.pto:59:34
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TROWEXPAND(t157_aiv0, t134_aiv0);  // varlen_attention.pto:59:34
+                        pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TMUL(t158_aiv0, t155_aiv0, t157_aiv0);  // varlen_attention.pto:59:34
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                        GmView86 t11_ownGm86(t11_own + _g124 * 64 * 64, GmView86::Shape(t158_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                        TSTORE(t11_ownGm86, t158_aiv0);  // varlen_attention.pto:59:34
+                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                        GmView87 oij_1_ownGm87(oij_1_own + _g124 * 64 * 64, GmView87::Shape(t160_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                        TLOAD(t160_aiv0, oij_1_ownGm87);  // varlen_attention.pto:59:44
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TileTmp1 tmp14(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                        TASSIGN(tmp14, 147456);  // varlen_attention.pto:59:44
+                        TROWEXPAND(tmp14, t141_aiv0);  // varlen_attention.pto:59:44
+                        pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                        TROWEXPANDMUL(t163_aiv0, t160_aiv0, tmp14);  // varlen_attention.pto:59:44
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                        GmView88 t12_ownGm88(t12_own + _g124 * 64 * 64, GmView88::Shape(t163_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                        TSTORE(t12_ownGm88, t163_aiv0);  // varlen_attention.pto:59:44
+                        for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv15) {  // varlen_attention.pto:55:34
+                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView89 miGm89(mi + _g124 * 64 + 32, GmView89::Shape(t125_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t125_aiv1, miGm89);  // varlen_attention.pto:55:34
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv16) {  // varlen_attention.pto:55:34
+                            using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView90 mij_ownGm90(mij_own + _g124 * 64 + 32, GmView90::Shape(t126_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t126_aiv1, mij_ownGm90);  // varlen_attention.pto:55:34
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            TMAX(t127_aiv1, t125_aiv1, t126_aiv1);  // varlen_attention.pto:55:34
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView91 mi_new_ownGm91(mi_new_own + _g124 * 64 + 32, GmView91::Shape(t127_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                            TSTORE(mi_new_ownGm91, t127_aiv1);  // varlen_attention.pto:55:34
+                            pipe_barrier(PIPE_V);
+                            TSUB(t131_aiv1, t125_aiv1, t127_aiv1);  // varlen_attention.pto:56:34
+                            pipe_barrier(PIPE_V);
+                            TEXP(t134_aiv1, t131_aiv1);  // varlen_attention.pto:56:30
+                            pipe_barrier(PIPE_V);
+                            TSUB(t138_aiv1, t126_aiv1, t127_aiv1);  // varlen_attention.pto:57:34
+                            pipe_barrier(PIPE_V);
+                            TEXP(t141_aiv1, t138_aiv1);  // varlen_attention.pto:57:30
+                        }
+                        for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv17) {  // varlen_attention.pto:58:34
+                            using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                            GmView92 liGm92(li + _g124 * 64 + 32, GmView92::Shape(t144_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t144_aiv1, liGm92);  // varlen_attention.pto:58:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv18) {  // varlen_attention.pto:58:34
+                            TMUL(t145_aiv1, t134_aiv1, t144_aiv1);  // varlen_attention.pto:58:34
+                            using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                            GmView93 lij_ownGm93(lij_own + _g124 * 64 + 32, GmView93::Shape(t148_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
+                            TLOAD(t148_aiv1, lij_ownGm93);  // varlen_attention.pto:58:44
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            TMUL(t149_aiv1, t141_aiv1, t148_aiv1);  // varlen_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            TADD(t153_aiv1, t145_aiv1, t149_aiv1);  // varlen_attention.pto:58:34
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                            GmView94 li_new_ownGm94(li_new_own + _g124 * 64 + 32, GmView94::Shape(t153_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                            TSTORE(li_new_ownGm94, t153_aiv1);  // varlen_attention.pto:58:34
+                        }
+                        for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv19) {  // varlen_attention.pto:59:34
+                            using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView95 oiGm95(oi + (_g124 * 64 + 32) * 64, GmView95::Shape(t155_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t155_aiv1, oiGm95);  // varlen_attention.pto:59:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv20) {  // varlen_attention.pto:59:34
+                            TROWEXPAND(t157_aiv1, t134_aiv1);  // varlen_attention.pto:59:34
+                            pipe_barrier(PIPE_V);
+                            TMUL(t158_aiv1, t155_aiv1, t157_aiv1);  // varlen_attention.pto:59:34
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView96 t11_ownGm96(t11_own + (_g124 * 64 + 32) * 64, GmView96::Shape(t158_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(t11_ownGm96, t158_aiv1);  // varlen_attention.pto:59:34
+                            using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                            GmView97 oij_1_ownGm97(oij_1_own + (_g124 * 64 + 32) * 64, GmView97::Shape(t160_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                            TLOAD(t160_aiv1, oij_1_ownGm97);  // varlen_attention.pto:59:44
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            TileTmp1 tmp15(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                            TASSIGN(tmp15, 147456);  // varlen_attention.pto:59:44
+                            TROWEXPAND(tmp15, t141_aiv1);  // varlen_attention.pto:59:44
+                            pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                            TROWEXPANDMUL(t163_aiv1, t160_aiv1, tmp15);  // varlen_attention.pto:59:44
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                            GmView98 t12_ownGm98(t12_own + (_g124 * 64 + 32) * 64, GmView98::Shape(t163_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                            TSTORE(t12_ownGm98, t163_aiv1);  // varlen_attention.pto:59:44
+                        }
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), 64); ++_g164) {  // varlen_attention.pto:59:34
-                        TileT165 t165(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g164 * 64, 0), 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t165, 0);  // varlen_attention.pto:59:34
-                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                        GmView74 t11_ownGm74(t11_own + _g164 * 64 * 64, GmView74::Shape(t165.GetValidRow()));  // varlen_attention.pto:59:34
-                        TLOAD(t165, t11_ownGm74);  // varlen_attention.pto:59:34
-                        TileT166 t166(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g164 * 64, 0), 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t166, 16384);  // varlen_attention.pto:59:34
-                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                        GmView75 t12_ownGm75(t12_own + _g164 * 64 * 64, GmView75::Shape(t166.GetValidRow()));  // varlen_attention.pto:59:34
-                        TLOAD(t166, t12_ownGm75);  // varlen_attention.pto:59:34
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT167 t167(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))) - _g164 * 64, 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t167, 32768);  // varlen_attention.pto:59:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TADD(t167, t165, t166);  // varlen_attention.pto:59:34
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                        GmView76 oi_update_ownGm76(oi_update_own + _g164 * 64 * 64, GmView76::Shape(t167.GetValidRow()));  // varlen_attention.pto:59:34
-                        TSTORE(oi_update_ownGm76, t167);  // varlen_attention.pto:59:34
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g168 = 0; _g168 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g168) {  // varlen_attention.pto:66:29
-                        TileT169 t169(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g168 * 64, 64));  // varlen_attention.pto:66:29
-                        TASSIGN(t169, 0);  // varlen_attention.pto:66:29
-                        using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                        GmView77 li_new_ownGm77(li_new_own + _g168 * 64, GmView77::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
-                        TLOAD(t169, li_new_ownGm77);  // varlen_attention.pto:66:29
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                        GmView78 li_update_ownGm78(li_update_own + _g168 * 64, GmView78::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
-                        TSTORE(li_update_ownGm78, t169);  // varlen_attention.pto:66:29
-                    }
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _g170 = 0; _g170 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g170) {  // varlen_attention.pto:67:29
-                        TileT171 t171(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g170 * 64, 64));  // varlen_attention.pto:67:29
-                        TASSIGN(t171, 0);  // varlen_attention.pto:67:29
-                        using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                        GmView79 mi_new_ownGm79(mi_new_own + _g170 * 64, GmView79::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
-                        TLOAD(t171, mi_new_ownGm79);  // varlen_attention.pto:67:29
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                        GmView80 mi_update_ownGm80(mi_update_own + _g170 * 64, GmView80::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
-                        TSTORE(mi_update_ownGm80, t171);  // varlen_attention.pto:67:29
-                    }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
+                        TileT165Aiv0 t165_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t165_aiv0, 0);  // varlen_attention.pto:59:34
+                        TileT165Aiv1 t165_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t165_aiv1, 8192);  // varlen_attention.pto:59:34
+                        TileT166Aiv0 t166_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv0, 16384);  // varlen_attention.pto:59:34
+                        TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv1, 24576);  // varlen_attention.pto:59:34
+                        TileT167Aiv0 t167_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv0, 32768);  // varlen_attention.pto:59:34
+                        TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv1, 40960);  // varlen_attention.pto:59:34
+                        TileT169Aiv0 t169_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv0, 49152);  // varlen_attention.pto:66:29
+                        TileT169Aiv1 t169_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv1, 50176);  // varlen_attention.pto:66:29
+                        TileT171Aiv0 t171_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv0, 51200);  // varlen_attention.pto:67:29
+                        TileT171Aiv1 t171_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv1, 52224);  // varlen_attention.pto:67:29
+                        using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                        GmView99 t11_ownGm99(t11_own + _g164 * 64 * 64, GmView99::Shape(t165_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                        TLOAD(t165_aiv0, t11_ownGm99);  // varlen_attention.pto:59:34
+                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                        GmView100 t12_ownGm100(t12_own + _g164 * 64 * 64, GmView100::Shape(t166_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                        TLOAD(t166_aiv0, t12_ownGm100);  // varlen_attention.pto:59:34
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TADD(t167_aiv0, t165_aiv0, t166_aiv0);  // varlen_attention.pto:59:34
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                        GmView101 oi_update_ownGm101(oi_update_own + _g164 * 64 * 64, GmView101::Shape(t167_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                        TSTORE(oi_update_ownGm101, t167_aiv0);  // varlen_attention.pto:59:34
+                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                        GmView102 li_new_ownGm102(li_new_own + _g164 * 64, GmView102::Shape(t169_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
+                        TLOAD(t169_aiv0, li_new_ownGm102);  // varlen_attention.pto:66:29
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                        GmView103 li_update_ownGm103(li_update_own + _g164 * 64, GmView103::Shape(t169_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
+                        TSTORE(li_update_ownGm103, t169_aiv0);  // varlen_attention.pto:66:29
+                        using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                        GmView104 mi_new_ownGm104(mi_new_own + _g164 * 64, GmView104::Shape(t171_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
+                        TLOAD(t171_aiv0, mi_new_ownGm104);  // varlen_attention.pto:67:29
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                        GmView105 mi_update_ownGm105(mi_update_own + _g164 * 64, GmView105::Shape(t171_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
+                        TSTORE(mi_update_ownGm105, t171_aiv0);  // varlen_attention.pto:67:29
+                        for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv21) {  // varlen_attention.pto:59:34
+                            using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView106 t11_ownGm106(t11_own + (_g164 * 64 + 32) * 64, GmView106::Shape(t165_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t165_aiv1, t11_ownGm106);  // varlen_attention.pto:59:34
+                            using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView107 t12_ownGm107(t12_own + (_g164 * 64 + 32) * 64, GmView107::Shape(t166_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t166_aiv1, t12_ownGm107);  // varlen_attention.pto:59:34
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            TADD(t167_aiv1, t165_aiv1, t166_aiv1);  // varlen_attention.pto:59:34
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView108 oi_update_ownGm108(oi_update_own + (_g164 * 64 + 32) * 64, GmView108::Shape(t167_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(oi_update_ownGm108, t167_aiv1);  // varlen_attention.pto:59:34
+                            using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                            GmView109 li_new_ownGm109(li_new_own + _g164 * 64 + 32, GmView109::Shape(t169_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
+                            TLOAD(t169_aiv1, li_new_ownGm109);  // varlen_attention.pto:66:29
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                            GmView110 li_update_ownGm110(li_update_own + _g164 * 64 + 32, GmView110::Shape(t169_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
+                            TSTORE(li_update_ownGm110, t169_aiv1);  // varlen_attention.pto:66:29
+                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                            GmView111 mi_new_ownGm111(mi_new_own + _g164 * 64 + 32, GmView111::Shape(t171_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
+                            TLOAD(t171_aiv1, mi_new_ownGm111);  // varlen_attention.pto:67:29
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                            GmView112 mi_update_ownGm112(mi_update_own + _g164 * 64 + 32, GmView112::Shape(t171_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
+                            TSTORE(mi_update_ownGm112, t171_aiv1);  // varlen_attention.pto:67:29
+                        }
+                    }
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
@@ -1594,18 +1913,23 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* v_tile_view_last = v + (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128) * HD + h * 64;  // varlen_attention.pto:34:35
                         for (int64_t _g172 = 0; _g172 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g172) {  // varlen_attention.pto:35:30
-                            TileT184 t184(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:37:27
-                            TASSIGN(t184, 0);  // varlen_attention.pto:37:27
-                            TEXPANDS(t184, -__builtin_inff());  // varlen_attention.pto:37:27
+                            TileT184Aiv0 t184_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:37:27
+                            TASSIGN(t184_aiv0, 0);  // varlen_attention.pto:37:27
+                            TileT184Aiv1 t184_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                            TASSIGN(t184_aiv1, 1024);  // varlen_attention.pto:37:27
+                            TEXPANDS(t184_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
+                            for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv22) {  // varlen_attention.pto:37:27
+                                TEXPANDS(t184_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
+                            }
                             pipe_barrier(PIPE_V);
                             for (int64_t _g173 = 0; _g173 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g173) {  // varlen_attention.pto:35:30
                                 TileT174 t174(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t174, 0);  // varlen_attention.pto:35:30
                                 TileT175 t175(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:35:30
                                 TASSIGN(t175, 0);  // varlen_attention.pto:35:30
-                                using GmView81 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-                                GmView81 q_tile_view_lastGm81(q_tile_view_last + _g172 * 64 * HD, GmView81::Shape(t175.GetValidRow()), GmView81::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t175, q_tile_view_lastGm81);  // varlen_attention.pto:35:30
+                                using GmView113 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
+                                GmView113 q_tile_view_lastGm113(q_tile_view_last + _g172 * 64 * HD, GmView113::Shape(t175.GetValidRow()), GmView113::Stride(HD));  // varlen_attention.pto:35:30
+                                TLOAD(t175, q_tile_view_lastGm113);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT176 t176(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:35:30
                                 TASSIGN(t176, 0);  // varlen_attention.pto:35:30
@@ -1615,9 +1939,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT177 t177(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t177, 0);  // varlen_attention.pto:35:30
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                using GmView82 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-                                GmView82 k_tile_view_lastGm82(k_tile_view_last + _g173 * 128 * HD, GmView82::Shape(t177.GetValidCol()), GmView82::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t177, k_tile_view_lastGm82);  // varlen_attention.pto:35:30
+                                using GmView114 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
+                                GmView114 k_tile_view_lastGm114(k_tile_view_last + _g173 * 128 * HD, GmView114::Shape(t177.GetValidCol()), GmView114::Stride(HD));  // varlen_attention.pto:35:30
+                                TLOAD(t177, k_tile_view_lastGm114);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT178 t178(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t178, 0);  // varlen_attention.pto:35:30
@@ -1628,118 +1952,203 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TMATMUL(t174, t176, t178);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
-                                GmView83 scores_last_ownGm83(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView83::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_last_ownGm83, t174);  // varlen_attention.pto:35:30
-                                TileT181 t181(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t181, 2048);  // varlen_attention.pto:36:37
-                                using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView84 scores_last_ownGm84(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView84::Shape(t181.GetValidRow(), t181.GetValidCol()));  // varlen_attention.pto:36:37
-                                TLOAD(t181, scores_last_ownGm84);  // varlen_attention.pto:36:37
+                                using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
+                                GmView115 scores_last_ownGm115(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView115::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
+                                TSTORE(scores_last_ownGm115, t174);  // varlen_attention.pto:35:30
+                                TileT181Aiv0 t181_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t181_aiv0, 2048);  // varlen_attention.pto:36:37
+                                TileT181Aiv1 t181_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t181_aiv1, 18432);  // varlen_attention.pto:36:37
+                                TileT182Aiv0 t182_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t182_aiv0, 34816);  // varlen_attention.pto:36:37
+                                TileT182Aiv1 t182_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t182_aiv1, 51200);  // varlen_attention.pto:36:37
+                                TileT187Aiv0 t187_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:37:27
+                                TASSIGN(t187_aiv0, 67584);  // varlen_attention.pto:37:27
+                                TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                                TASSIGN(t187_aiv1, 68608);  // varlen_attention.pto:37:27
+                                using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView116 scores_last_ownGm116(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView116::Shape(t181_aiv0.GetValidRow(), t181_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                TLOAD(t181_aiv0, scores_last_ownGm116);  // varlen_attention.pto:36:37
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT182 t182(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t182, 34816);  // varlen_attention.pto:36:37
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TMULS(t182, t181, softmax_scale);  // varlen_attention.pto:36:37
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView85 scores_scaled_last_ownGm85(scores_scaled_last_own + _g172 * 64 * 128 + _g173 * 128, GmView85::Shape(t182.GetValidRow(), t182.GetValidCol()));  // varlen_attention.pto:36:37
-                                TSTORE(scores_scaled_last_ownGm85, t182);  // varlen_attention.pto:36:37
-                                TileT187 t187(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:37:27
-                                TASSIGN(t187, 2048);  // varlen_attention.pto:37:27
+                                TMULS(t182_aiv0, t181_aiv0, softmax_scale);  // varlen_attention.pto:36:37
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView117 scores_scaled_last_ownGm117(scores_scaled_last_own + _g172 * 64 * 128 + _g173 * 128, GmView117::Shape(t182_aiv0.GetValidRow(), t182_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                TSTORE(scores_scaled_last_ownGm117, t182_aiv0);  // varlen_attention.pto:36:37
                                 pipe_barrier(PIPE_V);
-                                TileTmp0 tmp7;  // varlen_attention.pto:37:27
-                                TASSIGN(tmp7, 69632);  // varlen_attention.pto:37:27
-                                TROWMAX(t187, t182, tmp7);  // varlen_attention.pto:37:27
+                                TileTmp0 tmp16;  // varlen_attention.pto:37:27
+                                TASSIGN(tmp16, 147456);  // varlen_attention.pto:37:27
+                                TROWMAX(t187_aiv0, t182_aiv0, tmp16);  // varlen_attention.pto:37:27
                                 pipe_barrier(PIPE_V);
-                                TMAX(t184, t184, t187);  // varlen_attention.pto:37:27
+                                TMAX(t184_aiv0, t184_aiv0, t187_aiv0);  // varlen_attention.pto:37:27
+                                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv23) {  // varlen_attention.pto:36:37
+                                    using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView118 scores_last_ownGm118(scores_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView118::Shape(t181_aiv1.GetValidRow(), t181_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TLOAD(t181_aiv1, scores_last_ownGm118);  // varlen_attention.pto:36:37
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    TMULS(t182_aiv1, t181_aiv1, softmax_scale);  // varlen_attention.pto:36:37
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                    using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView119 scores_scaled_last_ownGm119(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView119::Shape(t182_aiv1.GetValidRow(), t182_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TSTORE(scores_scaled_last_ownGm119, t182_aiv1);  // varlen_attention.pto:36:37
+                                    pipe_barrier(PIPE_V);
+                                    TileTmp0 tmp17;  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp17, 147456);  // varlen_attention.pto:37:27
+                                    TROWMAX(t187_aiv1, t182_aiv1, tmp17);  // varlen_attention.pto:37:27
+                                    pipe_barrier(PIPE_V);
+                                    TMAX(t184_aiv1, t184_aiv1, t187_aiv1);  // varlen_attention.pto:37:27
+                                }
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                            GmView86 mij_last_ownGm86(mij_last_own + _g172 * 64, GmView86::Shape(t184.GetValidRow()));  // varlen_attention.pto:37:27
-                            TSTORE(mij_last_ownGm86, t184);  // varlen_attention.pto:37:27
-                            TileT199 t199(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:39:27
-                            TASSIGN(t199, 2048);  // varlen_attention.pto:39:27
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            TileT199Aiv0 t199_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:39:27
+                            TASSIGN(t199_aiv0, 2048);  // varlen_attention.pto:39:27
+                            TileT199Aiv1 t199_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                            TASSIGN(t199_aiv1, 3072);  // varlen_attention.pto:39:27
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                            GmView120 mij_last_ownGm120(mij_last_own + _g172 * 64, GmView120::Shape(t184_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
+                            TSTORE(mij_last_ownGm120, t184_aiv0);  // varlen_attention.pto:37:27
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TEXPANDS(t199, 0.0f);  // varlen_attention.pto:39:27
+                            TEXPANDS(t199_aiv0, 0.0f);  // varlen_attention.pto:39:27
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                            for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv24) {  // varlen_attention.pto:37:27
+                                using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                                GmView121 mij_last_ownGm121(mij_last_own + _g172 * 64 + 32, GmView121::Shape(t184_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
+                                TSTORE(mij_last_ownGm121, t184_aiv1);  // varlen_attention.pto:37:27
+                                TEXPANDS(t199_aiv1, 0.0f);  // varlen_attention.pto:39:27
+                            }
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g189 = 0; _g189 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g189) {  // varlen_attention.pto:38:31
-                                TileT190 t190(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t190, 4096);  // varlen_attention.pto:38:31
-                                using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                GmView87 scores_scaled_last_ownGm87(scores_scaled_last_own + _g172 * 64 * 128 + _g189 * 128, GmView87::Shape(t190.GetValidRow(), t190.GetValidCol()));  // varlen_attention.pto:38:31
-                                TLOAD(t190, scores_scaled_last_ownGm87);  // varlen_attention.pto:38:31
+                                TileT190Aiv0 t190_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:31
+                                TASSIGN(t190_aiv0, 4096);  // varlen_attention.pto:38:31
+                                TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:31
+                                TASSIGN(t190_aiv1, 20480);  // varlen_attention.pto:38:31
+                                TileT197Aiv0 t197_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:27
+                                TASSIGN(t197_aiv0, 36864);  // varlen_attention.pto:38:27
+                                TileT197Aiv1 t197_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:27
+                                TASSIGN(t197_aiv1, 53248);  // varlen_attention.pto:38:27
+                                TileT202Aiv0 t202_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:39:27
+                                TASSIGN(t202_aiv0, 69632);  // varlen_attention.pto:39:27
+                                TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                                TASSIGN(t202_aiv1, 70656);  // varlen_attention.pto:39:27
+                                using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                GmView122 scores_scaled_last_ownGm122(scores_scaled_last_own + _g172 * 64 * 128 + _g189 * 128, GmView122::Shape(t190_aiv0.GetValidRow(), t190_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
+                                TLOAD(t190_aiv0, scores_scaled_last_ownGm122);  // varlen_attention.pto:38:31
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT197 t197(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t197, 36864);  // varlen_attention.pto:38:27
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileTmp1 tmp8(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:38:27
-                                TASSIGN(tmp8, 69632);  // varlen_attention.pto:38:27
-                                TROWEXPAND(tmp8, t184);  // varlen_attention.pto:38:27
+                                TileTmp1 tmp18(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:38:27
+                                TASSIGN(tmp18, 147456);  // varlen_attention.pto:38:27
+                                TROWEXPAND(tmp18, t184_aiv0);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                TROWEXPANDEXPDIF(t197, t190, tmp8);  // varlen_attention.pto:38:27
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                GmView88 pij_last_ownGm88(pij_last_own + _g172 * 64 * 128 + _g189 * 128, GmView88::Shape(t197.GetValidRow(), t197.GetValidCol()));  // varlen_attention.pto:38:27
-                                TSTORE(pij_last_ownGm88, t197);  // varlen_attention.pto:38:27
-                                TileT202 t202(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:39:27
-                                TASSIGN(t202, 4096);  // varlen_attention.pto:39:27
+                                TROWEXPANDEXPDIF(t197_aiv0, t190_aiv0, tmp18);  // varlen_attention.pto:38:27
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                GmView123 pij_last_ownGm123(pij_last_own + _g172 * 64 * 128 + _g189 * 128, GmView123::Shape(t197_aiv0.GetValidRow(), t197_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
+                                TSTORE(pij_last_ownGm123, t197_aiv0);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);
-                                TileTmp0 tmp9;  // varlen_attention.pto:39:27
-                                TASSIGN(tmp9, 69632);  // varlen_attention.pto:39:27
-                                TROWSUM(t202, t197, tmp9);  // varlen_attention.pto:39:27
+                                TileTmp0 tmp19;  // varlen_attention.pto:39:27
+                                TASSIGN(tmp19, 147456);  // varlen_attention.pto:39:27
+                                TROWSUM(t202_aiv0, t197_aiv0, tmp19);  // varlen_attention.pto:39:27
                                 pipe_barrier(PIPE_V);
-                                TADD(t199, t199, t202);  // varlen_attention.pto:39:27
+                                TADD(t199_aiv0, t199_aiv0, t202_aiv0);  // varlen_attention.pto:39:27
+                                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv25) {  // varlen_attention.pto:38:31
+                                    using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                    GmView124 scores_scaled_last_ownGm124(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView124::Shape(t190_aiv1.GetValidRow(), t190_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
+                                    TLOAD(t190_aiv1, scores_scaled_last_ownGm124);  // varlen_attention.pto:38:31
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    TileTmp1 tmp20(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp20, 147456);  // varlen_attention.pto:38:27
+                                    TROWEXPAND(tmp20, t184_aiv1);  // varlen_attention.pto:38:27
+                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                                    TROWEXPANDEXPDIF(t197_aiv1, t190_aiv1, tmp20);  // varlen_attention.pto:38:27
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                    GmView125 pij_last_ownGm125(pij_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView125::Shape(t197_aiv1.GetValidRow(), t197_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
+                                    TSTORE(pij_last_ownGm125, t197_aiv1);  // varlen_attention.pto:38:27
+                                    pipe_barrier(PIPE_V);
+                                    TileTmp0 tmp21;  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp21, 147456);  // varlen_attention.pto:39:27
+                                    TROWSUM(t202_aiv1, t197_aiv1, tmp21);  // varlen_attention.pto:39:27
+                                    pipe_barrier(PIPE_V);
+                                    TADD(t199_aiv1, t199_aiv1, t202_aiv1);  // varlen_attention.pto:39:27
+                                }
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                            GmView89 lij_last_ownGm89(lij_last_own + _g172 * 64, GmView89::Shape(t199.GetValidRow()));  // varlen_attention.pto:39:27
-                            TSTORE(lij_last_ownGm89, t199);  // varlen_attention.pto:39:27
+                            using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                            GmView126 lij_last_ownGm126(lij_last_own + _g172 * 64, GmView126::Shape(t199_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
+                            TSTORE(lij_last_ownGm126, t199_aiv0);  // varlen_attention.pto:39:27
+                            for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv26) {  // varlen_attention.pto:39:27
+                                using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                                GmView127 lij_last_ownGm127(lij_last_own + _g172 * 64 + 32, GmView127::Shape(t199_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
+                                TSTORE(lij_last_ownGm127, t199_aiv1);  // varlen_attention.pto:39:27
+                            }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g204 = 0; _g204 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g204) {  // varlen_attention.pto:51:38
-                                TileT205 t205(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t205, 0);  // varlen_attention.pto:51:38
-                                using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                GmView90 pij_last_ownGm90(pij_last_own + _g172 * 64 * 128 + _g204 * 128, GmView90::Shape(t205.GetValidRow(), t205.GetValidCol()));  // varlen_attention.pto:51:38
-                                TLOAD(t205, pij_last_ownGm90);  // varlen_attention.pto:51:38
+                                TileT205Aiv0 t205_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
+                                TASSIGN(t205_aiv0, 0);  // varlen_attention.pto:51:38
+                                TileT205Aiv1 t205_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
+                                TASSIGN(t205_aiv1, 16384);  // varlen_attention.pto:51:38
+                                TileT206Aiv0 t206_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
+                                TASSIGN(t206_aiv0, 32768);  // varlen_attention.pto:51:38
+                                TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
+                                TASSIGN(t206_aiv1, 40960);  // varlen_attention.pto:51:38
+                                using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView128 pij_last_ownGm128(pij_last_own + _g172 * 64 * 128 + _g204 * 128, GmView128::Shape(t205_aiv0.GetValidRow(), t205_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                TLOAD(t205_aiv0, pij_last_ownGm128);  // varlen_attention.pto:51:38
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                TileT206 t206(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t206, 32768);  // varlen_attention.pto:51:38
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                TCVT(t206, t205, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                using GmView91 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                GmView91 t6_last_ownGm91(t6_last_own + _g172 * 64 * 128 + _g204 * 128, GmView91::Shape(t206.GetValidRow(), t206.GetValidCol()));  // varlen_attention.pto:51:38
-                                TSTORE(t6_last_ownGm91, t206);  // varlen_attention.pto:51:38
+                                TCVT(t206_aiv0, t205_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                using GmView129 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView129 t6_last_ownGm129(t6_last_own + _g172 * 64 * 128 + _g204 * 128, GmView129::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                TSTORE(t6_last_ownGm129, t206_aiv0);  // varlen_attention.pto:51:38
+                                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv27) {  // varlen_attention.pto:51:38
+                                    using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView130 pij_last_ownGm130(pij_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView130::Shape(t205_aiv1.GetValidRow(), t205_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TLOAD(t205_aiv1, pij_last_ownGm130);  // varlen_attention.pto:51:38
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    TCVT(t206_aiv1, t205_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                    using GmView131 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView131 t6_last_ownGm131(t6_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView131::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TSTORE(t6_last_ownGm131, t206_aiv1);  // varlen_attention.pto:51:38
+                                }
                             }
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -1760,9 +2169,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t208, 0);  // varlen_attention.pto:51:31
                             TileT209 t209(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t209, 0);  // varlen_attention.pto:51:31
-                            using GmView92 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                            GmView92 t6_last_ownGm92(t6_last_own + _g207 * 64 * 128, GmView92::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t209, t6_last_ownGm92);  // varlen_attention.pto:51:31
+                            using GmView132 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                            GmView132 t6_last_ownGm132(t6_last_own + _g207 * 64 * 128, GmView132::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t209, t6_last_ownGm132);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT210 t210(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t210, 0);  // varlen_attention.pto:51:31
@@ -1772,9 +2181,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT211 t211(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t211, 0);  // varlen_attention.pto:51:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                            using GmView93 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                            GmView93 v_tile_view_lastGm93(v_tile_view_last, GmView93::Shape(t211.GetValidRow()), GmView93::Stride(HD));  // varlen_attention.pto:51:31
-                            TLOAD(t211, v_tile_view_lastGm93);  // varlen_attention.pto:51:31
+                            using GmView133 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                            GmView133 v_tile_view_lastGm133(v_tile_view_last, GmView133::Shape(t211.GetValidRow()), GmView133::Stride(HD));  // varlen_attention.pto:51:31
+                            TLOAD(t211, v_tile_view_lastGm133);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT212 t212(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t212, 0);  // varlen_attention.pto:51:31
@@ -1790,9 +2199,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             for (int64_t _k213 = 1; _k213 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 63) / 64; ++_k213) {  // varlen_attention.pto:51:31
                                 TileT214 t214(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t214, 0);  // varlen_attention.pto:51:31
-                                using GmView94 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                                GmView94 t6_last_ownGm94(t6_last_own + _g207 * 64 * 128 + _k213 * 64, GmView94::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
-                                TLOAD(t214, t6_last_ownGm94);  // varlen_attention.pto:51:31
+                                using GmView134 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                                GmView134 t6_last_ownGm134(t6_last_own + _g207 * 64 * 128 + _k213 * 64, GmView134::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
+                                TLOAD(t214, t6_last_ownGm134);  // varlen_attention.pto:51:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT215 t215(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t215, 0);  // varlen_attention.pto:51:31
@@ -1802,9 +2211,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT216 t216(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t216, 0);  // varlen_attention.pto:51:31
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                using GmView95 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                                GmView95 v_tile_view_lastGm95(v_tile_view_last + _k213 * 64 * HD, GmView95::Shape(t216.GetValidRow()), GmView95::Stride(HD));  // varlen_attention.pto:51:31
-                                TLOAD(t216, v_tile_view_lastGm95);  // varlen_attention.pto:51:31
+                                using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                                GmView135 v_tile_view_lastGm135(v_tile_view_last + _k213 * 64 * HD, GmView135::Shape(t216.GetValidRow()), GmView135::Stride(HD));  // varlen_attention.pto:51:31
+                                TLOAD(t216, v_tile_view_lastGm135);  // varlen_attention.pto:51:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT217 t217(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t217, 0);  // varlen_attention.pto:51:31
@@ -1816,295 +2225,24 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                            GmView96 oij_1_last_ownGm96(oij_1_last_own + _g207 * 64 * 64, GmView96::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
-                            TSTORE(oij_1_last_ownGm96, t208);  // varlen_attention.pto:51:31
+                            using GmView136 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
+                            GmView136 oij_1_last_ownGm136(oij_1_last_own + _g207 * 64 * 64, GmView136::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
+                            TSTORE(oij_1_last_ownGm136, t208);  // varlen_attention.pto:51:31
                         }
                         __gm__ float* li_last = li_update_own;  // varlen_attention.pto:52:30
                         __gm__ float* mi_last = mi_update_own;  // varlen_attention.pto:53:30
                         __gm__ float* oi_last = oi_update_own;  // varlen_attention.pto:54:30
-                        pipe_barrier(PIPE_V);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g218 = 0; _g218 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g218) {  // varlen_attention.pto:55:34
-                            TileT219 t219(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64));  // varlen_attention.pto:55:34
-                            TASSIGN(t219, 0);  // varlen_attention.pto:55:34
-                            using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView97 mi_lastGm97(mi_last + _g218 * 64, GmView97::Shape(t219.GetValidRow()));  // varlen_attention.pto:55:34
-                            TLOAD(t219, mi_lastGm97);  // varlen_attention.pto:55:34
-                            TileT220 t220(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 0), 64));  // varlen_attention.pto:55:34
-                            TASSIGN(t220, 2048);  // varlen_attention.pto:55:34
-                            using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView98 mij_last_ownGm98(mij_last_own + _g218 * 64, GmView98::Shape(t220.GetValidRow()));  // varlen_attention.pto:55:34
-                            TLOAD(t220, mij_last_ownGm98);  // varlen_attention.pto:55:34
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT221 t221(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g218 * 64, 64));  // varlen_attention.pto:55:34
-                            TASSIGN(t221, 4096);  // varlen_attention.pto:55:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TMAX(t221, t219, t220);  // varlen_attention.pto:55:34
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView99 mi_new_last_ownGm99(mi_new_last_own + _g218 * 64, GmView99::Shape(t221.GetValidRow()));  // varlen_attention.pto:55:34
-                            TSTORE(mi_new_last_ownGm99, t221);  // varlen_attention.pto:55:34
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g222 = 0; _g222 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g222) {  // varlen_attention.pto:56:34
-                            TileT223 t223(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g222 * 64, 0), 64));  // varlen_attention.pto:56:34
-                            TASSIGN(t223, 0);  // varlen_attention.pto:56:34
-                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                            GmView100 mi_lastGm100(mi_last + _g222 * 64, GmView100::Shape(t223.GetValidRow()));  // varlen_attention.pto:56:34
-                            TLOAD(t223, mi_lastGm100);  // varlen_attention.pto:56:34
-                            TileT224 t224(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g222 * 64, 0), 64));  // varlen_attention.pto:56:34
-                            TASSIGN(t224, 2048);  // varlen_attention.pto:56:34
-                            using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                            GmView101 mi_new_last_ownGm101(mi_new_last_own + _g222 * 64, GmView101::Shape(t224.GetValidRow()));  // varlen_attention.pto:56:34
-                            TLOAD(t224, mi_new_last_ownGm101);  // varlen_attention.pto:56:34
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT225 t225(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g222 * 64, 64));  // varlen_attention.pto:56:34
-                            TASSIGN(t225, 4096);  // varlen_attention.pto:56:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TSUB(t225, t223, t224);  // varlen_attention.pto:56:34
-                            TileT228 t228(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g222 * 64, 64));  // varlen_attention.pto:56:30
-                            TASSIGN(t228, 0);  // varlen_attention.pto:56:30
-                            pipe_barrier(PIPE_V);
-                            TEXP(t228, t225);  // varlen_attention.pto:56:30
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:30
-                            GmView102 t2_1_last_ownGm102(t2_1_last_own + _g222 * 64, GmView102::Shape(t228.GetValidRow()));  // varlen_attention.pto:56:30
-                            TSTORE(t2_1_last_ownGm102, t228);  // varlen_attention.pto:56:30
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g229 = 0; _g229 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g229) {  // varlen_attention.pto:57:34
-                            TileT230 t230(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g229 * 64, 0), 64));  // varlen_attention.pto:57:34
-                            TASSIGN(t230, 0);  // varlen_attention.pto:57:34
-                            using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                            GmView103 mij_last_ownGm103(mij_last_own + _g229 * 64, GmView103::Shape(t230.GetValidRow()));  // varlen_attention.pto:57:34
-                            TLOAD(t230, mij_last_ownGm103);  // varlen_attention.pto:57:34
-                            TileT231 t231(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g229 * 64, 0), 64));  // varlen_attention.pto:57:34
-                            TASSIGN(t231, 2048);  // varlen_attention.pto:57:34
-                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                            GmView104 mi_new_last_ownGm104(mi_new_last_own + _g229 * 64, GmView104::Shape(t231.GetValidRow()));  // varlen_attention.pto:57:34
-                            TLOAD(t231, mi_new_last_ownGm104);  // varlen_attention.pto:57:34
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT232 t232(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g229 * 64, 64));  // varlen_attention.pto:57:34
-                            TASSIGN(t232, 4096);  // varlen_attention.pto:57:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TSUB(t232, t230, t231);  // varlen_attention.pto:57:34
-                            TileT235 t235(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g229 * 64, 64));  // varlen_attention.pto:57:30
-                            TASSIGN(t235, 0);  // varlen_attention.pto:57:30
-                            pipe_barrier(PIPE_V);
-                            TEXP(t235, t232);  // varlen_attention.pto:57:30
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:30
-                            GmView105 t4_1_last_ownGm105(t4_1_last_own + _g229 * 64, GmView105::Shape(t235.GetValidRow()));  // varlen_attention.pto:57:30
-                            TSTORE(t4_1_last_ownGm105, t235);  // varlen_attention.pto:57:30
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g236 = 0; _g236 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), 64); ++_g236) {  // varlen_attention.pto:58:34
-                            TileT237 t237(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g236 * 64, 0), 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t237, 0);  // varlen_attention.pto:58:34
-                            using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView106 t2_1_last_ownGm106(t2_1_last_own + _g236 * 64, GmView106::Shape(t237.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t237, t2_1_last_ownGm106);  // varlen_attention.pto:58:34
-                            TileT238 t238(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g236 * 64, 0), 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t238, 2048);  // varlen_attention.pto:58:34
-                            using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView107 li_lastGm107(li_last + _g236 * 64, GmView107::Shape(t238.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t238, li_lastGm107);  // varlen_attention.pto:58:34
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT239 t239(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64) - _g236 * 64, 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t239, 4096);  // varlen_attention.pto:58:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TMUL(t239, t237, t238);  // varlen_attention.pto:58:34
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView108 t9_last_ownGm108(t9_last_own + _g236 * 64, GmView108::Shape(t239.GetValidRow()));  // varlen_attention.pto:58:34
-                            TSTORE(t9_last_ownGm108, t239);  // varlen_attention.pto:58:34
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g240 = 0; _g240 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g240) {  // varlen_attention.pto:58:44
-                            TileT241 t241(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g240 * 64, 0), 64));  // varlen_attention.pto:58:44
-                            TASSIGN(t241, 0);  // varlen_attention.pto:58:44
-                            using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView109 t4_1_last_ownGm109(t4_1_last_own + _g240 * 64, GmView109::Shape(t241.GetValidRow()));  // varlen_attention.pto:58:44
-                            TLOAD(t241, t4_1_last_ownGm109);  // varlen_attention.pto:58:44
-                            TileT242 t242(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g240 * 64, 0), 64));  // varlen_attention.pto:58:44
-                            TASSIGN(t242, 2048);  // varlen_attention.pto:58:44
-                            using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView110 lij_last_ownGm110(lij_last_own + _g240 * 64, GmView110::Shape(t242.GetValidRow()));  // varlen_attention.pto:58:44
-                            TLOAD(t242, lij_last_ownGm110);  // varlen_attention.pto:58:44
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT243 t243(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g240 * 64, 64));  // varlen_attention.pto:58:44
-                            TASSIGN(t243, 4096);  // varlen_attention.pto:58:44
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TMUL(t243, t241, t242);  // varlen_attention.pto:58:44
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView111 t10_last_ownGm111(t10_last_own + _g240 * 64, GmView111::Shape(t243.GetValidRow()));  // varlen_attention.pto:58:44
-                            TSTORE(t10_last_ownGm111, t243);  // varlen_attention.pto:58:44
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g244 = 0; _g244 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g244) {  // varlen_attention.pto:58:34
-                            TileT245 t245(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64) - _g244 * 64, 0), 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t245, 0);  // varlen_attention.pto:58:34
-                            using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView112 t9_last_ownGm112(t9_last_own + _g244 * 64, GmView112::Shape(t245.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t245, t9_last_ownGm112);  // varlen_attention.pto:58:34
-                            TileT246 t246(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g244 * 64, 0), 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t246, 2048);  // varlen_attention.pto:58:34
-                            using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView113 t10_last_ownGm113(t10_last_own + _g244 * 64, GmView113::Shape(t246.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t246, t10_last_ownGm113);  // varlen_attention.pto:58:34
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT247 t247(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g244 * 64, 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t247, 4096);  // varlen_attention.pto:58:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TADD(t247, t245, t246);  // varlen_attention.pto:58:34
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView114 li_new_last_ownGm114(li_new_last_own + _g244 * 64, GmView114::Shape(t247.GetValidRow()));  // varlen_attention.pto:58:34
-                            TSTORE(li_new_last_ownGm114, t247);  // varlen_attention.pto:58:34
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g248 = 0; _g248 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g248) {  // varlen_attention.pto:59:34
-                            TileT249 t249(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g248 * 64, 0), 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t249, 0);  // varlen_attention.pto:59:34
-                            using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView115 oi_lastGm115(oi_last + _g248 * 64 * 64, GmView115::Shape(t249.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t249, oi_lastGm115);  // varlen_attention.pto:59:34
-                            TileT250 t250(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g248 * 64, 0), 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t250, 16384);  // varlen_attention.pto:59:34
-                            using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
-                            GmView116 t2_1_last_ownGm116(t2_1_last_own + _g248 * 64, GmView116::Shape(t250.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t250, t2_1_last_ownGm116);  // varlen_attention.pto:59:34
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT251 t251(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g248 * 64, 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t251, 18432);  // varlen_attention.pto:59:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TROWEXPAND(t251, t250);  // varlen_attention.pto:59:34
-                            TileT252 t252(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g248 * 64, 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t252, 34816);  // varlen_attention.pto:59:34
-                            pipe_barrier(PIPE_V);
-                            TMUL(t252, t249, t251);  // varlen_attention.pto:59:34
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView117 t11_last_ownGm117(t11_last_own + _g248 * 64 * 64, GmView117::Shape(t252.GetValidRow()));  // varlen_attention.pto:59:34
-                            TSTORE(t11_last_ownGm117, t252);  // varlen_attention.pto:59:34
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g253 = 0; _g253 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g253) {  // varlen_attention.pto:59:44
-                            TileT254 t254(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g253 * 64, 0), 64));  // varlen_attention.pto:59:44
-                            TASSIGN(t254, 0);  // varlen_attention.pto:59:44
-                            using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                            GmView118 oij_1_last_ownGm118(oij_1_last_own + _g253 * 64 * 64, GmView118::Shape(t254.GetValidRow()));  // varlen_attention.pto:59:44
-                            TLOAD(t254, oij_1_last_ownGm118);  // varlen_attention.pto:59:44
-                            TileT255 t255(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g253 * 64, 0), 64));  // varlen_attention.pto:59:44
-                            TASSIGN(t255, 16384);  // varlen_attention.pto:59:44
-                            using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
-                            GmView119 t4_1_last_ownGm119(t4_1_last_own + _g253 * 64, GmView119::Shape(t255.GetValidRow()));  // varlen_attention.pto:59:44
-                            TLOAD(t255, t4_1_last_ownGm119);  // varlen_attention.pto:59:44
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT256 t256(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g253 * 64, 64));  // varlen_attention.pto:59:44
-                            TASSIGN(t256, 18432);  // varlen_attention.pto:59:44
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TROWEXPAND(t256, t255);  // varlen_attention.pto:59:44
-                            TileT257 t257(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g253 * 64, 64));  // varlen_attention.pto:59:44
-                            TASSIGN(t257, 34816);  // varlen_attention.pto:59:44
-                            pipe_barrier(PIPE_V);
-                            TMUL(t257, t254, t256);  // varlen_attention.pto:59:44
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                            GmView120 t12_last_ownGm120(t12_last_own + _g253 * 64 * 64, GmView120::Shape(t257.GetValidRow()));  // varlen_attention.pto:59:44
-                            TSTORE(t12_last_ownGm120, t257);  // varlen_attention.pto:59:44
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g258 = 0; _g258 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), 64); ++_g258) {  // varlen_attention.pto:59:34
-                            TileT259 t259(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g258 * 64, 0), 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t259, 0);  // varlen_attention.pto:59:34
-                            using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView121 t11_last_ownGm121(t11_last_own + _g258 * 64 * 64, GmView121::Shape(t259.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t259, t11_last_ownGm121);  // varlen_attention.pto:59:34
-                            TileT260 t260(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g258 * 64, 0), 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t260, 16384);  // varlen_attention.pto:59:34
-                            using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView122 t12_last_ownGm122(t12_last_own + _g258 * 64 * 64, GmView122::Shape(t260.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t260, t12_last_ownGm122);  // varlen_attention.pto:59:34
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TileT261 t261(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))) - _g258 * 64, 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t261, 32768);  // varlen_attention.pto:59:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TADD(t261, t259, t260);  // varlen_attention.pto:59:34
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView123 oi_tmp_last_ownGm123(oi_tmp_last_own + _g258 * 64 * 64, GmView123::Shape(t261.GetValidRow()));  // varlen_attention.pto:59:34
-                            TSTORE(oi_tmp_last_ownGm123, t261);  // varlen_attention.pto:59:34
-                        }
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))))) {  // varlen_attention.pto:61:29
+                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:61:29
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))));  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
 #endif
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             return;  // varlen_attention.pto:61:29
@@ -2119,36 +2257,24 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #endif
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             return;  // varlen_attention.pto:61:29
                         }
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g262 = 0; _g262 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g262) {  // varlen_attention.pto:61:29
-                            TileT263 t263(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g262 * 64, 64));  // varlen_attention.pto:61:29
-                            TASSIGN(t263, 0);  // varlen_attention.pto:61:29
-                            using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:61:29
-                            GmView124 li_new_last_ownGm124(li_new_last_own + _g262 * 64, GmView124::Shape(t263.GetValidRow()));  // varlen_attention.pto:61:29
-                            TLOAD(t263, li_new_last_ownGm124);  // varlen_attention.pto:61:29
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
-                            GmView125 l_outputGm125(l_output + (q_start + q_tile_idx * 64 + _g262 * 64) * NH + h, GmView125::Shape(t263.GetValidRow()), GmView125::Stride(NH));  // varlen_attention.pto:61:29
-                            TSTORE(l_outputGm125, t263);  // varlen_attention.pto:61:29
-                        }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))) {  // varlen_attention.pto:62:29
+                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:62:29
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))));  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
 #endif
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:62:29
                             return;  // varlen_attention.pto:62:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:62:29
@@ -2159,96 +2285,302 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
 #endif
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:62:29
                             return;  // varlen_attention.pto:62:29
                         }
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g264 = 0; _g264 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g264) {  // varlen_attention.pto:62:29
-                            TileT265 t265(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g264 * 64, 64));  // varlen_attention.pto:62:29
-                            TASSIGN(t265, 0);  // varlen_attention.pto:62:29
-                            using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:62:29
-                            GmView126 mi_new_last_ownGm126(mi_new_last_own + _g264 * 64, GmView126::Shape(t265.GetValidRow()));  // varlen_attention.pto:62:29
-                            TLOAD(t265, mi_new_last_ownGm126);  // varlen_attention.pto:62:29
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
-                            GmView127 m_outputGm127(m_output + (q_start + q_tile_idx * 64 + _g264 * 64) * NH + h, GmView127::Shape(t265.GetValidRow()), GmView127::Stride(NH));  // varlen_attention.pto:62:29
-                            TSTORE(m_outputGm127, t265);  // varlen_attention.pto:62:29
-                        }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))))) {  // varlen_attention.pto:63:29
+                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:63:29
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))));  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:63:29
 #endif
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:63:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:63:29
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:63:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:63:29
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:63:29
                             return;  // varlen_attention.pto:63:29
                         }
                         pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g266 = 0; _g266 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g266) {  // varlen_attention.pto:63:76
-                            TileT267 t267(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))) - _g266 * 64, 0), 64));  // varlen_attention.pto:63:76
-                            TASSIGN(t267, 0);  // varlen_attention.pto:63:76
-                            using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:63:76
-                            GmView128 oi_tmp_last_ownGm128(oi_tmp_last_own + _g266 * 64 * 64, GmView128::Shape(t267.GetValidRow()));  // varlen_attention.pto:63:76
-                            TLOAD(t267, oi_tmp_last_ownGm128);  // varlen_attention.pto:63:76
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            TileT268 t268(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g266 * 64, 0), 64));  // varlen_attention.pto:63:76
-                            TASSIGN(t268, 16384);  // varlen_attention.pto:63:76
-                            using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:63:76
-                            GmView129 li_new_last_ownGm129(li_new_last_own + _g266 * 64, GmView129::Shape(t268.GetValidRow()));  // varlen_attention.pto:63:76
-                            TLOAD(t268, li_new_last_ownGm129);  // varlen_attention.pto:63:76
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        for (int64_t _g218 = 0; _g218 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g218) {  // varlen_attention.pto:55:34
+                            TileT219Aiv0 t219_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
+                            TASSIGN(t219_aiv0, 0);  // varlen_attention.pto:55:34
+                            TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                            TASSIGN(t219_aiv1, 1024);  // varlen_attention.pto:55:34
+                            TileT220Aiv0 t220_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:55:34
+                            TASSIGN(t220_aiv0, 2048);  // varlen_attention.pto:55:34
+                            TileT220Aiv1 t220_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                            TASSIGN(t220_aiv1, 3072);  // varlen_attention.pto:55:34
+                            TileT221Aiv0 t221_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:55:34
+                            TASSIGN(t221_aiv0, 4096);  // varlen_attention.pto:55:34
+                            TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                            TASSIGN(t221_aiv1, 5120);  // varlen_attention.pto:55:34
+                            TileT225Aiv0 t225_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:56:34
+                            TASSIGN(t225_aiv0, 6144);  // varlen_attention.pto:56:34
+                            TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
+                            TASSIGN(t225_aiv1, 7168);  // varlen_attention.pto:56:34
+                            TileT228Aiv0 t228_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:56:30
+                            TASSIGN(t228_aiv0, 8192);  // varlen_attention.pto:56:30
+                            TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
+                            TASSIGN(t228_aiv1, 9216);  // varlen_attention.pto:56:30
+                            TileT232Aiv0 t232_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:57:34
+                            TASSIGN(t232_aiv0, 10240);  // varlen_attention.pto:57:34
+                            TileT232Aiv1 t232_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
+                            TASSIGN(t232_aiv1, 11264);  // varlen_attention.pto:57:34
+                            TileT235Aiv0 t235_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:57:30
+                            TASSIGN(t235_aiv0, 12288);  // varlen_attention.pto:57:30
+                            TileT235Aiv1 t235_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
+                            TASSIGN(t235_aiv1, 13312);  // varlen_attention.pto:57:30
+                            TileT238Aiv0 t238_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
+                            TASSIGN(t238_aiv0, 14336);  // varlen_attention.pto:58:34
+                            TileT238Aiv1 t238_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                            TASSIGN(t238_aiv1, 15360);  // varlen_attention.pto:58:34
+                            TileT239Aiv0 t239_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:34
+                            TASSIGN(t239_aiv0, 16384);  // varlen_attention.pto:58:34
+                            TileT239Aiv1 t239_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                            TASSIGN(t239_aiv1, 17408);  // varlen_attention.pto:58:34
+                            TileT242Aiv0 t242_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:44
+                            TASSIGN(t242_aiv0, 18432);  // varlen_attention.pto:58:44
+                            TileT242Aiv1 t242_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                            TASSIGN(t242_aiv1, 19456);  // varlen_attention.pto:58:44
+                            TileT243Aiv0 t243_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:44
+                            TASSIGN(t243_aiv0, 20480);  // varlen_attention.pto:58:44
+                            TileT243Aiv1 t243_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                            TASSIGN(t243_aiv1, 21504);  // varlen_attention.pto:58:44
+                            TileT247Aiv0 t247_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:34
+                            TASSIGN(t247_aiv0, 22528);  // varlen_attention.pto:58:34
+                            TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                            TASSIGN(t247_aiv1, 23552);  // varlen_attention.pto:58:34
+                            TileT249Aiv0 t249_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
+                            TASSIGN(t249_aiv0, 24576);  // varlen_attention.pto:59:34
+                            TileT249Aiv1 t249_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                            TASSIGN(t249_aiv1, 32768);  // varlen_attention.pto:59:34
+                            TileT251Aiv0 t251_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
+                            TASSIGN(t251_aiv0, 40960);  // varlen_attention.pto:59:34
+                            TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                            TASSIGN(t251_aiv1, 49152);  // varlen_attention.pto:59:34
+                            TileT252Aiv0 t252_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
+                            TASSIGN(t252_aiv0, 57344);  // varlen_attention.pto:59:34
+                            TileT252Aiv1 t252_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                            TASSIGN(t252_aiv1, 65536);  // varlen_attention.pto:59:34
+                            TileT254Aiv0 t254_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
+                            TASSIGN(t254_aiv0, 73728);  // varlen_attention.pto:59:44
+                            TileT254Aiv1 t254_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                            TASSIGN(t254_aiv1, 81920);  // varlen_attention.pto:59:44
+                            TileT257Aiv0 t257_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
+                            TASSIGN(t257_aiv0, 90112);  // varlen_attention.pto:59:44
+                            TileT257Aiv1 t257_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                            TASSIGN(t257_aiv1, 98304);  // varlen_attention.pto:59:44
+                            TileT261Aiv0 t261_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
+                            TASSIGN(t261_aiv0, 106496);  // varlen_attention.pto:59:34
+                            TileT261Aiv1 t261_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                            TASSIGN(t261_aiv1, 114688);  // varlen_attention.pto:59:34
+                            TileT270Aiv0 t270_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
+                            TASSIGN(t270_aiv0, 122880);  // varlen_attention.pto:63:76
+                            TileT270Aiv1 t270_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
+                            TASSIGN(t270_aiv1, 131072);  // varlen_attention.pto:63:76
+                            TileT273Aiv0 t273_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:71
+                            TASSIGN(t273_aiv0, 139264);  // varlen_attention.pto:63:71
+                            TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:71
+                            TASSIGN(t273_aiv1, 143360);  // varlen_attention.pto:63:71
+                            using GmView137 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView137 mi_lastGm137(mi_last + _g218 * 64, GmView137::Shape(t219_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t219_aiv0, mi_lastGm137);  // varlen_attention.pto:55:34
+                            using GmView138 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView138 mij_last_ownGm138(mij_last_own + _g218 * 64, GmView138::Shape(t220_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t220_aiv0, mij_last_ownGm138);  // varlen_attention.pto:55:34
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT269 t269(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g266 * 64, 64));  // varlen_attention.pto:63:76
-                            TASSIGN(t269, 18432);  // varlen_attention.pto:63:76
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TROWEXPAND(t269, t268);  // varlen_attention.pto:63:76
-                            TileT270 t270(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g266 * 64, 64));  // varlen_attention.pto:63:76
-                            TASSIGN(t270, 34816);  // varlen_attention.pto:63:76
+                            TMAX(t221_aiv0, t219_aiv0, t220_aiv0);  // varlen_attention.pto:55:34
                             pipe_barrier(PIPE_V);
-                            TDIV(t270, t267, t269);  // varlen_attention.pto:63:76
-                            TileT273 t273(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g266 * 64, 64));  // varlen_attention.pto:63:71
-                            TASSIGN(t273, 0);  // varlen_attention.pto:63:71
+                            TSUB(t225_aiv0, t219_aiv0, t221_aiv0);  // varlen_attention.pto:56:34
                             pipe_barrier(PIPE_V);
-                            TCVT(t273, t270, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
+                            TEXP(t228_aiv0, t225_aiv0);  // varlen_attention.pto:56:30
+                            pipe_barrier(PIPE_V);
+                            TSUB(t232_aiv0, t220_aiv0, t221_aiv0);  // varlen_attention.pto:57:34
+                            pipe_barrier(PIPE_V);
+                            TEXP(t235_aiv0, t232_aiv0);  // varlen_attention.pto:57:30
+                            using GmView139 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                            GmView139 li_lastGm139(li_last + _g218 * 64, GmView139::Shape(t238_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t238_aiv0, li_lastGm139);  // varlen_attention.pto:58:34
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            TMUL(t239_aiv0, t228_aiv0, t238_aiv0);  // varlen_attention.pto:58:34
+                            using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                            GmView140 lij_last_ownGm140(lij_last_own + _g218 * 64, GmView140::Shape(t242_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
+                            TLOAD(t242_aiv0, lij_last_ownGm140);  // varlen_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            TMUL(t243_aiv0, t235_aiv0, t242_aiv0);  // varlen_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            TADD(t247_aiv0, t239_aiv0, t243_aiv0);  // varlen_attention.pto:58:34
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView141 oi_lastGm141(oi_last + _g218 * 64 * 64, GmView141::Shape(t249_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t249_aiv0, oi_lastGm141);  // varlen_attention.pto:59:34
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            TROWEXPAND(t251_aiv0, t228_aiv0);  // varlen_attention.pto:59:34
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            TMUL(t252_aiv0, t249_aiv0, t251_aiv0);  // varlen_attention.pto:59:34
+                            using GmView142 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                            GmView142 oij_1_last_ownGm142(oij_1_last_own + _g218 * 64 * 64, GmView142::Shape(t254_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                            TLOAD(t254_aiv0, oij_1_last_ownGm142);  // varlen_attention.pto:59:44
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            TileTmp1 tmp22(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
+                            TASSIGN(tmp22, 147456);  // varlen_attention.pto:59:44
+                            TROWEXPAND(tmp22, t235_aiv0);  // varlen_attention.pto:59:44
+                            pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                            TROWEXPANDMUL(t257_aiv0, t254_aiv0, tmp22);  // varlen_attention.pto:59:44
+                            pipe_barrier(PIPE_V);
+                            TADD(t261_aiv0, t252_aiv0, t257_aiv0);  // varlen_attention.pto:59:34
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            using GmView143 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
+                            GmView143 l_outputGm143(l_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView143::Shape(t247_aiv0.GetValidRow()), GmView143::Stride(NH));  // varlen_attention.pto:61:29
+                            TSTORE(l_outputGm143, t247_aiv0);  // varlen_attention.pto:61:29
+                            using GmView144 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
+                            GmView144 m_outputGm144(m_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView144::Shape(t221_aiv0.GetValidRow()), GmView144::Stride(NH));  // varlen_attention.pto:62:29
+                            TSTORE(m_outputGm144, t221_aiv0);  // varlen_attention.pto:62:29
+                            pipe_barrier(PIPE_V);
+                            TileTmp1 tmp23(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
+                            TASSIGN(tmp23, 147456);  // varlen_attention.pto:63:76
+                            TROWEXPAND(tmp23, t247_aiv0);  // varlen_attention.pto:63:76
+                            pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
+                            TROWEXPANDDIV(t270_aiv0, t261_aiv0, tmp23);  // varlen_attention.pto:63:76
+                            pipe_barrier(PIPE_V);
+                            TCVT(t273_aiv0, t270_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView130 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
-                            GmView130 outputGm130(output + (q_start + q_tile_idx * 64 + _g266 * 64) * HD + h * 64, GmView130::Shape(t273.GetValidRow()), GmView130::Stride(HD));  // varlen_attention.pto:63:71
-                            TSTORE(outputGm130, t273);  // varlen_attention.pto:63:71
+                            using GmView145 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
+                            GmView145 outputGm145(output + (q_start + q_tile_idx * 64 + _g218 * 64) * HD + h * 64, GmView145::Shape(t273_aiv0.GetValidRow()), GmView145::Stride(HD));  // varlen_attention.pto:63:71
+                            TSTORE(outputGm145, t273_aiv0);  // varlen_attention.pto:63:71
+                            for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv28) {  // varlen_attention.pto:55:34
+                                using GmView146 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView146 mi_lastGm146(mi_last + _g218 * 64 + 32, GmView146::Shape(t219_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t219_aiv1, mi_lastGm146);  // varlen_attention.pto:55:34
+                            }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv29) {  // varlen_attention.pto:55:34
+                                using GmView147 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView147 mij_last_ownGm147(mij_last_own + _g218 * 64 + 32, GmView147::Shape(t220_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t220_aiv1, mij_last_ownGm147);  // varlen_attention.pto:55:34
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                TMAX(t221_aiv1, t219_aiv1, t220_aiv1);  // varlen_attention.pto:55:34
+                                pipe_barrier(PIPE_V);
+                                TSUB(t225_aiv1, t219_aiv1, t221_aiv1);  // varlen_attention.pto:56:34
+                                pipe_barrier(PIPE_V);
+                                TEXP(t228_aiv1, t225_aiv1);  // varlen_attention.pto:56:30
+                                pipe_barrier(PIPE_V);
+                                TSUB(t232_aiv1, t220_aiv1, t221_aiv1);  // varlen_attention.pto:57:34
+                                pipe_barrier(PIPE_V);
+                                TEXP(t235_aiv1, t232_aiv1);  // varlen_attention.pto:57:30
+                            }
+                            for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv30) {  // varlen_attention.pto:58:34
+                                using GmView148 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                                GmView148 li_lastGm148(li_last + _g218 * 64 + 32, GmView148::Shape(t238_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                                TLOAD(t238_aiv1, li_lastGm148);  // varlen_attention.pto:58:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv31) {  // varlen_attention.pto:58:34
+                                TMUL(t239_aiv1, t228_aiv1, t238_aiv1);  // varlen_attention.pto:58:34
+                                using GmView149 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                                GmView149 lij_last_ownGm149(lij_last_own + _g218 * 64 + 32, GmView149::Shape(t242_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
+                                TLOAD(t242_aiv1, lij_last_ownGm149);  // varlen_attention.pto:58:44
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                TMUL(t243_aiv1, t235_aiv1, t242_aiv1);  // varlen_attention.pto:58:44
+                                pipe_barrier(PIPE_V);
+                                TADD(t247_aiv1, t239_aiv1, t243_aiv1);  // varlen_attention.pto:58:34
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            for (int64_t _aiv32 = 0; _aiv32 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv32) {  // varlen_attention.pto:59:34
+                                using GmView150 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView150 oi_lastGm150(oi_last + (_g218 * 64 + 32) * 64, GmView150::Shape(t249_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t249_aiv1, oi_lastGm150);  // varlen_attention.pto:59:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            for (int64_t _aiv33 = 0; _aiv33 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv33) {  // varlen_attention.pto:59:34
+                                TROWEXPAND(t251_aiv1, t228_aiv1);  // varlen_attention.pto:59:34
+                                pipe_barrier(PIPE_V);
+                                TMUL(t252_aiv1, t249_aiv1, t251_aiv1);  // varlen_attention.pto:59:34
+                                using GmView151 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                                GmView151 oij_1_last_ownGm151(oij_1_last_own + (_g218 * 64 + 32) * 64, GmView151::Shape(t254_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                                TLOAD(t254_aiv1, oij_1_last_ownGm151);  // varlen_attention.pto:59:44
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                TileTmp1 tmp24(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                                TASSIGN(tmp24, 147456);  // varlen_attention.pto:59:44
+                                TROWEXPAND(tmp24, t235_aiv1);  // varlen_attention.pto:59:44
+                                pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                                TROWEXPANDMUL(t257_aiv1, t254_aiv1, tmp24);  // varlen_attention.pto:59:44
+                                pipe_barrier(PIPE_V);
+                                TADD(t261_aiv1, t252_aiv1, t257_aiv1);  // varlen_attention.pto:59:34
+                                using GmView152 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
+                                GmView152 l_outputGm152(l_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView152::Shape(t247_aiv1.GetValidRow()), GmView152::Stride(NH));  // varlen_attention.pto:61:29
+                                TSTORE(l_outputGm152, t247_aiv1);  // varlen_attention.pto:61:29
+                                using GmView153 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
+                                GmView153 m_outputGm153(m_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView153::Shape(t221_aiv1.GetValidRow()), GmView153::Stride(NH));  // varlen_attention.pto:62:29
+                                TSTORE(m_outputGm153, t221_aiv1);  // varlen_attention.pto:62:29
+                                pipe_barrier(PIPE_V);
+                                TileTmp1 tmp25(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
+                                TASSIGN(tmp25, 147456);  // varlen_attention.pto:63:76
+                                TROWEXPAND(tmp25, t247_aiv1);  // varlen_attention.pto:63:76
+                                pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
+                                TROWEXPANDDIV(t270_aiv1, t261_aiv1, tmp25);  // varlen_attention.pto:63:76
+                                pipe_barrier(PIPE_V);
+                                TCVT(t273_aiv1, t270_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                using GmView154 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
+                                GmView154 outputGm154(output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * HD + h * 64, GmView154::Shape(t273_aiv1.GetValidRow()), GmView154::Stride(HD));  // varlen_attention.pto:63:71
+                                TSTORE(outputGm154, t273_aiv1);  // varlen_attention.pto:63:71
+                            }
                         }
                     }
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
     }
@@ -2277,10 +2609,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     __gm__ bfloat16_t* t6_own = t6 + block_index * 64 * 128;  // varlen_attention.pto:16:5
     __gm__ float* oij_1_own = oij_1 + block_index * 64 * 64;  // varlen_attention.pto:16:5
     __gm__ float* mi_new_own = mi_new + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t2_1_own = t2_1 + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t4_1_own = t4_1 + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t9_own = t9 + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t10_own = t10 + block_index * 64;  // varlen_attention.pto:16:5
     __gm__ float* li_new_own = li_new + block_index * 64;  // varlen_attention.pto:16:5
     __gm__ float* t11_own = t11 + block_index * 64 * 64;  // varlen_attention.pto:16:5
     __gm__ float* t12_own = t12 + block_index * 64 * 64;  // varlen_attention.pto:16:5
@@ -2291,15 +2619,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     __gm__ float* lij_last_own = lij_last + block_index * 64;  // varlen_attention.pto:16:5
     __gm__ bfloat16_t* t6_last_own = t6_last + block_index * 64 * 128;  // varlen_attention.pto:16:5
     __gm__ float* oij_1_last_own = oij_1_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
-    __gm__ float* mi_new_last_own = mi_new_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t2_1_last_own = t2_1_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t4_1_last_own = t4_1_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t9_last_own = t9_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t10_last_own = t10_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* li_new_last_own = li_new_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t11_last_own = t11_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t12_last_own = t12_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
-    __gm__ float* oi_tmp_last_own = oi_tmp_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
     for (int64_t b = 0; b < C - 1; ++b) {  // varlen_attention.pto:16:5
         const int64_t q_start = static_cast<int64_t>(cu_seqlens_q[b]);  // varlen_attention.pto:17:19
         const int64_t s0 = static_cast<int64_t>(cu_seqlens_q[b + 1]);  // varlen_attention.pto:18:21
@@ -2381,6 +2700,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* v_tile_view_first = v + k_start * HD + h * 64;  // varlen_attention.pto:34:35
                         for (int64_t _g0 = 0; _g0 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g0) {  // varlen_attention.pto:35:30
+                            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // varlen_attention.pto:37:27
+                            }
                             for (int64_t _g1 = 0; _g1 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g1) {  // varlen_attention.pto:35:30
                                 TileT2 t2(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t2, 0);  // varlen_attention.pto:35:30
@@ -2415,8 +2736,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 GmView2 scores_first_ownGm2(scores_first_own + _g0 * 64 * 128 + _g1 * 128, GmView2::Shape(t2.GetValidRow(), t2.GetValidCol()));  // varlen_attention.pto:35:30
                                 TSTORE(scores_first_ownGm2, t2);  // varlen_attention.pto:35:30
                                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // varlen_attention.pto:36:37
+                                }
+                            }
+                            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // varlen_attention.pto:37:27
                             }
                             for (int64_t _g17 = 0; _g17 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g17) {  // varlen_attention.pto:38:31
+                                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // varlen_attention.pto:38:31
+                                }
+                            }
+                            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // varlen_attention.pto:39:27
                             }
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
@@ -2438,6 +2767,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
                             for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g31) {  // varlen_attention.pto:42:47
                                 for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g32) {  // varlen_attention.pto:42:47
+                                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 0), 1); ++_aiv5) {  // varlen_attention.pto:42:47
+                                    }
                                 }
                             }
                             wait_flag_dev(7);
@@ -2450,9 +2781,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t42, 0);  // varlen_attention.pto:42:35
                                 TileT43 t43(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t43, 0);  // varlen_attention.pto:42:35
-                                using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
-                                GmView12 t1_first_ownGm12(t1_first_own + _g41 * 64 * 128, GmView12::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
-                                TLOAD(t43, t1_first_ownGm12);  // varlen_attention.pto:42:35
+                                using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
+                                GmView21 t1_first_ownGm21(t1_first_own + _g41 * 64 * 128, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
+                                TLOAD(t43, t1_first_ownGm21);  // varlen_attention.pto:42:35
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT44 t44(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t44, 0);  // varlen_attention.pto:42:35
@@ -2462,9 +2793,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT45 t45(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t45, 0);  // varlen_attention.pto:42:35
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
-                                GmView13 v_tile_view_firstGm13(v_tile_view_first, GmView13::Shape(t45.GetValidRow()), GmView13::Stride(HD));  // varlen_attention.pto:42:35
-                                TLOAD(t45, v_tile_view_firstGm13);  // varlen_attention.pto:42:35
+                                using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
+                                GmView22 v_tile_view_firstGm22(v_tile_view_first, GmView22::Shape(t45.GetValidRow()), GmView22::Stride(HD));  // varlen_attention.pto:42:35
+                                TLOAD(t45, v_tile_view_firstGm22);  // varlen_attention.pto:42:35
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT46 t46(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:42:35
                                 TASSIGN(t46, 0);  // varlen_attention.pto:42:35
@@ -2480,9 +2811,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k47) {  // varlen_attention.pto:42:35
                                     TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t48, 0);  // varlen_attention.pto:42:35
-                                    using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
-                                    GmView14 t1_first_ownGm14(t1_first_own + _g41 * 64 * 128 + _k47 * 64, GmView14::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
-                                    TLOAD(t48, t1_first_ownGm14);  // varlen_attention.pto:42:35
+                                    using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:35
+                                    GmView23 t1_first_ownGm23(t1_first_own + _g41 * 64 * 128 + _k47 * 64, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
+                                    TLOAD(t48, t1_first_ownGm23);  // varlen_attention.pto:42:35
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT49 t49(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g41 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t49, 0);  // varlen_attention.pto:42:35
@@ -2492,9 +2823,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT50 t50(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t50, 0);  // varlen_attention.pto:42:35
                                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                    using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
-                                    GmView15 v_tile_view_firstGm15(v_tile_view_first + _k47 * 64 * HD, GmView15::Shape(t50.GetValidRow()), GmView15::Stride(HD));  // varlen_attention.pto:42:35
-                                    TLOAD(t50, v_tile_view_firstGm15);  // varlen_attention.pto:42:35
+                                    using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
+                                    GmView24 v_tile_view_firstGm24(v_tile_view_first + _k47 * 64 * HD, GmView24::Shape(t50.GetValidRow()), GmView24::Stride(HD));  // varlen_attention.pto:42:35
+                                    TLOAD(t50, v_tile_view_firstGm24);  // varlen_attention.pto:42:35
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT51 t51(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k47 * 64, 64));  // varlen_attention.pto:42:35
                                     TASSIGN(t51, 0);  // varlen_attention.pto:42:35
@@ -2506,9 +2837,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 }
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:42:35
-                                GmView16 oij_first_ownGm16(oij_first_own + _g41 * 64 * 64, GmView16::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
-                                TSTORE(oij_first_ownGm16, t42);  // varlen_attention.pto:42:35
+                                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:42:35
+                                GmView25 oij_first_ownGm25(oij_first_own + _g41 * 64 * 64, GmView25::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
+                                TSTORE(oij_first_ownGm25, t42);  // varlen_attention.pto:42:35
                             }
                             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                             set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2581,6 +2912,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 return;  // varlen_attention.pto:45:29
                             }
                             for (int64_t _g52 = 0; _g52 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g52) {  // varlen_attention.pto:43:29
+                                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 0), 1); ++_aiv6) {  // varlen_attention.pto:43:29
+                                }
                             }
                         }
                         wait_flag_dev(7);
@@ -2596,6 +2929,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br1) {  // varlen_attention.pto:41:25
                             for (int64_t _g59 = 0; _g59 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g59) {  // varlen_attention.pto:47:51
                                 for (int64_t _g60 = 0; _g60 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g60) {  // varlen_attention.pto:47:51
+                                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 0), 1); ++_aiv7) {  // varlen_attention.pto:47:51
+                                    }
                                 }
                             }
                             wait_flag_dev(6);
@@ -2604,9 +2939,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t64, 0);  // varlen_attention.pto:47:44
                                 TileT65 t65(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:47:44
                                 TASSIGN(t65, 0);  // varlen_attention.pto:47:44
-                                using GmView25 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:44
-                                GmView25 t5_first_ownGm25(t5_first_own + _g63 * 64 * 128, GmView25::Shape(t65.GetValidRow(), t65.GetValidCol()));  // varlen_attention.pto:47:44
-                                TLOAD(t65, t5_first_ownGm25);  // varlen_attention.pto:47:44
+                                using GmView42 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:44
+                                GmView42 t5_first_ownGm42(t5_first_own + _g63 * 64 * 128, GmView42::Shape(t65.GetValidRow(), t65.GetValidCol()));  // varlen_attention.pto:47:44
+                                TLOAD(t65, t5_first_ownGm42);  // varlen_attention.pto:47:44
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT66 t66(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:47:44
                                 TASSIGN(t66, 0);  // varlen_attention.pto:47:44
@@ -2616,9 +2951,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT67 t67(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:47:44
                                 TASSIGN(t67, 0);  // varlen_attention.pto:47:44
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                using GmView26 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
-                                GmView26 v_tile_view_firstGm26(v_tile_view_first, GmView26::Shape(t67.GetValidRow()), GmView26::Stride(HD));  // varlen_attention.pto:47:44
-                                TLOAD(t67, v_tile_view_firstGm26);  // varlen_attention.pto:47:44
+                                using GmView43 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
+                                GmView43 v_tile_view_firstGm43(v_tile_view_first, GmView43::Shape(t67.GetValidRow()), GmView43::Stride(HD));  // varlen_attention.pto:47:44
+                                TLOAD(t67, v_tile_view_firstGm43);  // varlen_attention.pto:47:44
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT68 t68(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64));  // varlen_attention.pto:47:44
                                 TASSIGN(t68, 0);  // varlen_attention.pto:47:44
@@ -2634,9 +2969,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 for (int64_t _k69 = 1; _k69 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k69) {  // varlen_attention.pto:47:44
                                     TileT70 t70(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k69 * 64, 64));  // varlen_attention.pto:47:44
                                     TASSIGN(t70, 0);  // varlen_attention.pto:47:44
-                                    using GmView27 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:44
-                                    GmView27 t5_first_ownGm27(t5_first_own + _g63 * 64 * 128 + _k69 * 64, GmView27::Shape(t70.GetValidRow(), t70.GetValidCol()));  // varlen_attention.pto:47:44
-                                    TLOAD(t70, t5_first_ownGm27);  // varlen_attention.pto:47:44
+                                    using GmView44 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:44
+                                    GmView44 t5_first_ownGm44(t5_first_own + _g63 * 64 * 128 + _k69 * 64, GmView44::Shape(t70.GetValidRow(), t70.GetValidCol()));  // varlen_attention.pto:47:44
+                                    TLOAD(t70, t5_first_ownGm44);  // varlen_attention.pto:47:44
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT71 t71(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g63 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k69 * 64, 64));  // varlen_attention.pto:47:44
                                     TASSIGN(t71, 0);  // varlen_attention.pto:47:44
@@ -2646,9 +2981,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT72 t72(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k69 * 64, 64));  // varlen_attention.pto:47:44
                                     TASSIGN(t72, 0);  // varlen_attention.pto:47:44
                                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                    using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
-                                    GmView28 v_tile_view_firstGm28(v_tile_view_first + _k69 * 64 * HD, GmView28::Shape(t72.GetValidRow()), GmView28::Stride(HD));  // varlen_attention.pto:47:44
-                                    TLOAD(t72, v_tile_view_firstGm28);  // varlen_attention.pto:47:44
+                                    using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
+                                    GmView45 v_tile_view_firstGm45(v_tile_view_first + _k69 * 64 * HD, GmView45::Shape(t72.GetValidRow()), GmView45::Stride(HD));  // varlen_attention.pto:47:44
+                                    TLOAD(t72, v_tile_view_firstGm45);  // varlen_attention.pto:47:44
                                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                     TileT73 t73(min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _k69 * 64, 64));  // varlen_attention.pto:47:44
                                     TASSIGN(t73, 0);  // varlen_attention.pto:47:44
@@ -2660,11 +2995,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 }
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:47:44
-                                GmView29 oi_update_ownGm29(oi_update_own + _g63 * 64 * 64, GmView29::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
-                                TSTORE(oi_update_ownGm29, t64);  // varlen_attention.pto:47:44
+                                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:47:44
+                                GmView46 oi_update_ownGm46(oi_update_own + _g63 * 64 * 64, GmView46::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
+                                TSTORE(oi_update_ownGm46, t64);  // varlen_attention.pto:47:44
                             }
                             for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g74) {  // varlen_attention.pto:48:29
+                                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64) - 32, 0), 1); ++_aiv8) {  // varlen_attention.pto:48:29
+                                }
                             }
                         }
                     }
@@ -2743,14 +3080,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
+                        for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv9) {  // varlen_attention.pto:37:27
+                        }
                         for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
                             TileT80 t80(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
                             TASSIGN(t80, 0);  // varlen_attention.pto:35:30
                             TileT81 t81(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
                             TASSIGN(t81, 0);  // varlen_attention.pto:35:30
-                            using GmView34 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-                            GmView34 q_tile_viewGm34(q_tile_view + _g78 * 64 * HD, GmView34::Shape(t81.GetValidRow()), GmView34::Stride(HD));  // varlen_attention.pto:35:30
-                            TLOAD(t81, q_tile_viewGm34);  // varlen_attention.pto:35:30
+                            using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
+                            GmView55 q_tile_viewGm55(q_tile_view + _g78 * 64 * HD, GmView55::Shape(t81.GetValidRow()), GmView55::Stride(HD));  // varlen_attention.pto:35:30
+                            TLOAD(t81, q_tile_viewGm55);  // varlen_attention.pto:35:30
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT82 t82(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
                             TASSIGN(t82, 0);  // varlen_attention.pto:35:30
@@ -2760,9 +3099,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT83 t83(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
                             TASSIGN(t83, 0);  // varlen_attention.pto:35:30
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            using GmView35 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-                            GmView35 k_tile_viewGm35(k_tile_view + _g79 * 128 * HD, GmView35::Shape(t83.GetValidCol()), GmView35::Stride(HD));  // varlen_attention.pto:35:30
-                            TLOAD(t83, k_tile_viewGm35);  // varlen_attention.pto:35:30
+                            using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
+                            GmView56 k_tile_viewGm56(k_tile_view + _g79 * 128 * HD, GmView56::Shape(t83.GetValidCol()), GmView56::Stride(HD));  // varlen_attention.pto:35:30
+                            TLOAD(t83, k_tile_viewGm56);  // varlen_attention.pto:35:30
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
                             TileT84 t84(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
                             TASSIGN(t84, 0);  // varlen_attention.pto:35:30
@@ -2773,14 +3112,24 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TMATMUL(t80, t82, t84);  // varlen_attention.pto:35:30
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
-                            GmView36 scores_ownGm36(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView36::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
-                            TSTORE(scores_ownGm36, t80);  // varlen_attention.pto:35:30
+                            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
+                            GmView57 scores_ownGm57(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView57::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
+                            TSTORE(scores_ownGm57, t80);  // varlen_attention.pto:35:30
                             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
+                            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv10) {  // varlen_attention.pto:36:37
+                            }
+                        }
+                        for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv11) {  // varlen_attention.pto:37:27
                         }
                         for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
+                            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv12) {  // varlen_attention.pto:38:31
+                            }
+                        }
+                        for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv13) {  // varlen_attention.pto:39:27
                         }
                         for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
+                            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv14) {  // varlen_attention.pto:51:38
+                            }
                         }
                     }
                     wait_flag_dev(6);
@@ -2803,9 +3152,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TASSIGN(t114, 0);  // varlen_attention.pto:51:31
                         TileT115 t115(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                         TASSIGN(t115, 0);  // varlen_attention.pto:51:31
-                        using GmView45 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                        GmView45 t6_ownGm45(t6_own + _g113 * 64 * 128, GmView45::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
-                        TLOAD(t115, t6_ownGm45);  // varlen_attention.pto:51:31
+                        using GmView74 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                        GmView74 t6_ownGm74(t6_own + _g113 * 64 * 128, GmView74::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
+                        TLOAD(t115, t6_ownGm74);  // varlen_attention.pto:51:31
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                         TileT116 t116(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                         TASSIGN(t116, 0);  // varlen_attention.pto:51:31
@@ -2815,9 +3164,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT117 t117(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                         TASSIGN(t117, 0);  // varlen_attention.pto:51:31
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView46 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                        GmView46 v_tile_viewGm46(v_tile_view, GmView46::Shape(t117.GetValidRow()), GmView46::Stride(HD));  // varlen_attention.pto:51:31
-                        TLOAD(t117, v_tile_viewGm46);  // varlen_attention.pto:51:31
+                        using GmView75 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                        GmView75 v_tile_viewGm75(v_tile_view, GmView75::Shape(t117.GetValidRow()), GmView75::Stride(HD));  // varlen_attention.pto:51:31
+                        TLOAD(t117, v_tile_viewGm75);  // varlen_attention.pto:51:31
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                         TileT118 t118(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                         TASSIGN(t118, 0);  // varlen_attention.pto:51:31
@@ -2833,9 +3182,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
                             TileT120 t120(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
                             TASSIGN(t120, 0);  // varlen_attention.pto:51:31
-                            using GmView47 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                            GmView47 t6_ownGm47(t6_own + _g113 * 64 * 128 + _k119 * 64, GmView47::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t120, t6_ownGm47);  // varlen_attention.pto:51:31
+                            using GmView76 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                            GmView76 t6_ownGm76(t6_own + _g113 * 64 * 128 + _k119 * 64, GmView76::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t120, t6_ownGm76);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TileT121 t121(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
                             TASSIGN(t121, 0);  // varlen_attention.pto:51:31
@@ -2845,9 +3194,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT122 t122(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
                             TASSIGN(t122, 0);  // varlen_attention.pto:51:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView48 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                            GmView48 v_tile_viewGm48(v_tile_view + _k119 * 64 * HD, GmView48::Shape(t122.GetValidRow()), GmView48::Stride(HD));  // varlen_attention.pto:51:31
-                            TLOAD(t122, v_tile_viewGm48);  // varlen_attention.pto:51:31
+                            using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                            GmView77 v_tile_viewGm77(v_tile_view + _k119 * 64 * HD, GmView77::Shape(t122.GetValidRow()), GmView77::Stride(HD));  // varlen_attention.pto:51:31
+                            TLOAD(t122, v_tile_viewGm77);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                             TileT123 t123(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
                             TASSIGN(t123, 0);  // varlen_attention.pto:51:31
@@ -2859,9 +3208,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                        GmView49 oij_1_ownGm49(oij_1_own + _g113 * 64 * 64, GmView49::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
-                        TSTORE(oij_1_ownGm49, t114);  // varlen_attention.pto:51:31
+                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
+                        GmView78 oij_1_ownGm78(oij_1_own + _g113 * 64 * 64, GmView78::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
+                        TSTORE(oij_1_ownGm78, t114);  // varlen_attention.pto:51:31
                     }
                     ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
@@ -2871,27 +3220,23 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
                     __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
                     __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
-                    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g124) {  // varlen_attention.pto:55:34
+                    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
+                        for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv15) {  // varlen_attention.pto:55:34
+                        }
+                        for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv16) {  // varlen_attention.pto:55:34
+                        }
+                        for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv17) {  // varlen_attention.pto:58:34
+                        }
+                        for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv18) {  // varlen_attention.pto:58:34
+                        }
+                        for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv19) {  // varlen_attention.pto:59:34
+                        }
+                        for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv20) {  // varlen_attention.pto:59:34
+                        }
                     }
-                    for (int64_t _g128 = 0; _g128 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g128) {  // varlen_attention.pto:56:34
-                    }
-                    for (int64_t _g135 = 0; _g135 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g135) {  // varlen_attention.pto:57:34
-                    }
-                    for (int64_t _g142 = 0; _g142 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), 64); ++_g142) {  // varlen_attention.pto:58:34
-                    }
-                    for (int64_t _g146 = 0; _g146 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g146) {  // varlen_attention.pto:58:44
-                    }
-                    for (int64_t _g150 = 0; _g150 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g150) {  // varlen_attention.pto:58:34
-                    }
-                    for (int64_t _g154 = 0; _g154 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g154) {  // varlen_attention.pto:59:34
-                    }
-                    for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g159) {  // varlen_attention.pto:59:44
-                    }
-                    for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), 64); ++_g164) {  // varlen_attention.pto:59:34
-                    }
-                    for (int64_t _g168 = 0; _g168 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g168) {  // varlen_attention.pto:66:29
-                    }
-                    for (int64_t _g170 = 0; _g170 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g170) {  // varlen_attention.pto:67:29
+                    for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
+                        for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv21) {  // varlen_attention.pto:59:34
+                        }
                     }
                 }
                 wait_flag_dev(6);
@@ -2947,14 +3292,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* v_tile_view_last = v + (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128) * HD + h * 64;  // varlen_attention.pto:34:35
                         for (int64_t _g172 = 0; _g172 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g172) {  // varlen_attention.pto:35:30
+                            for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv22) {  // varlen_attention.pto:37:27
+                            }
                             for (int64_t _g173 = 0; _g173 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g173) {  // varlen_attention.pto:35:30
                                 TileT174 t174(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t174, 0);  // varlen_attention.pto:35:30
                                 TileT175 t175(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:35:30
                                 TASSIGN(t175, 0);  // varlen_attention.pto:35:30
-                                using GmView81 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-                                GmView81 q_tile_view_lastGm81(q_tile_view_last + _g172 * 64 * HD, GmView81::Shape(t175.GetValidRow()), GmView81::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t175, q_tile_view_lastGm81);  // varlen_attention.pto:35:30
+                                using GmView113 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
+                                GmView113 q_tile_view_lastGm113(q_tile_view_last + _g172 * 64 * HD, GmView113::Shape(t175.GetValidRow()), GmView113::Stride(HD));  // varlen_attention.pto:35:30
+                                TLOAD(t175, q_tile_view_lastGm113);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT176 t176(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:35:30
                                 TASSIGN(t176, 0);  // varlen_attention.pto:35:30
@@ -2964,9 +3311,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT177 t177(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t177, 0);  // varlen_attention.pto:35:30
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                using GmView82 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-                                GmView82 k_tile_view_lastGm82(k_tile_view_last + _g173 * 128 * HD, GmView82::Shape(t177.GetValidCol()), GmView82::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t177, k_tile_view_lastGm82);  // varlen_attention.pto:35:30
+                                using GmView114 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
+                                GmView114 k_tile_view_lastGm114(k_tile_view_last + _g173 * 128 * HD, GmView114::Shape(t177.GetValidCol()), GmView114::Stride(HD));  // varlen_attention.pto:35:30
+                                TLOAD(t177, k_tile_view_lastGm114);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT178 t178(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t178, 0);  // varlen_attention.pto:35:30
@@ -2977,14 +3324,24 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TMATMUL(t174, t176, t178);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
-                                GmView83 scores_last_ownGm83(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView83::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_last_ownGm83, t174);  // varlen_attention.pto:35:30
+                                using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
+                                GmView115 scores_last_ownGm115(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView115::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
+                                TSTORE(scores_last_ownGm115, t174);  // varlen_attention.pto:35:30
                                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
+                                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv23) {  // varlen_attention.pto:36:37
+                                }
+                            }
+                            for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv24) {  // varlen_attention.pto:37:27
                             }
                             for (int64_t _g189 = 0; _g189 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g189) {  // varlen_attention.pto:38:31
+                                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv25) {  // varlen_attention.pto:38:31
+                                }
+                            }
+                            for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv26) {  // varlen_attention.pto:39:27
                             }
                             for (int64_t _g204 = 0; _g204 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g204) {  // varlen_attention.pto:51:38
+                                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv27) {  // varlen_attention.pto:51:38
+                                }
                             }
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
@@ -3005,9 +3362,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t208, 0);  // varlen_attention.pto:51:31
                             TileT209 t209(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t209, 0);  // varlen_attention.pto:51:31
-                            using GmView92 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                            GmView92 t6_last_ownGm92(t6_last_own + _g207 * 64 * 128, GmView92::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t209, t6_last_ownGm92);  // varlen_attention.pto:51:31
+                            using GmView132 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                            GmView132 t6_last_ownGm132(t6_last_own + _g207 * 64 * 128, GmView132::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t209, t6_last_ownGm132);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT210 t210(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t210, 0);  // varlen_attention.pto:51:31
@@ -3017,9 +3374,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT211 t211(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t211, 0);  // varlen_attention.pto:51:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                            using GmView93 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                            GmView93 v_tile_view_lastGm93(v_tile_view_last, GmView93::Shape(t211.GetValidRow()), GmView93::Stride(HD));  // varlen_attention.pto:51:31
-                            TLOAD(t211, v_tile_view_lastGm93);  // varlen_attention.pto:51:31
+                            using GmView133 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                            GmView133 v_tile_view_lastGm133(v_tile_view_last, GmView133::Shape(t211.GetValidRow()), GmView133::Stride(HD));  // varlen_attention.pto:51:31
+                            TLOAD(t211, v_tile_view_lastGm133);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT212 t212(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t212, 0);  // varlen_attention.pto:51:31
@@ -3035,9 +3392,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             for (int64_t _k213 = 1; _k213 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 63) / 64; ++_k213) {  // varlen_attention.pto:51:31
                                 TileT214 t214(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t214, 0);  // varlen_attention.pto:51:31
-                                using GmView94 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                                GmView94 t6_last_ownGm94(t6_last_own + _g207 * 64 * 128 + _k213 * 64, GmView94::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
-                                TLOAD(t214, t6_last_ownGm94);  // varlen_attention.pto:51:31
+                                using GmView134 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                                GmView134 t6_last_ownGm134(t6_last_own + _g207 * 64 * 128 + _k213 * 64, GmView134::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
+                                TLOAD(t214, t6_last_ownGm134);  // varlen_attention.pto:51:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT215 t215(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t215, 0);  // varlen_attention.pto:51:31
@@ -3047,9 +3404,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT216 t216(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t216, 0);  // varlen_attention.pto:51:31
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                using GmView95 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                                GmView95 v_tile_view_lastGm95(v_tile_view_last + _k213 * 64 * HD, GmView95::Shape(t216.GetValidRow()), GmView95::Stride(HD));  // varlen_attention.pto:51:31
-                                TLOAD(t216, v_tile_view_lastGm95);  // varlen_attention.pto:51:31
+                                using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                                GmView135 v_tile_view_lastGm135(v_tile_view_last + _k213 * 64 * HD, GmView135::Shape(t216.GetValidRow()), GmView135::Stride(HD));  // varlen_attention.pto:51:31
+                                TLOAD(t216, v_tile_view_lastGm135);  // varlen_attention.pto:51:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT217 t217(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t217, 0);  // varlen_attention.pto:51:31
@@ -3061,36 +3418,18 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                            GmView96 oij_1_last_ownGm96(oij_1_last_own + _g207 * 64 * 64, GmView96::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
-                            TSTORE(oij_1_last_ownGm96, t208);  // varlen_attention.pto:51:31
+                            using GmView136 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
+                            GmView136 oij_1_last_ownGm136(oij_1_last_own + _g207 * 64 * 64, GmView136::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
+                            TSTORE(oij_1_last_ownGm136, t208);  // varlen_attention.pto:51:31
                         }
                         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
                         __gm__ float* li_last = li_update_own;  // varlen_attention.pto:52:30
                         __gm__ float* mi_last = mi_update_own;  // varlen_attention.pto:53:30
                         __gm__ float* oi_last = oi_update_own;  // varlen_attention.pto:54:30
-                        for (int64_t _g218 = 0; _g218 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g218) {  // varlen_attention.pto:55:34
-                        }
-                        for (int64_t _g222 = 0; _g222 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g222) {  // varlen_attention.pto:56:34
-                        }
-                        for (int64_t _g229 = 0; _g229 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g229) {  // varlen_attention.pto:57:34
-                        }
-                        for (int64_t _g236 = 0; _g236 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), 64); ++_g236) {  // varlen_attention.pto:58:34
-                        }
-                        for (int64_t _g240 = 0; _g240 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g240) {  // varlen_attention.pto:58:44
-                        }
-                        for (int64_t _g244 = 0; _g244 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g244) {  // varlen_attention.pto:58:34
-                        }
-                        for (int64_t _g248 = 0; _g248 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g248) {  // varlen_attention.pto:59:34
-                        }
-                        for (int64_t _g253 = 0; _g253 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g253) {  // varlen_attention.pto:59:44
-                        }
-                        for (int64_t _g258 = 0; _g258 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), 64); ++_g258) {  // varlen_attention.pto:59:34
-                        }
-                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))))) {  // varlen_attention.pto:61:29
+                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:61:29
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))));  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
@@ -3109,12 +3448,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag_dev(2);  // varlen_attention.pto:61:29
                             return;  // varlen_attention.pto:61:29
                         }
-                        for (int64_t _g262 = 0; _g262 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g262) {  // varlen_attention.pto:61:29
-                        }
-                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))) {  // varlen_attention.pto:62:29
+                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:62:29
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))));  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
@@ -3133,12 +3470,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag_dev(2);  // varlen_attention.pto:62:29
                             return;  // varlen_attention.pto:62:29
                         }
-                        for (int64_t _g264 = 0; _g264 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g264) {  // varlen_attention.pto:62:29
-                        }
-                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))))) {  // varlen_attention.pto:63:29
+                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:63:29
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))));  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:63:29
@@ -3146,7 +3481,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag_dev(2);  // varlen_attention.pto:63:29
                             return;  // varlen_attention.pto:63:29
                         }
-                        for (int64_t _g266 = 0; _g266 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g266) {  // varlen_attention.pto:63:76
+                        for (int64_t _g218 = 0; _g218 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g218) {  // varlen_attention.pto:55:34
+                            for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv28) {  // varlen_attention.pto:55:34
+                            }
+                            for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv29) {  // varlen_attention.pto:55:34
+                            }
+                            for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv30) {  // varlen_attention.pto:58:34
+                            }
+                            for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv31) {  // varlen_attention.pto:58:34
+                            }
+                            for (int64_t _aiv32 = 0; _aiv32 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv32) {  // varlen_attention.pto:59:34
+                            }
+                            for (int64_t _aiv33 = 0; _aiv33 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv33) {  // varlen_attention.pto:59:34
+                            }
                         }
                     }
                 }
@@ -3188,10 +3535,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     __gm__ bfloat16_t* t6_own = t6 + block_index * 64 * 128;  // varlen_attention.pto:16:5
     __gm__ float* oij_1_own = oij_1 + block_index * 64 * 64;  // varlen_attention.pto:16:5
     __gm__ float* mi_new_own = mi_new + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t2_1_own = t2_1 + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t4_1_own = t4_1 + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t9_own = t9 + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t10_own = t10 + block_index * 64;  // varlen_attention.pto:16:5
     __gm__ float* li_new_own = li_new + block_index * 64;  // varlen_attention.pto:16:5
     __gm__ float* t11_own = t11 + block_index * 64 * 64;  // varlen_attention.pto:16:5
     __gm__ float* t12_own = t12 + block_index * 64 * 64;  // varlen_attention.pto:16:5
@@ -3202,15 +3545,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     __gm__ float* lij_last_own = lij_last + block_index * 64;  // varlen_attention.pto:16:5
     __gm__ bfloat16_t* t6_last_own = t6_last + block_index * 64 * 128;  // varlen_attention.pto:16:5
     __gm__ float* oij_1_last_own = oij_1_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
-    __gm__ float* mi_new_last_own = mi_new_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t2_1_last_own = t2_1_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t4_1_last_own = t4_1_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t9_last_own = t9_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t10_last_own = t10_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* li_new_last_own = li_new_last + block_index * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t11_last_own = t11_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
-    __gm__ float* t12_last_own = t12_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
-    __gm__ float* oi_tmp_last_own = oi_tmp_last + block_index * 64 * 64;  // varlen_attention.pto:16:5
     for (int64_t b = 0; b < C - 1; ++b) {  // varlen_attention.pto:16:5
         const int64_t q_start = static_cast<int64_t>(cu_seqlens_q[b]);  // varlen_attention.pto:17:19
         const int64_t s0 = static_cast<int64_t>(cu_seqlens_q[b + 1]);  // varlen_attention.pto:18:21
@@ -3228,12 +3562,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 return;  // varlen_attention.pto:22:31
             }
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             for (int64_t q_tile_idx = block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)); q_tile_idx < block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)) + min_i64(ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)), max_i64(ceil_div(s0 - q_start, 64) - block_index % max_i64(24 / max_i64(HD / 64, 1), 1) * ceil_div(ceil_div(s0 - q_start, 64), max_i64(24 / max_i64(HD / 64, 1), 1)), 0)); ++q_tile_idx) {  // varlen_attention.pto:22:13
                 pipe_barrier(PIPE_V);
@@ -3256,11 +3590,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     return;  // varlen_attention.pto:29:35
                 }
                 wait_flag_dev(1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(s1 - k_start, 128), 0), 1); ++_br2) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_first = 0; _k_tile_idx_first < 1; ++_k_tile_idx_first) {  // varlen_attention.pto:29:17
@@ -3301,46 +3635,88 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* v_tile_view_first = v + k_start * HD + h * 64;  // varlen_attention.pto:34:35
                         for (int64_t _g0 = 0; _g0 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g0) {  // varlen_attention.pto:35:30
-                            TileT12Tile t12Tile(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64));  // varlen_attention.pto:37:27
-                            TASSIGN(t12Tile, 0);  // varlen_attention.pto:37:27
+                            TileT12Aiv0 t12_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:37:27
+                            TASSIGN(t12_aiv0, 0);  // varlen_attention.pto:37:27
+                            TileT12Aiv1 t12_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                            TASSIGN(t12_aiv1, 1024);  // varlen_attention.pto:37:27
                             if (ptodsl_aiv0) {
-                                TEXPANDS(t12Tile, -__builtin_inff());  // varlen_attention.pto:37:27
+                                TEXPANDS(t12_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
+                            }
+                            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // varlen_attention.pto:37:27
+                                if (!ptodsl_aiv0) {
+                                    TEXPANDS(t12_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
+                                }
                             }
                             pipe_barrier(PIPE_V);
                             for (int64_t _g1 = 0; _g1 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g1) {  // varlen_attention.pto:35:30
-                                TileT9Tile t9Tile(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t9Tile, 2048);  // varlen_attention.pto:36:37
+                                TileT9Aiv0 t9_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t9_aiv0, 2048);  // varlen_attention.pto:36:37
+                                TileT9Aiv1 t9_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t9_aiv1, 18432);  // varlen_attention.pto:36:37
+                                TileT10Aiv0 t10_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t10_aiv0, 34816);  // varlen_attention.pto:36:37
+                                TileT10Aiv1 t10_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t10_aiv1, 51200);  // varlen_attention.pto:36:37
+                                TileT15Aiv0 t15_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:37:27
+                                TASSIGN(t15_aiv0, 67584);  // varlen_attention.pto:37:27
+                                TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                                TASSIGN(t15_aiv1, 68608);  // varlen_attention.pto:37:27
                                 wait_flag_dev(6);
                                 if (ptodsl_aiv0) {
                                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView3 scores_first_ownGm3(scores_first_own + _g0 * 64 * 128 + _g1 * 128, GmView3::Shape(t9Tile.GetValidRow(), t9Tile.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TLOAD(t9Tile, scores_first_ownGm3);  // varlen_attention.pto:36:37
+                                    GmView3 scores_first_ownGm3(scores_first_own + _g0 * 64 * 128 + _g1 * 128, GmView3::Shape(t9_aiv0.GetValidRow(), t9_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TLOAD(t9_aiv0, scores_first_ownGm3);  // varlen_attention.pto:36:37
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TileT10Tile t10Tile(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t10Tile, 34816);  // varlen_attention.pto:36:37
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 if (ptodsl_aiv0) {
-                                    TMULS(t10Tile, t9Tile, softmax_scale);  // varlen_attention.pto:36:37
+                                    TMULS(t10_aiv0, t9_aiv0, softmax_scale);  // varlen_attention.pto:36:37
                                 }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 if (ptodsl_aiv0) {
                                     using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView4 scores_scaled_first_ownGm4(scores_scaled_first_own + _g0 * 64 * 128 + _g1 * 128, GmView4::Shape(t10Tile.GetValidRow(), t10Tile.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TSTORE(scores_scaled_first_ownGm4, t10Tile);  // varlen_attention.pto:36:37
+                                    GmView4 scores_scaled_first_ownGm4(scores_scaled_first_own + _g0 * 64 * 128 + _g1 * 128, GmView4::Shape(t10_aiv0.GetValidRow(), t10_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TSTORE(scores_scaled_first_ownGm4, t10_aiv0);  // varlen_attention.pto:36:37
                                 }
-                                TileT15 t15(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64));  // varlen_attention.pto:37:27
-                                TASSIGN(t15, 2048);  // varlen_attention.pto:37:27
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
                                     TileTmp0 tmp0;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp0, 69632);  // varlen_attention.pto:37:27
-                                    TROWMAX(t15, t10Tile, tmp0);  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp0, 147456);  // varlen_attention.pto:37:27
+                                    TROWMAX(t15_aiv0, t10_aiv0, tmp0);  // varlen_attention.pto:37:27
                                 }
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
-                                    TMAX(t12Tile, t12Tile, t15);  // varlen_attention.pto:37:27
+                                    TMAX(t12_aiv0, t12_aiv0, t15_aiv0);  // varlen_attention.pto:37:27
+                                }
+                                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // varlen_attention.pto:36:37
+                                    if (!ptodsl_aiv0) {
+                                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                        GmView5 scores_first_ownGm5(scores_first_own + (_g0 * 64 + 32) * 128 + _g1 * 128, GmView5::Shape(t9_aiv1.GetValidRow(), t9_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                        TLOAD(t9_aiv1, scores_first_ownGm5);  // varlen_attention.pto:36:37
+                                    }
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    if (!ptodsl_aiv0) {
+                                        TMULS(t10_aiv1, t9_aiv1, softmax_scale);  // varlen_attention.pto:36:37
+                                    }
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                    if (!ptodsl_aiv0) {
+                                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                        GmView6 scores_scaled_first_ownGm6(scores_scaled_first_own + (_g0 * 64 + 32) * 128 + _g1 * 128, GmView6::Shape(t10_aiv1.GetValidRow(), t10_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                        TSTORE(scores_scaled_first_ownGm6, t10_aiv1);  // varlen_attention.pto:36:37
+                                    }
+                                    pipe_barrier(PIPE_V);
+                                    if (!ptodsl_aiv0) {
+                                        TileTmp0 tmp1;  // varlen_attention.pto:37:27
+                                        TASSIGN(tmp1, 147456);  // varlen_attention.pto:37:27
+                                        TROWMAX(t15_aiv1, t10_aiv1, tmp1);  // varlen_attention.pto:37:27
+                                    }
+                                    pipe_barrier(PIPE_V);
+                                    if (!ptodsl_aiv0) {
+                                        TMAX(t12_aiv1, t12_aiv1, t15_aiv1);  // varlen_attention.pto:37:27
+                                    }
                                 }
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
@@ -3348,141 +3724,237 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            TileT27Aiv0 t27_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:39:27
+                            TASSIGN(t27_aiv0, 2048);  // varlen_attention.pto:39:27
+                            TileT27Aiv1 t27_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                            TASSIGN(t27_aiv1, 3072);  // varlen_attention.pto:39:27
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
-                                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                GmView5 mij_first_ownGm5(mij_first_own + _g0 * 64, GmView5::Shape(t12Tile.GetValidRow()));  // varlen_attention.pto:37:27
-                                TSTORE(mij_first_ownGm5, t12Tile);  // varlen_attention.pto:37:27
+                                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                                GmView7 mij_first_ownGm7(mij_first_own + _g0 * 64, GmView7::Shape(t12_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
+                                TSTORE(mij_first_ownGm7, t12_aiv0);  // varlen_attention.pto:37:27
                             }
-                            TileT27 t27(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64));  // varlen_attention.pto:39:27
-                            TASSIGN(t27, 2048);  // varlen_attention.pto:39:27
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             if (ptodsl_aiv0) {
-                                TEXPANDS(t27, 0.0f);  // varlen_attention.pto:39:27
+                                TEXPANDS(t27_aiv0, 0.0f);  // varlen_attention.pto:39:27
+                            }
+                            pipe_barrier(PIPE_V);
+                            for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // varlen_attention.pto:37:27
+                                if (!ptodsl_aiv0) {
+                                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                                    GmView8 mij_first_ownGm8(mij_first_own + _g0 * 64 + 32, GmView8::Shape(t12_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
+                                    TSTORE(mij_first_ownGm8, t12_aiv1);  // varlen_attention.pto:37:27
+                                    TEXPANDS(t27_aiv1, 0.0f);  // varlen_attention.pto:39:27
+                                }
                             }
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g17 = 0; _g17 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g17) {  // varlen_attention.pto:38:31
-                                TileT18 t18(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t18, 4096);  // varlen_attention.pto:38:31
+                                TileT18Aiv0 t18_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:31
+                                TASSIGN(t18_aiv0, 4096);  // varlen_attention.pto:38:31
+                                TileT18Aiv1 t18_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:31
+                                TASSIGN(t18_aiv1, 20480);  // varlen_attention.pto:38:31
+                                TileT25Aiv0 t25_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:27
+                                TASSIGN(t25_aiv0, 36864);  // varlen_attention.pto:38:27
+                                TileT25Aiv1 t25_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:27
+                                TASSIGN(t25_aiv1, 53248);  // varlen_attention.pto:38:27
+                                TileT30Aiv0 t30_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:39:27
+                                TASSIGN(t30_aiv0, 69632);  // varlen_attention.pto:39:27
+                                TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                                TASSIGN(t30_aiv1, 70656);  // varlen_attention.pto:39:27
                                 if (ptodsl_aiv0) {
-                                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                    GmView6 scores_scaled_first_ownGm6(scores_scaled_first_own + _g0 * 64 * 128 + _g17 * 128, GmView6::Shape(t18.GetValidRow(), t18.GetValidCol()));  // varlen_attention.pto:38:31
-                                    TLOAD(t18, scores_scaled_first_ownGm6);  // varlen_attention.pto:38:31
+                                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                    GmView9 scores_scaled_first_ownGm9(scores_scaled_first_own + _g0 * 64 * 128 + _g17 * 128, GmView9::Shape(t18_aiv0.GetValidRow(), t18_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
+                                    TLOAD(t18_aiv0, scores_scaled_first_ownGm9);  // varlen_attention.pto:38:31
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT25 t25(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t25, 36864);  // varlen_attention.pto:38:27
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
-                                    TileTmp1 tmp1(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp1, 69632);  // varlen_attention.pto:38:27
-                                    TROWEXPAND(tmp1, t12Tile);  // varlen_attention.pto:38:27
+                                    TileTmp1 tmp2(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp2, 147456);  // varlen_attention.pto:38:27
+                                    TROWEXPAND(tmp2, t12_aiv0);  // varlen_attention.pto:38:27
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                    TROWEXPANDEXPDIF(t25, t18, tmp1);  // varlen_attention.pto:38:27
+                                    TROWEXPANDEXPDIF(t25_aiv0, t18_aiv0, tmp2);  // varlen_attention.pto:38:27
                                 }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 if (ptodsl_aiv0) {
-                                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                    GmView7 pij_first_ownGm7(pij_first_own + _g0 * 64 * 128 + _g17 * 128, GmView7::Shape(t25.GetValidRow(), t25.GetValidCol()));  // varlen_attention.pto:38:27
-                                    TSTORE(pij_first_ownGm7, t25);  // varlen_attention.pto:38:27
-                                }
-                                TileT30 t30(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64));  // varlen_attention.pto:39:27
-                                TASSIGN(t30, 4096);  // varlen_attention.pto:39:27
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TileTmp0 tmp2;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp2, 69632);  // varlen_attention.pto:39:27
-                                    TROWSUM(t30, t25, tmp2);  // varlen_attention.pto:39:27
+                                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                    GmView10 pij_first_ownGm10(pij_first_own + _g0 * 64 * 128 + _g17 * 128, GmView10::Shape(t25_aiv0.GetValidRow(), t25_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
+                                    TSTORE(pij_first_ownGm10, t25_aiv0);  // varlen_attention.pto:38:27
                                 }
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
-                                    TADD(t27, t27, t30);  // varlen_attention.pto:39:27
+                                    TileTmp0 tmp3;  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp3, 147456);  // varlen_attention.pto:39:27
+                                    TROWSUM(t30_aiv0, t25_aiv0, tmp3);  // varlen_attention.pto:39:27
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (ptodsl_aiv0) {
+                                    TADD(t27_aiv0, t27_aiv0, t30_aiv0);  // varlen_attention.pto:39:27
+                                }
+                                for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // varlen_attention.pto:38:31
+                                    if (!ptodsl_aiv0) {
+                                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                        GmView11 scores_scaled_first_ownGm11(scores_scaled_first_own + (_g0 * 64 + 32) * 128 + _g17 * 128, GmView11::Shape(t18_aiv1.GetValidRow(), t18_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
+                                        TLOAD(t18_aiv1, scores_scaled_first_ownGm11);  // varlen_attention.pto:38:31
+                                    }
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    if (!ptodsl_aiv0) {
+                                        TileTmp1 tmp4(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
+                                        TASSIGN(tmp4, 147456);  // varlen_attention.pto:38:27
+                                        TROWEXPAND(tmp4, t12_aiv1);  // varlen_attention.pto:38:27
+                                        pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                                        TROWEXPANDEXPDIF(t25_aiv1, t18_aiv1, tmp4);  // varlen_attention.pto:38:27
+                                    }
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                    if (!ptodsl_aiv0) {
+                                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                        GmView12 pij_first_ownGm12(pij_first_own + (_g0 * 64 + 32) * 128 + _g17 * 128, GmView12::Shape(t25_aiv1.GetValidRow(), t25_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
+                                        TSTORE(pij_first_ownGm12, t25_aiv1);  // varlen_attention.pto:38:27
+                                    }
+                                    pipe_barrier(PIPE_V);
+                                    if (!ptodsl_aiv0) {
+                                        TileTmp0 tmp5;  // varlen_attention.pto:39:27
+                                        TASSIGN(tmp5, 147456);  // varlen_attention.pto:39:27
+                                        TROWSUM(t30_aiv1, t25_aiv1, tmp5);  // varlen_attention.pto:39:27
+                                    }
+                                    pipe_barrier(PIPE_V);
+                                    if (!ptodsl_aiv0) {
+                                        TADD(t27_aiv1, t27_aiv1, t30_aiv1);  // varlen_attention.pto:39:27
+                                    }
                                 }
                             }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
-                                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                GmView8 lij_first_ownGm8(lij_first_own + _g0 * 64, GmView8::Shape(t27.GetValidRow()));  // varlen_attention.pto:39:27
-                                TSTORE(lij_first_ownGm8, t27);  // varlen_attention.pto:39:27
+                                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                                GmView13 lij_first_ownGm13(lij_first_own + _g0 * 64, GmView13::Shape(t27_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
+                                TSTORE(lij_first_ownGm13, t27_aiv0);  // varlen_attention.pto:39:27
+                            }
+                            for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // varlen_attention.pto:39:27
+                                if (!ptodsl_aiv0) {
+                                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                                    GmView14 lij_first_ownGm14(lij_first_own + _g0 * 64 + 32, GmView14::Shape(t27_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
+                                    TSTORE(lij_first_ownGm14, t27_aiv1);  // varlen_attention.pto:39:27
+                                }
                             }
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
                             pipe_barrier(PIPE_V);
                             wait_flag_dev(6);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g31) {  // varlen_attention.pto:42:47
                                 for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g32) {  // varlen_attention.pto:42:47
-                                    TileT33 t33(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
-                                    TASSIGN(t33, 0);  // varlen_attention.pto:42:47
+                                    TileT33Aiv0 t33_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
+                                    TASSIGN(t33_aiv0, 0);  // varlen_attention.pto:42:47
+                                    TileT33Aiv1 t33_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
+                                    TASSIGN(t33_aiv1, 16384);  // varlen_attention.pto:42:47
+                                    TileT34Aiv0 t34_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32));  // varlen_attention.pto:42:47
+                                    TASSIGN(t34_aiv0, 32768);  // varlen_attention.pto:42:47
+                                    TileT34Aiv1 t34_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:42:47
+                                    TASSIGN(t34_aiv1, 33792);  // varlen_attention.pto:42:47
+                                    TileT36Aiv0 t36_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
+                                    TASSIGN(t36_aiv0, 34816);  // varlen_attention.pto:42:47
+                                    TileT36Aiv1 t36_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
+                                    TASSIGN(t36_aiv1, 51200);  // varlen_attention.pto:42:47
+                                    TileT40Aiv0 t40_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:42
+                                    TASSIGN(t40_aiv0, 67584);  // varlen_attention.pto:42:42
+                                    TileT40Aiv1 t40_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:42
+                                    TASSIGN(t40_aiv1, 75776);  // varlen_attention.pto:42:42
                                     if (ptodsl_aiv0) {
-                                        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:47
-                                        GmView9 pij_first_ownGm9(pij_first_own + _g31 * 64 * 128 + _g32 * 128, GmView9::Shape(t33.GetValidRow(), t33.GetValidCol()));  // varlen_attention.pto:42:47
-                                        TLOAD(t33, pij_first_ownGm9);  // varlen_attention.pto:42:47
+                                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:47
+                                        GmView15 pij_first_ownGm15(pij_first_own + _g31 * 64 * 128 + _g32 * 128, GmView15::Shape(t33_aiv0.GetValidRow(), t33_aiv0.GetValidCol()));  // varlen_attention.pto:42:47
+                                        TLOAD(t33_aiv0, pij_first_ownGm15);  // varlen_attention.pto:42:47
+                                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
+                                        GmView16 lij_first_ownGm16(lij_first_own + _g31 * 64, GmView16::Shape(t34_aiv0.GetValidRow()));  // varlen_attention.pto:42:47
+                                        TLOAD(t34_aiv0, lij_first_ownGm16);  // varlen_attention.pto:42:47
                                     }
-                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                    TileT34 t34(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64));  // varlen_attention.pto:42:47
-                                    TASSIGN(t34, 32768);  // varlen_attention.pto:42:47
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                                     if (ptodsl_aiv0) {
-                                        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
-                                        GmView10 lij_first_ownGm10(lij_first_own + _g31 * 64, GmView10::Shape(t34.GetValidRow()));  // varlen_attention.pto:42:47
-                                        TLOAD(t34, lij_first_ownGm10);  // varlen_attention.pto:42:47
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    TileT36 t36(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
-                                    TASSIGN(t36, 34816);  // varlen_attention.pto:42:47
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    if (ptodsl_aiv0) {
-                                        TileTmp1 tmp3(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64));  // varlen_attention.pto:42:47
-                                        TASSIGN(tmp3, 69632);  // varlen_attention.pto:42:47
-                                        TROWEXPAND(tmp3, t34);  // varlen_attention.pto:42:47
+                                        TileTmp1 tmp6(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32));  // varlen_attention.pto:42:47
+                                        TASSIGN(tmp6, 147456);  // varlen_attention.pto:42:47
+                                        TROWEXPAND(tmp6, t34_aiv0);  // varlen_attention.pto:42:47
                                         pipe_barrier(PIPE_V);  // varlen_attention.pto:42:47
-                                        TROWEXPANDDIV(t36, t33, tmp3);  // varlen_attention.pto:42:47
+                                        TROWEXPANDDIV(t36_aiv0, t33_aiv0, tmp6);  // varlen_attention.pto:42:47
                                     }
-                                    TileT40 t40(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:42
-                                    TASSIGN(t40, 0);  // varlen_attention.pto:42:42
                                     pipe_barrier(PIPE_V);
                                     if (ptodsl_aiv0) {
-                                        TCVT(t40, t36, RoundMode::CAST_RINT);  // varlen_attention.pto:42:42
+                                        TCVT(t40_aiv0, t36_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:42:42
                                     }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                     if (ptodsl_aiv0) {
-                                        using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:42
-                                        GmView11 t1_first_ownGm11(t1_first_own + _g31 * 64 * 128 + _g32 * 128, GmView11::Shape(t40.GetValidRow(), t40.GetValidCol()));  // varlen_attention.pto:42:42
-                                        TSTORE(t1_first_ownGm11, t40);  // varlen_attention.pto:42:42
+                                        using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:42
+                                        GmView17 t1_first_ownGm17(t1_first_own + _g31 * 64 * 128 + _g32 * 128, GmView17::Shape(t40_aiv0.GetValidRow(), t40_aiv0.GetValidCol()));  // varlen_attention.pto:42:42
+                                        TSTORE(t1_first_ownGm17, t40_aiv0);  // varlen_attention.pto:42:42
+                                    }
+                                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 0), 1); ++_aiv5) {  // varlen_attention.pto:42:47
+                                        if (!ptodsl_aiv0) {
+                                            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:47
+                                            GmView18 pij_first_ownGm18(pij_first_own + (_g31 * 64 + 32) * 128 + _g32 * 128, GmView18::Shape(t33_aiv1.GetValidRow(), t33_aiv1.GetValidCol()));  // varlen_attention.pto:42:47
+                                            TLOAD(t33_aiv1, pij_first_ownGm18);  // varlen_attention.pto:42:47
+                                            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
+                                            GmView19 lij_first_ownGm19(lij_first_own + _g31 * 64 + 32, GmView19::Shape(t34_aiv1.GetValidRow()));  // varlen_attention.pto:42:47
+                                            TLOAD(t34_aiv1, lij_first_ownGm19);  // varlen_attention.pto:42:47
+                                        }
+                                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                        if (!ptodsl_aiv0) {
+                                            TileTmp1 tmp7(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:42:47
+                                            TASSIGN(tmp7, 147456);  // varlen_attention.pto:42:47
+                                            TROWEXPAND(tmp7, t34_aiv1);  // varlen_attention.pto:42:47
+                                            pipe_barrier(PIPE_V);  // varlen_attention.pto:42:47
+                                            TROWEXPANDDIV(t36_aiv1, t33_aiv1, tmp7);  // varlen_attention.pto:42:47
+                                        }
+                                        pipe_barrier(PIPE_V);
+                                        if (!ptodsl_aiv0) {
+                                            TCVT(t40_aiv1, t36_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:42:42
+                                        }
+                                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                        if (!ptodsl_aiv0) {
+                                            using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:42
+                                            GmView20 t1_first_ownGm20(t1_first_own + (_g31 * 64 + 32) * 128 + _g32 * 128, GmView20::Shape(t40_aiv1.GetValidRow(), t40_aiv1.GetValidCol()));  // varlen_attention.pto:42:42
+                                            TSTORE(t1_first_ownGm20, t40_aiv1);  // varlen_attention.pto:42:42
+                                        }
                                     }
                                 }
                             }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                             for (int64_t _g41 = 0; _g41 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g41) {  // varlen_attention.pto:42:35
                                 for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 64); ++_k47) {  // varlen_attention.pto:42:35
                                 }
@@ -3499,10 +3971,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag_dev(6);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:43:29
@@ -3517,10 +3988,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag_dev(6);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:44:29
@@ -3535,10 +4005,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag_dev(6);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:44:29
@@ -3553,10 +4022,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag_dev(6);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
                             }
                             if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:45:29
@@ -3571,79 +4039,118 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:45:29
                                 wait_flag_dev(6);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:45:29
                                 return;  // varlen_attention.pto:45:29
                             }
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             wait_flag_dev(8);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             for (int64_t _g52 = 0; _g52 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g52) {  // varlen_attention.pto:43:29
-                                TileT53 t53(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:43:29
-                                TASSIGN(t53, 0);  // varlen_attention.pto:43:29
+                                TileT53Aiv0 t53_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:43:29
+                                TASSIGN(t53_aiv0, 0);  // varlen_attention.pto:43:29
+                                TileT53Aiv1 t53_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:43:29
+                                TASSIGN(t53_aiv1, 1024);  // varlen_attention.pto:43:29
+                                TileT55Aiv0 t55_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:44:29
+                                TASSIGN(t55_aiv0, 2048);  // varlen_attention.pto:44:29
+                                TileT55Aiv1 t55_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:44:29
+                                TASSIGN(t55_aiv1, 3072);  // varlen_attention.pto:44:29
+                                TileT57Aiv0 t57_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:45:71
+                                TASSIGN(t57_aiv0, 4096);  // varlen_attention.pto:45:71
+                                TileT57Aiv1 t57_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:45:71
+                                TASSIGN(t57_aiv1, 12288);  // varlen_attention.pto:45:71
+                                TileT58Aiv0 t58_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:45:71
+                                TASSIGN(t58_aiv0, 20480);  // varlen_attention.pto:45:71
+                                TileT58Aiv1 t58_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:45:71
+                                TASSIGN(t58_aiv1, 24576);  // varlen_attention.pto:45:71
                                 if (ptodsl_aiv0) {
-                                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
-                                    GmView17 lij_first_ownGm17(lij_first_own + _g52 * 64, GmView17::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
-                                    TLOAD(t53, lij_first_ownGm17);  // varlen_attention.pto:43:29
+                                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
+                                    GmView26 lij_first_ownGm26(lij_first_own + _g52 * 64, GmView26::Shape(t53_aiv0.GetValidRow()));  // varlen_attention.pto:43:29
+                                    TLOAD(t53_aiv0, lij_first_ownGm26);  // varlen_attention.pto:43:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
-                                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:43:29
-                                    GmView18 l_outputGm18(l_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView18::Shape(t53.GetValidRow()), GmView18::Stride(NH));  // varlen_attention.pto:43:29
-                                    TSTORE(l_outputGm18, t53);  // varlen_attention.pto:43:29
-                                }
-                                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                TileT55 t55(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:44:29
-                                TASSIGN(t55, 0);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
-                                    GmView19 mij_first_ownGm19(mij_first_own + _g52 * 64, GmView19::Shape(t55.GetValidRow()));  // varlen_attention.pto:44:29
-                                    TLOAD(t55, mij_first_ownGm19);  // varlen_attention.pto:44:29
+                                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:43:29
+                                    GmView27 l_outputGm27(l_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView27::Shape(t53_aiv0.GetValidRow()), GmView27::Stride(NH));  // varlen_attention.pto:43:29
+                                    TSTORE(l_outputGm27, t53_aiv0);  // varlen_attention.pto:43:29
+                                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
+                                    GmView28 mij_first_ownGm28(mij_first_own + _g52 * 64, GmView28::Shape(t55_aiv0.GetValidRow()));  // varlen_attention.pto:44:29
+                                    TLOAD(t55_aiv0, mij_first_ownGm28);  // varlen_attention.pto:44:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
-                                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:44:29
-                                    GmView20 m_outputGm20(m_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView20::Shape(t55.GetValidRow()), GmView20::Stride(NH));  // varlen_attention.pto:44:29
-                                    TSTORE(m_outputGm20, t55);  // varlen_attention.pto:44:29
+                                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:44:29
+                                    GmView29 m_outputGm29(m_output + (q_start + q_tile_idx * 64 + _g52 * 64) * NH + h, GmView29::Shape(t55_aiv0.GetValidRow()), GmView29::Stride(NH));  // varlen_attention.pto:44:29
+                                    TSTORE(m_outputGm29, t55_aiv0);  // varlen_attention.pto:44:29
+                                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
+                                    GmView30 oij_first_ownGm30(oij_first_own + _g52 * 64 * 64, GmView30::Shape(t57_aiv0.GetValidRow()));  // varlen_attention.pto:45:71
+                                    TLOAD(t57_aiv0, oij_first_ownGm30);  // varlen_attention.pto:45:71
                                 }
-                                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                                TileT57 t57(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:45:71
-                                TASSIGN(t57, 0);  // varlen_attention.pto:45:71
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 if (ptodsl_aiv0) {
-                                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
-                                    GmView21 oij_first_ownGm21(oij_first_own + _g52 * 64 * 64, GmView21::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
-                                    TLOAD(t57, oij_first_ownGm21);  // varlen_attention.pto:45:71
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64));  // varlen_attention.pto:45:71
-                                TASSIGN(t58, 16384);  // varlen_attention.pto:45:71
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                if (ptodsl_aiv0) {
-                                    TCVT(t58, t57, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
+                                    TCVT(t58_aiv0, t57_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
                                 }
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 if (ptodsl_aiv0) {
-                                    using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:45:71
-                                    GmView22 outputGm22(output + (q_start + q_tile_idx * 64 + _g52 * 64) * HD + h * 64, GmView22::Shape(t58.GetValidRow()), GmView22::Stride(HD));  // varlen_attention.pto:45:71
-                                    TSTORE(outputGm22, t58);  // varlen_attention.pto:45:71
+                                    using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:45:71
+                                    GmView31 outputGm31(output + (q_start + q_tile_idx * 64 + _g52 * 64) * HD + h * 64, GmView31::Shape(t58_aiv0.GetValidRow()), GmView31::Stride(HD));  // varlen_attention.pto:45:71
+                                    TSTORE(outputGm31, t58_aiv0);  // varlen_attention.pto:45:71
+                                }
+                                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 0), 1); ++_aiv6) {  // varlen_attention.pto:43:29
+                                    if (!ptodsl_aiv0) {
+                                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
+                                        GmView32 lij_first_ownGm32(lij_first_own + _g52 * 64 + 32, GmView32::Shape(t53_aiv1.GetValidRow()));  // varlen_attention.pto:43:29
+                                        TLOAD(t53_aiv1, lij_first_ownGm32);  // varlen_attention.pto:43:29
+                                    }
+                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    if (!ptodsl_aiv0) {
+                                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:43:29
+                                        GmView33 l_outputGm33(l_output + (q_start + q_tile_idx * 64 + _g52 * 64 + 32) * NH + h, GmView33::Shape(t53_aiv1.GetValidRow()), GmView33::Stride(NH));  // varlen_attention.pto:43:29
+                                        TSTORE(l_outputGm33, t53_aiv1);  // varlen_attention.pto:43:29
+                                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
+                                        GmView34 mij_first_ownGm34(mij_first_own + _g52 * 64 + 32, GmView34::Shape(t55_aiv1.GetValidRow()));  // varlen_attention.pto:44:29
+                                        TLOAD(t55_aiv1, mij_first_ownGm34);  // varlen_attention.pto:44:29
+                                    }
+                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    if (!ptodsl_aiv0) {
+                                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:44:29
+                                        GmView35 m_outputGm35(m_output + (q_start + q_tile_idx * 64 + _g52 * 64 + 32) * NH + h, GmView35::Shape(t55_aiv1.GetValidRow()), GmView35::Stride(NH));  // varlen_attention.pto:44:29
+                                        TSTORE(m_outputGm35, t55_aiv1);  // varlen_attention.pto:44:29
+                                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
+                                        GmView36 oij_first_ownGm36(oij_first_own + (_g52 * 64 + 32) * 64, GmView36::Shape(t57_aiv1.GetValidRow()));  // varlen_attention.pto:45:71
+                                        TLOAD(t57_aiv1, oij_first_ownGm36);  // varlen_attention.pto:45:71
+                                    }
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    if (!ptodsl_aiv0) {
+                                        TCVT(t58_aiv1, t57_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
+                                    }
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                                    if (!ptodsl_aiv0) {
+                                        using GmView37 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:45:71
+                                        GmView37 outputGm37(output + (q_start + q_tile_idx * 64 + _g52 * 64 + 32) * HD + h * 64, GmView37::Shape(t58_aiv1.GetValidRow()), GmView37::Stride(HD));  // varlen_attention.pto:45:71
+                                        TSTORE(outputGm37, t58_aiv1);  // varlen_attention.pto:45:71
+                                    }
                                 }
                             }
                             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         }
                         wait_flag_dev(6);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         pipe_barrier(PIPE_V);
@@ -3658,26 +4165,49 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         for (int64_t _br1 = 0; _br1 < 1 - max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br1) {  // varlen_attention.pto:41:25
                             for (int64_t _g59 = 0; _g59 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g59) {  // varlen_attention.pto:47:51
                                 for (int64_t _g60 = 0; _g60 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g60) {  // varlen_attention.pto:47:51
-                                    TileT61 t61(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
-                                    TASSIGN(t61, 0);  // varlen_attention.pto:47:51
+                                    TileT61Aiv0 t61_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
+                                    TASSIGN(t61_aiv0, 0);  // varlen_attention.pto:47:51
+                                    TileT61Aiv1 t61_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
+                                    TASSIGN(t61_aiv1, 16384);  // varlen_attention.pto:47:51
+                                    TileT62Aiv0 t62_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
+                                    TASSIGN(t62_aiv0, 32768);  // varlen_attention.pto:47:51
+                                    TileT62Aiv1 t62_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
+                                    TASSIGN(t62_aiv1, 40960);  // varlen_attention.pto:47:51
                                     if (ptodsl_aiv0) {
-                                        using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
-                                        GmView23 pij_first_ownGm23(pij_first_own + _g59 * 64 * 128 + _g60 * 128, GmView23::Shape(t61.GetValidRow(), t61.GetValidCol()));  // varlen_attention.pto:47:51
-                                        TLOAD(t61, pij_first_ownGm23);  // varlen_attention.pto:47:51
+                                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
+                                        GmView38 pij_first_ownGm38(pij_first_own + _g59 * 64 * 128 + _g60 * 128, GmView38::Shape(t61_aiv0.GetValidRow(), t61_aiv0.GetValidCol()));  // varlen_attention.pto:47:51
+                                        TLOAD(t61_aiv0, pij_first_ownGm38);  // varlen_attention.pto:47:51
                                     }
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                    TileT62 t62(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
-                                    TASSIGN(t62, 32768);  // varlen_attention.pto:47:51
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     if (ptodsl_aiv0) {
-                                        TCVT(t62, t61, RoundMode::CAST_RINT);  // varlen_attention.pto:47:51
+                                        TCVT(t62_aiv0, t61_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:47:51
                                     }
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     if (ptodsl_aiv0) {
-                                        using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
-                                        GmView24 t5_first_ownGm24(t5_first_own + _g59 * 64 * 128 + _g60 * 128, GmView24::Shape(t62.GetValidRow(), t62.GetValidCol()));  // varlen_attention.pto:47:51
-                                        TSTORE(t5_first_ownGm24, t62);  // varlen_attention.pto:47:51
+                                        using GmView39 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
+                                        GmView39 t5_first_ownGm39(t5_first_own + _g59 * 64 * 128 + _g60 * 128, GmView39::Shape(t62_aiv0.GetValidRow(), t62_aiv0.GetValidCol()));  // varlen_attention.pto:47:51
+                                        TSTORE(t5_first_ownGm39, t62_aiv0);  // varlen_attention.pto:47:51
+                                    }
+                                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 0), 1); ++_aiv7) {  // varlen_attention.pto:47:51
+                                        if (!ptodsl_aiv0) {
+                                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
+                                            GmView40 pij_first_ownGm40(pij_first_own + (_g59 * 64 + 32) * 128 + _g60 * 128, GmView40::Shape(t61_aiv1.GetValidRow(), t61_aiv1.GetValidCol()));  // varlen_attention.pto:47:51
+                                            TLOAD(t61_aiv1, pij_first_ownGm40);  // varlen_attention.pto:47:51
+                                        }
+                                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                        if (!ptodsl_aiv0) {
+                                            TCVT(t62_aiv1, t61_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:47:51
+                                        }
+                                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                        if (!ptodsl_aiv0) {
+                                            using GmView41 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
+                                            GmView41 t5_first_ownGm41(t5_first_own + (_g59 * 64 + 32) * 128 + _g60 * 128, GmView41::Shape(t62_aiv1.GetValidRow(), t62_aiv1.GetValidCol()));  // varlen_attention.pto:47:51
+                                            TSTORE(t5_first_ownGm41, t62_aiv1);  // varlen_attention.pto:47:51
+                                        }
                                     }
                                 }
                             }
@@ -3691,64 +4221,86 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g74) {  // varlen_attention.pto:48:29
-                                TileT75 t75(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64));  // varlen_attention.pto:48:29
-                                TASSIGN(t75, 0);  // varlen_attention.pto:48:29
+                                TileT75Aiv0 t75_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64), 32));  // varlen_attention.pto:48:29
+                                TASSIGN(t75_aiv0, 0);  // varlen_attention.pto:48:29
+                                TileT75Aiv1 t75_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:48:29
+                                TASSIGN(t75_aiv1, 1024);  // varlen_attention.pto:48:29
+                                TileT77Aiv0 t77_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64), 32));  // varlen_attention.pto:49:29
+                                TASSIGN(t77_aiv0, 2048);  // varlen_attention.pto:49:29
+                                TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:49:29
+                                TASSIGN(t77_aiv1, 3072);  // varlen_attention.pto:49:29
                                 if (ptodsl_aiv0) {
-                                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                    GmView30 lij_first_ownGm30(lij_first_own + _g74 * 64, GmView30::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
-                                    TLOAD(t75, lij_first_ownGm30);  // varlen_attention.pto:48:29
+                                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
+                                    GmView47 lij_first_ownGm47(lij_first_own + _g74 * 64, GmView47::Shape(t75_aiv0.GetValidRow()));  // varlen_attention.pto:48:29
+                                    TLOAD(t75_aiv0, lij_first_ownGm47);  // varlen_attention.pto:48:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
-                                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
-                                    GmView31 li_update_ownGm31(li_update_own + _g74 * 64, GmView31::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
-                                    TSTORE(li_update_ownGm31, t75);  // varlen_attention.pto:48:29
-                                }
-                                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                TileT77 t77(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64));  // varlen_attention.pto:49:29
-                                TASSIGN(t77, 0);  // varlen_attention.pto:49:29
-                                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                                if (ptodsl_aiv0) {
-                                    using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                    GmView32 mij_first_ownGm32(mij_first_own + _g74 * 64, GmView32::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
-                                    TLOAD(t77, mij_first_ownGm32);  // varlen_attention.pto:49:29
+                                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
+                                    GmView48 li_update_ownGm48(li_update_own + _g74 * 64, GmView48::Shape(t75_aiv0.GetValidRow()));  // varlen_attention.pto:48:29
+                                    TSTORE(li_update_ownGm48, t75_aiv0);  // varlen_attention.pto:48:29
+                                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
+                                    GmView49 mij_first_ownGm49(mij_first_own + _g74 * 64, GmView49::Shape(t77_aiv0.GetValidRow()));  // varlen_attention.pto:49:29
+                                    TLOAD(t77_aiv0, mij_first_ownGm49);  // varlen_attention.pto:49:29
                                 }
                                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
-                                    using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
-                                    GmView33 mi_update_ownGm33(mi_update_own + _g74 * 64, GmView33::Shape(t77.GetValidRow()));  // varlen_attention.pto:49:29
-                                    TSTORE(mi_update_ownGm33, t77);  // varlen_attention.pto:49:29
+                                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
+                                    GmView50 mi_update_ownGm50(mi_update_own + _g74 * 64, GmView50::Shape(t77_aiv0.GetValidRow()));  // varlen_attention.pto:49:29
+                                    TSTORE(mi_update_ownGm50, t77_aiv0);  // varlen_attention.pto:49:29
+                                }
+                                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64) - 32, 0), 1); ++_aiv8) {  // varlen_attention.pto:48:29
+                                    if (!ptodsl_aiv0) {
+                                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
+                                        GmView51 lij_first_ownGm51(lij_first_own + _g74 * 64 + 32, GmView51::Shape(t75_aiv1.GetValidRow()));  // varlen_attention.pto:48:29
+                                        TLOAD(t75_aiv1, lij_first_ownGm51);  // varlen_attention.pto:48:29
+                                    }
+                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    if (!ptodsl_aiv0) {
+                                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
+                                        GmView52 li_update_ownGm52(li_update_own + _g74 * 64 + 32, GmView52::Shape(t75_aiv1.GetValidRow()));  // varlen_attention.pto:48:29
+                                        TSTORE(li_update_ownGm52, t75_aiv1);  // varlen_attention.pto:48:29
+                                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
+                                        GmView53 mij_first_ownGm53(mij_first_own + _g74 * 64 + 32, GmView53::Shape(t77_aiv1.GetValidRow()));  // varlen_attention.pto:49:29
+                                        TLOAD(t77_aiv1, mij_first_ownGm53);  // varlen_attention.pto:49:29
+                                    }
+                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                                    if (!ptodsl_aiv0) {
+                                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29
+                                        GmView54 mi_update_ownGm54(mi_update_own + _g74 * 64 + 32, GmView54::Shape(t77_aiv1.GetValidRow()));  // varlen_attention.pto:49:29
+                                        TSTORE(mi_update_ownGm54, t77_aiv1);  // varlen_attention.pto:49:29
+                                    }
                                 }
                             }
                         }
                     }
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag_dev(5);
                 wait_flag_dev(4);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 128) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
                     pipe_barrier(PIPE_V);
@@ -3764,10 +4316,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag_dev(3);  // varlen_attention.pto:32:35
                         wait_flag_dev(5);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
@@ -3786,10 +4336,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag_dev(3);  // varlen_attention.pto:33:35
                         wait_flag_dev(5);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
@@ -3808,10 +4356,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag_dev(3);  // varlen_attention.pto:34:35
                         wait_flag_dev(5);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
@@ -3819,164 +4365,287 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                     __gm__ bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 128) * HD + h * 64;  // varlen_attention.pto:34:35
                     wait_flag_dev(5);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
-                        TileT90 t90(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:37:27
-                        TASSIGN(t90, 0);  // varlen_attention.pto:37:27
+                        TileT90Aiv0 t90_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
+                        TASSIGN(t90_aiv0, 0);  // varlen_attention.pto:37:27
+                        TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                        TASSIGN(t90_aiv1, 1024);  // varlen_attention.pto:37:27
                         if (ptodsl_aiv0) {
-                            TEXPANDS(t90, -__builtin_inff());  // varlen_attention.pto:37:27
+                            TEXPANDS(t90_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
+                        }
+                        for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv9) {  // varlen_attention.pto:37:27
+                            if (!ptodsl_aiv0) {
+                                TEXPANDS(t90_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
+                            }
                         }
                         pipe_barrier(PIPE_V);
                         for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
-                            TileT87 t87(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t87, 2048);  // varlen_attention.pto:36:37
+                            TileT87Aiv0 t87_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv0, 2048);  // varlen_attention.pto:36:37
+                            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv1, 18432);  // varlen_attention.pto:36:37
+                            TileT88Aiv0 t88_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv0, 34816);  // varlen_attention.pto:36:37
+                            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv1, 51200);  // varlen_attention.pto:36:37
+                            TileT93Aiv0 t93_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv0, 67584);  // varlen_attention.pto:37:27
+                            TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv1, 68608);  // varlen_attention.pto:37:27
                             wait_flag_dev(8);
                             if (ptodsl_aiv0) {
-                                using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView37 scores_ownGm37(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView37::Shape(t87.GetValidRow(), t87.GetValidCol()));  // varlen_attention.pto:36:37
-                                TLOAD(t87, scores_ownGm37);  // varlen_attention.pto:36:37
+                                using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView58 scores_ownGm58(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView58::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                TLOAD(t87_aiv0, scores_ownGm58);  // varlen_attention.pto:36:37
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TileT88 t88(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t88, 34816);  // varlen_attention.pto:36:37
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                             if (ptodsl_aiv0) {
-                                TMULS(t88, t87, softmax_scale);  // varlen_attention.pto:36:37
+                                TMULS(t88_aiv0, t87_aiv0, softmax_scale);  // varlen_attention.pto:36:37
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
                             if (ptodsl_aiv0) {
-                                using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView38 scores_scaled_ownGm38(scores_scaled_own + _g78 * 64 * 128 + _g79 * 128, GmView38::Shape(t88.GetValidRow(), t88.GetValidCol()));  // varlen_attention.pto:36:37
-                                TSTORE(scores_scaled_ownGm38, t88);  // varlen_attention.pto:36:37
-                            }
-                            TileT93 t93(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:37:27
-                            TASSIGN(t93, 2048);  // varlen_attention.pto:37:27
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TileTmp0 tmp4;  // varlen_attention.pto:37:27
-                                TASSIGN(tmp4, 69632);  // varlen_attention.pto:37:27
-                                TROWMAX(t93, t88, tmp4);  // varlen_attention.pto:37:27
+                                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView59 scores_scaled_ownGm59(scores_scaled_own + _g78 * 64 * 128 + _g79 * 128, GmView59::Shape(t88_aiv0.GetValidRow(), t88_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                TSTORE(scores_scaled_ownGm59, t88_aiv0);  // varlen_attention.pto:36:37
                             }
                             pipe_barrier(PIPE_V);
                             if (ptodsl_aiv0) {
-                                TMAX(t90, t90, t93);  // varlen_attention.pto:37:27
+                                TileTmp0 tmp8;  // varlen_attention.pto:37:27
+                                TASSIGN(tmp8, 147456);  // varlen_attention.pto:37:27
+                                TROWMAX(t93_aiv0, t88_aiv0, tmp8);  // varlen_attention.pto:37:27
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TMAX(t90_aiv0, t90_aiv0, t93_aiv0);  // varlen_attention.pto:37:27
+                            }
+                            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv10) {  // varlen_attention.pto:36:37
+                                if (!ptodsl_aiv0) {
+                                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView60 scores_ownGm60(scores_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView60::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TLOAD(t87_aiv1, scores_ownGm60);  // varlen_attention.pto:36:37
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                if (!ptodsl_aiv0) {
+                                    TMULS(t88_aiv1, t87_aiv1, softmax_scale);  // varlen_attention.pto:36:37
+                                }
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                if (!ptodsl_aiv0) {
+                                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView61 scores_scaled_ownGm61(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView61::Shape(t88_aiv1.GetValidRow(), t88_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TSTORE(scores_scaled_ownGm61, t88_aiv1);  // varlen_attention.pto:36:37
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TileTmp0 tmp9;  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp9, 147456);  // varlen_attention.pto:37:27
+                                    TROWMAX(t93_aiv1, t88_aiv1, tmp9);  // varlen_attention.pto:37:27
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TMAX(t90_aiv1, t90_aiv1, t93_aiv1);  // varlen_attention.pto:37:27
+                                }
+                            }
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        TileT105Aiv0 t105_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv0, 2048);  // varlen_attention.pto:39:27
+                        TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv1, 3072);  // varlen_attention.pto:39:27
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                            GmView62 mij_ownGm62(mij_own + _g78 * 64, GmView62::Shape(t90_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
+                            TSTORE(mij_ownGm62, t90_aiv0);  // varlen_attention.pto:37:27
+                        }
+                        pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TEXPANDS(t105_aiv0, 0.0f);  // varlen_attention.pto:39:27
+                        }
+                        pipe_barrier(PIPE_V);
+                        for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv11) {  // varlen_attention.pto:37:27
+                            if (!ptodsl_aiv0) {
+                                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                                GmView63 mij_ownGm63(mij_own + _g78 * 64 + 32, GmView63::Shape(t90_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
+                                TSTORE(mij_ownGm63, t90_aiv1);  // varlen_attention.pto:37:27
+                                TEXPANDS(t105_aiv1, 0.0f);  // varlen_attention.pto:39:27
+                            }
+                        }
+                        pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                        for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
+                            TileT96Aiv0 t96_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv0, 4096);  // varlen_attention.pto:38:31
+                            TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv1, 20480);  // varlen_attention.pto:38:31
+                            TileT103Aiv0 t103_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv0, 36864);  // varlen_attention.pto:38:27
+                            TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv1, 53248);  // varlen_attention.pto:38:27
+                            TileT108Aiv0 t108_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv0, 69632);  // varlen_attention.pto:39:27
+                            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv1, 70656);  // varlen_attention.pto:39:27
+                            if (ptodsl_aiv0) {
+                                using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                GmView64 scores_scaled_ownGm64(scores_scaled_own + _g78 * 64 * 128 + _g95 * 128, GmView64::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
+                                TLOAD(t96_aiv0, scores_scaled_ownGm64);  // varlen_attention.pto:38:31
+                            }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                            if (ptodsl_aiv0) {
+                                TileTmp1 tmp10(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:38:27
+                                TASSIGN(tmp10, 147456);  // varlen_attention.pto:38:27
+                                TROWEXPAND(tmp10, t90_aiv0);  // varlen_attention.pto:38:27
+                                pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                                TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp10);  // varlen_attention.pto:38:27
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                            if (ptodsl_aiv0) {
+                                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                GmView65 pij_ownGm65(pij_own + _g78 * 64 * 128 + _g95 * 128, GmView65::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
+                                TSTORE(pij_ownGm65, t103_aiv0);  // varlen_attention.pto:38:27
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TileTmp0 tmp11;  // varlen_attention.pto:39:27
+                                TASSIGN(tmp11, 147456);  // varlen_attention.pto:39:27
+                                TROWSUM(t108_aiv0, t103_aiv0, tmp11);  // varlen_attention.pto:39:27
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TADD(t105_aiv0, t105_aiv0, t108_aiv0);  // varlen_attention.pto:39:27
+                            }
+                            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv12) {  // varlen_attention.pto:38:31
+                                if (!ptodsl_aiv0) {
+                                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                    GmView66 scores_scaled_ownGm66(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView66::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
+                                    TLOAD(t96_aiv1, scores_scaled_ownGm66);  // varlen_attention.pto:38:31
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                if (!ptodsl_aiv0) {
+                                    TileTmp1 tmp12(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp12, 147456);  // varlen_attention.pto:38:27
+                                    TROWEXPAND(tmp12, t90_aiv1);  // varlen_attention.pto:38:27
+                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                                    TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp12);  // varlen_attention.pto:38:27
+                                }
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                if (!ptodsl_aiv0) {
+                                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                    GmView67 pij_ownGm67(pij_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView67::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
+                                    TSTORE(pij_ownGm67, t103_aiv1);  // varlen_attention.pto:38:27
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TileTmp0 tmp13;  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp13, 147456);  // varlen_attention.pto:39:27
+                                    TROWSUM(t108_aiv1, t103_aiv1, tmp13);  // varlen_attention.pto:39:27
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TADD(t105_aiv1, t105_aiv1, t108_aiv1);  // varlen_attention.pto:39:27
+                                }
                             }
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID5);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        if (ptodsl_aiv0) {
-                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                            GmView39 mij_ownGm39(mij_own + _g78 * 64, GmView39::Shape(t90.GetValidRow()));  // varlen_attention.pto:37:27
-                            TSTORE(mij_ownGm39, t90);  // varlen_attention.pto:37:27
-                        }
-                        TileT105 t105(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:39:27
-                        TASSIGN(t105, 2048);  // varlen_attention.pto:39:27
-                        pipe_barrier(PIPE_V);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        if (ptodsl_aiv0) {
-                            TEXPANDS(t105, 0.0f);  // varlen_attention.pto:39:27
-                        }
-                        pipe_barrier(PIPE_V);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID5);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                        for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
-                            TileT96 t96(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                            TASSIGN(t96, 4096);  // varlen_attention.pto:38:31
-                            if (ptodsl_aiv0) {
-                                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                GmView40 scores_scaled_ownGm40(scores_scaled_own + _g78 * 64 * 128 + _g95 * 128, GmView40::Shape(t96.GetValidRow(), t96.GetValidCol()));  // varlen_attention.pto:38:31
-                                TLOAD(t96, scores_scaled_ownGm40);  // varlen_attention.pto:38:31
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TileT103 t103(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                            TASSIGN(t103, 36864);  // varlen_attention.pto:38:27
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                TileTmp1 tmp5(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:38:27
-                                TASSIGN(tmp5, 69632);  // varlen_attention.pto:38:27
-                                TROWEXPAND(tmp5, t90);  // varlen_attention.pto:38:27
-                                pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                TROWEXPANDEXPDIF(t103, t96, tmp5);  // varlen_attention.pto:38:27
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                GmView41 pij_ownGm41(pij_own + _g78 * 64 * 128 + _g95 * 128, GmView41::Shape(t103.GetValidRow(), t103.GetValidCol()));  // varlen_attention.pto:38:27
-                                TSTORE(pij_ownGm41, t103);  // varlen_attention.pto:38:27
-                            }
-                            TileT108 t108(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:39:27
-                            TASSIGN(t108, 4096);  // varlen_attention.pto:39:27
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TileTmp0 tmp6;  // varlen_attention.pto:39:27
-                                TASSIGN(tmp6, 69632);  // varlen_attention.pto:39:27
-                                TROWSUM(t108, t103, tmp6);  // varlen_attention.pto:39:27
-                            }
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TADD(t105, t105, t108);  // varlen_attention.pto:39:27
-                            }
-                        }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                            GmView68 lij_ownGm68(lij_own + _g78 * 64, GmView68::Shape(t105_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
+                            TSTORE(lij_ownGm68, t105_aiv0);  // varlen_attention.pto:39:27
+                        }
+                        for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv13) {  // varlen_attention.pto:39:27
+                            if (!ptodsl_aiv0) {
+                                using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                                GmView69 lij_ownGm69(lij_own + _g78 * 64 + 32, GmView69::Shape(t105_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
+                                TSTORE(lij_ownGm69, t105_aiv1);  // varlen_attention.pto:39:27
+                            }
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                        if (ptodsl_aiv0) {
-                            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                            GmView42 lij_ownGm42(lij_own + _g78 * 64, GmView42::Shape(t105.GetValidRow()));  // varlen_attention.pto:39:27
-                            TSTORE(lij_ownGm42, t105);  // varlen_attention.pto:39:27
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID5);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID5);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
-                            TileT111 t111(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                            TASSIGN(t111, 0);  // varlen_attention.pto:51:38
+                            TileT111Aiv0 t111_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t111_aiv0, 0);  // varlen_attention.pto:51:38
+                            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t111_aiv1, 16384);  // varlen_attention.pto:51:38
+                            TileT112Aiv0 t112_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv0, 32768);  // varlen_attention.pto:51:38
+                            TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv1, 40960);  // varlen_attention.pto:51:38
                             if (ptodsl_aiv0) {
-                                using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                GmView43 pij_ownGm43(pij_own + _g78 * 64 * 128 + _g110 * 128, GmView43::Shape(t111.GetValidRow(), t111.GetValidCol()));  // varlen_attention.pto:51:38
-                                TLOAD(t111, pij_ownGm43);  // varlen_attention.pto:51:38
+                                using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView70 pij_ownGm70(pij_own + _g78 * 64 * 128 + _g110 * 128, GmView70::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                TLOAD(t111_aiv0, pij_ownGm70);  // varlen_attention.pto:51:38
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            TileT112 t112(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                            TASSIGN(t112, 32768);  // varlen_attention.pto:51:38
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             if (ptodsl_aiv0) {
-                                TCVT(t112, t111, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
+                                TCVT(t112_aiv0, t111_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             if (ptodsl_aiv0) {
-                                using GmView44 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                GmView44 t6_ownGm44(t6_own + _g78 * 64 * 128 + _g110 * 128, GmView44::Shape(t112.GetValidRow(), t112.GetValidCol()));  // varlen_attention.pto:51:38
-                                TSTORE(t6_ownGm44, t112);  // varlen_attention.pto:51:38
+                                using GmView71 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView71 t6_ownGm71(t6_own + _g78 * 64 * 128 + _g110 * 128, GmView71::Shape(t112_aiv0.GetValidRow(), t112_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                TSTORE(t6_ownGm71, t112_aiv0);  // varlen_attention.pto:51:38
+                            }
+                            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv14) {  // varlen_attention.pto:51:38
+                                if (!ptodsl_aiv0) {
+                                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView72 pij_ownGm72(pij_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView72::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TLOAD(t111_aiv1, pij_ownGm72);  // varlen_attention.pto:51:38
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                if (!ptodsl_aiv0) {
+                                    TCVT(t112_aiv1, t111_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
+                                }
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                                if (!ptodsl_aiv0) {
+                                    using GmView73 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView73 t6_ownGm73(t6_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView73::Shape(t112_aiv1.GetValidRow(), t112_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TSTORE(t6_ownGm73, t112_aiv1);  // varlen_attention.pto:51:38
+                                }
                             }
                         }
                     }
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
@@ -3987,430 +4656,456 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
                     __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
                     __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g124) {  // varlen_attention.pto:55:34
-                        TileT125 t125(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64));  // varlen_attention.pto:55:34
-                        TASSIGN(t125, 0);  // varlen_attention.pto:55:34
-                        if (ptodsl_aiv0) {
-                            using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView50 miGm50(mi + _g124 * 64, GmView50::Shape(t125.GetValidRow()));  // varlen_attention.pto:55:34
-                            TLOAD(t125, miGm50);  // varlen_attention.pto:55:34
-                        }
-                        TileT126 t126(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 0), 64));  // varlen_attention.pto:55:34
-                        TASSIGN(t126, 2048);  // varlen_attention.pto:55:34
-                        if (ptodsl_aiv0) {
-                            using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView51 mij_ownGm51(mij_own + _g124 * 64, GmView51::Shape(t126.GetValidRow()));  // varlen_attention.pto:55:34
-                            TLOAD(t126, mij_ownGm51);  // varlen_attention.pto:55:34
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT127 t127(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g124 * 64, 64));  // varlen_attention.pto:55:34
-                        TASSIGN(t127, 4096);  // varlen_attention.pto:55:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (ptodsl_aiv0) {
-                            TMAX(t127, t125, t126);  // varlen_attention.pto:55:34
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        if (ptodsl_aiv0) {
-                            using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView52 mi_new_ownGm52(mi_new_own + _g124 * 64, GmView52::Shape(t127.GetValidRow()));  // varlen_attention.pto:55:34
-                            TSTORE(mi_new_ownGm52, t127);  // varlen_attention.pto:55:34
-                        }
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g128 = 0; _g128 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g128) {  // varlen_attention.pto:56:34
-                        TileT129 t129(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g128 * 64, 0), 64));  // varlen_attention.pto:56:34
-                        TASSIGN(t129, 0);  // varlen_attention.pto:56:34
-                        if (ptodsl_aiv0) {
-                            using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                            GmView53 miGm53(mi + _g128 * 64, GmView53::Shape(t129.GetValidRow()));  // varlen_attention.pto:56:34
-                            TLOAD(t129, miGm53);  // varlen_attention.pto:56:34
-                        }
-                        TileT130 t130(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g128 * 64, 0), 64));  // varlen_attention.pto:56:34
-                        TASSIGN(t130, 2048);  // varlen_attention.pto:56:34
-                        if (ptodsl_aiv0) {
-                            using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                            GmView54 mi_new_ownGm54(mi_new_own + _g128 * 64, GmView54::Shape(t130.GetValidRow()));  // varlen_attention.pto:56:34
-                            TLOAD(t130, mi_new_ownGm54);  // varlen_attention.pto:56:34
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT131 t131(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g128 * 64, 64));  // varlen_attention.pto:56:34
-                        TASSIGN(t131, 4096);  // varlen_attention.pto:56:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (ptodsl_aiv0) {
-                            TSUB(t131, t129, t130);  // varlen_attention.pto:56:34
-                        }
-                        TileT134 t134(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g128 * 64, 64));  // varlen_attention.pto:56:30
-                        TASSIGN(t134, 0);  // varlen_attention.pto:56:30
-                        pipe_barrier(PIPE_V);
-                        if (ptodsl_aiv0) {
-                            TEXP(t134, t131);  // varlen_attention.pto:56:30
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        if (ptodsl_aiv0) {
-                            using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:30
-                            GmView55 t2_1_ownGm55(t2_1_own + _g128 * 64, GmView55::Shape(t134.GetValidRow()));  // varlen_attention.pto:56:30
-                            TSTORE(t2_1_ownGm55, t134);  // varlen_attention.pto:56:30
-                        }
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _g135 = 0; _g135 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g135) {  // varlen_attention.pto:57:34
-                        TileT136 t136(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g135 * 64, 0), 64));  // varlen_attention.pto:57:34
-                        TASSIGN(t136, 0);  // varlen_attention.pto:57:34
-                        if (ptodsl_aiv0) {
-                            using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                            GmView56 mij_ownGm56(mij_own + _g135 * 64, GmView56::Shape(t136.GetValidRow()));  // varlen_attention.pto:57:34
-                            TLOAD(t136, mij_ownGm56);  // varlen_attention.pto:57:34
-                        }
-                        TileT137 t137(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g135 * 64, 0), 64));  // varlen_attention.pto:57:34
-                        TASSIGN(t137, 2048);  // varlen_attention.pto:57:34
-                        if (ptodsl_aiv0) {
-                            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                            GmView57 mi_new_ownGm57(mi_new_own + _g135 * 64, GmView57::Shape(t137.GetValidRow()));  // varlen_attention.pto:57:34
-                            TLOAD(t137, mi_new_ownGm57);  // varlen_attention.pto:57:34
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT138 t138(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g135 * 64, 64));  // varlen_attention.pto:57:34
-                        TASSIGN(t138, 4096);  // varlen_attention.pto:57:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (ptodsl_aiv0) {
-                            TSUB(t138, t136, t137);  // varlen_attention.pto:57:34
-                        }
-                        TileT141 t141(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g135 * 64, 64));  // varlen_attention.pto:57:30
-                        TASSIGN(t141, 0);  // varlen_attention.pto:57:30
-                        pipe_barrier(PIPE_V);
-                        if (ptodsl_aiv0) {
-                            TEXP(t141, t138);  // varlen_attention.pto:57:30
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        if (ptodsl_aiv0) {
-                            using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:30
-                            GmView58 t4_1_ownGm58(t4_1_own + _g135 * 64, GmView58::Shape(t141.GetValidRow()));  // varlen_attention.pto:57:30
-                            TSTORE(t4_1_ownGm58, t141);  // varlen_attention.pto:57:30
-                        }
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g142 = 0; _g142 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), 64); ++_g142) {  // varlen_attention.pto:58:34
-                        TileT143 t143(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g142 * 64, 0), 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t143, 0);  // varlen_attention.pto:58:34
-                        if (ptodsl_aiv0) {
-                            using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView59 t2_1_ownGm59(t2_1_own + _g142 * 64, GmView59::Shape(t143.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t143, t2_1_ownGm59);  // varlen_attention.pto:58:34
-                        }
-                        TileT144 t144(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g142 * 64, 0), 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t144, 2048);  // varlen_attention.pto:58:34
-                        if (ptodsl_aiv0) {
-                            using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView60 liGm60(li + _g142 * 64, GmView60::Shape(t144.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t144, liGm60);  // varlen_attention.pto:58:34
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT145 t145(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64) - _g142 * 64, 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t145, 4096);  // varlen_attention.pto:58:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (ptodsl_aiv0) {
-                            TMUL(t145, t143, t144);  // varlen_attention.pto:58:34
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        if (ptodsl_aiv0) {
-                            using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView61 t9_ownGm61(t9_own + _g142 * 64, GmView61::Shape(t145.GetValidRow()));  // varlen_attention.pto:58:34
-                            TSTORE(t9_ownGm61, t145);  // varlen_attention.pto:58:34
-                        }
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g146 = 0; _g146 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g146) {  // varlen_attention.pto:58:44
-                        TileT147 t147(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g146 * 64, 0), 64));  // varlen_attention.pto:58:44
-                        TASSIGN(t147, 0);  // varlen_attention.pto:58:44
-                        if (ptodsl_aiv0) {
-                            using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView62 t4_1_ownGm62(t4_1_own + _g146 * 64, GmView62::Shape(t147.GetValidRow()));  // varlen_attention.pto:58:44
-                            TLOAD(t147, t4_1_ownGm62);  // varlen_attention.pto:58:44
-                        }
-                        TileT148 t148(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g146 * 64, 0), 64));  // varlen_attention.pto:58:44
-                        TASSIGN(t148, 2048);  // varlen_attention.pto:58:44
-                        if (ptodsl_aiv0) {
-                            using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView63 lij_ownGm63(lij_own + _g146 * 64, GmView63::Shape(t148.GetValidRow()));  // varlen_attention.pto:58:44
-                            TLOAD(t148, lij_ownGm63);  // varlen_attention.pto:58:44
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT149 t149(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g146 * 64, 64));  // varlen_attention.pto:58:44
-                        TASSIGN(t149, 4096);  // varlen_attention.pto:58:44
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (ptodsl_aiv0) {
-                            TMUL(t149, t147, t148);  // varlen_attention.pto:58:44
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        if (ptodsl_aiv0) {
-                            using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView64 t10_ownGm64(t10_own + _g146 * 64, GmView64::Shape(t149.GetValidRow()));  // varlen_attention.pto:58:44
-                            TSTORE(t10_ownGm64, t149);  // varlen_attention.pto:58:44
-                        }
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g150 = 0; _g150 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g150) {  // varlen_attention.pto:58:34
-                        TileT151 t151(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64) - _g150 * 64, 0), 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t151, 0);  // varlen_attention.pto:58:34
-                        if (ptodsl_aiv0) {
-                            using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView65 t9_ownGm65(t9_own + _g150 * 64, GmView65::Shape(t151.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t151, t9_ownGm65);  // varlen_attention.pto:58:34
-                        }
-                        TileT152 t152(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g150 * 64, 0), 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t152, 2048);  // varlen_attention.pto:58:34
-                        if (ptodsl_aiv0) {
-                            using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView66 t10_ownGm66(t10_own + _g150 * 64, GmView66::Shape(t152.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t152, t10_ownGm66);  // varlen_attention.pto:58:34
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT153 t153(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g150 * 64, 64));  // varlen_attention.pto:58:34
-                        TASSIGN(t153, 4096);  // varlen_attention.pto:58:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (ptodsl_aiv0) {
-                            TADD(t153, t151, t152);  // varlen_attention.pto:58:34
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                        if (ptodsl_aiv0) {
-                            using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView67 li_new_ownGm67(li_new_own + _g150 * 64, GmView67::Shape(t153.GetValidRow()));  // varlen_attention.pto:58:34
-                            TSTORE(li_new_ownGm67, t153);  // varlen_attention.pto:58:34
-                        }
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g154 = 0; _g154 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g154) {  // varlen_attention.pto:59:34
-                        TileT155 t155(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g154 * 64, 0), 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t155, 0);  // varlen_attention.pto:59:34
-                        if (ptodsl_aiv0) {
-                            using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView68 oiGm68(oi + _g154 * 64 * 64, GmView68::Shape(t155.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t155, oiGm68);  // varlen_attention.pto:59:34
-                        }
-                        TileT156 t156(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g154 * 64, 0), 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t156, 16384);  // varlen_attention.pto:59:34
-                        if (ptodsl_aiv0) {
-                            using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
-                            GmView69 t2_1_ownGm69(t2_1_own + _g154 * 64, GmView69::Shape(t156.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t156, t2_1_ownGm69);  // varlen_attention.pto:59:34
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT157 t157(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g154 * 64, 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t157, 18432);  // varlen_attention.pto:59:34
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (ptodsl_aiv0) {
-                            TROWEXPAND(t157, t156);  // varlen_attention.pto:59:34
-                        }
-                        TileT158 t158(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g154 * 64, 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t158, 34816);  // varlen_attention.pto:59:34
-                        pipe_barrier(PIPE_V);
-                        if (ptodsl_aiv0) {
-                            TMUL(t158, t155, t157);  // varlen_attention.pto:59:34
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                        if (ptodsl_aiv0) {
-                            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView70 t11_ownGm70(t11_own + _g154 * 64 * 64, GmView70::Shape(t158.GetValidRow()));  // varlen_attention.pto:59:34
-                            TSTORE(t11_ownGm70, t158);  // varlen_attention.pto:59:34
-                        }
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag_dev(7);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g159) {  // varlen_attention.pto:59:44
-                        TileT160 t160(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g159 * 64, 0), 64));  // varlen_attention.pto:59:44
-                        TASSIGN(t160, 0);  // varlen_attention.pto:59:44
+                    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
+                        TileT125Aiv0 t125_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t125_aiv0, 0);  // varlen_attention.pto:55:34
+                        TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t125_aiv1, 1024);  // varlen_attention.pto:55:34
+                        TileT126Aiv0 t126_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv0, 2048);  // varlen_attention.pto:55:34
+                        TileT126Aiv1 t126_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv1, 3072);  // varlen_attention.pto:55:34
+                        TileT127Aiv0 t127_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv0, 4096);  // varlen_attention.pto:55:34
+                        TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv1, 5120);  // varlen_attention.pto:55:34
+                        TileT131Aiv0 t131_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv0, 6144);  // varlen_attention.pto:56:34
+                        TileT131Aiv1 t131_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv1, 7168);  // varlen_attention.pto:56:34
+                        TileT134Aiv0 t134_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv0, 8192);  // varlen_attention.pto:56:30
+                        TileT134Aiv1 t134_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv1, 9216);  // varlen_attention.pto:56:30
+                        TileT138Aiv0 t138_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv0, 10240);  // varlen_attention.pto:57:34
+                        TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv1, 11264);  // varlen_attention.pto:57:34
+                        TileT141Aiv0 t141_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv0, 12288);  // varlen_attention.pto:57:30
+                        TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv1, 13312);  // varlen_attention.pto:57:30
+                        TileT144Aiv0 t144_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv0, 14336);  // varlen_attention.pto:58:34
+                        TileT144Aiv1 t144_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv1, 15360);  // varlen_attention.pto:58:34
+                        TileT145Aiv0 t145_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv0, 16384);  // varlen_attention.pto:58:34
+                        TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv1, 17408);  // varlen_attention.pto:58:34
+                        TileT148Aiv0 t148_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv0, 18432);  // varlen_attention.pto:58:44
+                        TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv1, 19456);  // varlen_attention.pto:58:44
+                        TileT149Aiv0 t149_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv0, 20480);  // varlen_attention.pto:58:44
+                        TileT149Aiv1 t149_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv1, 21504);  // varlen_attention.pto:58:44
+                        TileT153Aiv0 t153_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv0, 22528);  // varlen_attention.pto:58:34
+                        TileT153Aiv1 t153_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv1, 23552);  // varlen_attention.pto:58:34
+                        TileT155Aiv0 t155_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv0, 24576);  // varlen_attention.pto:59:34
+                        TileT155Aiv1 t155_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv1, 32768);  // varlen_attention.pto:59:34
+                        TileT157Aiv0 t157_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv0, 40960);  // varlen_attention.pto:59:34
+                        TileT157Aiv1 t157_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv1, 49152);  // varlen_attention.pto:59:34
+                        TileT158Aiv0 t158_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv0, 57344);  // varlen_attention.pto:59:34
+                        TileT158Aiv1 t158_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv1, 65536);  // varlen_attention.pto:59:34
+                        TileT160Aiv0 t160_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv0, 73728);  // varlen_attention.pto:59:44
+                        TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv1, 81920);  // varlen_attention.pto:59:44
+                        TileT163Aiv0 t163_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv0, 90112);  // varlen_attention.pto:59:44
+                        TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv1, 98304);  // varlen_attention.pto:59:44
                         if (ptodsl_aiv0) {
-                            using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                            GmView71 oij_1_ownGm71(oij_1_own + _g159 * 64 * 64, GmView71::Shape(t160.GetValidRow()));  // varlen_attention.pto:59:44
-                            TLOAD(t160, oij_1_ownGm71);  // varlen_attention.pto:59:44
+                            using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView79 miGm79(mi + _g124 * 64, GmView79::Shape(t125_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t125_aiv0, miGm79);  // varlen_attention.pto:55:34
+                            using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView80 mij_ownGm80(mij_own + _g124 * 64, GmView80::Shape(t126_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t126_aiv0, mij_ownGm80);  // varlen_attention.pto:55:34
                         }
-                        TileT161 t161(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g159 * 64, 0), 64));  // varlen_attention.pto:59:44
-                        TASSIGN(t161, 16384);  // varlen_attention.pto:59:44
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         if (ptodsl_aiv0) {
-                            using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
-                            GmView72 t4_1_ownGm72(t4_1_own + _g159 * 64, GmView72::Shape(t161.GetValidRow()));  // varlen_attention.pto:59:44
-                            TLOAD(t161, t4_1_ownGm72);  // varlen_attention.pto:59:44
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT162 t162(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g159 * 64, 64));  // varlen_attention.pto:59:44
-                        TASSIGN(t162, 18432);  // varlen_attention.pto:59:44
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (ptodsl_aiv0) {
-                            TROWEXPAND(t162, t161);  // varlen_attention.pto:59:44
-                        }
-                        TileT163 t163(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g159 * 64, 64));  // varlen_attention.pto:59:44
-                        TASSIGN(t163, 34816);  // varlen_attention.pto:59:44
-                        pipe_barrier(PIPE_V);
-                        if (ptodsl_aiv0) {
-                            TMUL(t163, t160, t162);  // varlen_attention.pto:59:44
+                            TMAX(t127_aiv0, t125_aiv0, t126_aiv0);  // varlen_attention.pto:55:34
                         }
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         if (ptodsl_aiv0) {
-                            using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                            GmView73 t12_ownGm73(t12_own + _g159 * 64 * 64, GmView73::Shape(t163.GetValidRow()));  // varlen_attention.pto:59:44
-                            TSTORE(t12_ownGm73, t163);  // varlen_attention.pto:59:44
+                            using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView81 mi_new_ownGm81(mi_new_own + _g124 * 64, GmView81::Shape(t127_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                            TSTORE(mi_new_ownGm81, t127_aiv0);  // varlen_attention.pto:55:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (ptodsl_aiv0) {
+                            TSUB(t131_aiv0, t125_aiv0, t127_aiv0);  // varlen_attention.pto:56:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (ptodsl_aiv0) {
+                            TEXP(t134_aiv0, t131_aiv0);  // varlen_attention.pto:56:30
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (ptodsl_aiv0) {
+                            TSUB(t138_aiv0, t126_aiv0, t127_aiv0);  // varlen_attention.pto:57:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (ptodsl_aiv0) {
+                            TEXP(t141_aiv0, t138_aiv0);  // varlen_attention.pto:57:30
+                            using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                            GmView82 liGm82(li + _g124 * 64, GmView82::Shape(t144_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t144_aiv0, liGm82);  // varlen_attention.pto:58:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TMUL(t145_aiv0, t134_aiv0, t144_aiv0);  // varlen_attention.pto:58:34
+                            using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                            GmView83 lij_ownGm83(lij_own + _g124 * 64, GmView83::Shape(t148_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
+                            TLOAD(t148_aiv0, lij_ownGm83);  // varlen_attention.pto:58:44
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TMUL(t149_aiv0, t141_aiv0, t148_aiv0);  // varlen_attention.pto:58:44
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (ptodsl_aiv0) {
+                            TADD(t153_aiv0, t145_aiv0, t149_aiv0);  // varlen_attention.pto:58:34
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                            GmView84 li_new_ownGm84(li_new_own + _g124 * 64, GmView84::Shape(t153_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                            TSTORE(li_new_ownGm84, t153_aiv0);  // varlen_attention.pto:58:34
+                            using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView85 oiGm85(oi + _g124 * 64 * 64, GmView85::Shape(t155_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t155_aiv0, oiGm85);  // varlen_attention.pto:59:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TROWEXPAND(t157_aiv0, t134_aiv0);  // varlen_attention.pto:59:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TMUL(t158_aiv0, t155_aiv0, t157_aiv0);  // varlen_attention.pto:59:34
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView86 t11_ownGm86(t11_own + _g124 * 64 * 64, GmView86::Shape(t158_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(t11_ownGm86, t158_aiv0);  // varlen_attention.pto:59:34
+                            using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                            GmView87 oij_1_ownGm87(oij_1_own + _g124 * 64 * 64, GmView87::Shape(t160_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                            TLOAD(t160_aiv0, oij_1_ownGm87);  // varlen_attention.pto:59:44
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TileTmp1 tmp14(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                            TASSIGN(tmp14, 147456);  // varlen_attention.pto:59:44
+                            TROWEXPAND(tmp14, t141_aiv0);  // varlen_attention.pto:59:44
+                            pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                            TROWEXPANDMUL(t163_aiv0, t160_aiv0, tmp14);  // varlen_attention.pto:59:44
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                            GmView88 t12_ownGm88(t12_own + _g124 * 64 * 64, GmView88::Shape(t163_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                            TSTORE(t12_ownGm88, t163_aiv0);  // varlen_attention.pto:59:44
+                        }
+                        for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv15) {  // varlen_attention.pto:55:34
+                            if (!ptodsl_aiv0) {
+                                using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView89 miGm89(mi + _g124 * 64 + 32, GmView89::Shape(t125_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t125_aiv1, miGm89);  // varlen_attention.pto:55:34
+                            }
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv16) {  // varlen_attention.pto:55:34
+                            if (!ptodsl_aiv0) {
+                                using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView90 mij_ownGm90(mij_own + _g124 * 64 + 32, GmView90::Shape(t126_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t126_aiv1, mij_ownGm90);  // varlen_attention.pto:55:34
+                            }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                TMAX(t127_aiv1, t125_aiv1, t126_aiv1);  // varlen_attention.pto:55:34
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView91 mi_new_ownGm91(mi_new_own + _g124 * 64 + 32, GmView91::Shape(t127_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                TSTORE(mi_new_ownGm91, t127_aiv1);  // varlen_attention.pto:55:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (!ptodsl_aiv0) {
+                                TSUB(t131_aiv1, t125_aiv1, t127_aiv1);  // varlen_attention.pto:56:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (!ptodsl_aiv0) {
+                                TEXP(t134_aiv1, t131_aiv1);  // varlen_attention.pto:56:30
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (!ptodsl_aiv0) {
+                                TSUB(t138_aiv1, t126_aiv1, t127_aiv1);  // varlen_attention.pto:57:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (!ptodsl_aiv0) {
+                                TEXP(t141_aiv1, t138_aiv1);  // varlen_attention.pto:57:30
+                            }
+                        }
+                        for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv17) {  // varlen_attention.pto:58:34
+                            if (!ptodsl_aiv0) {
+                                using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                                GmView92 liGm92(li + _g124 * 64 + 32, GmView92::Shape(t144_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                                TLOAD(t144_aiv1, liGm92);  // varlen_attention.pto:58:34
+                            }
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv18) {  // varlen_attention.pto:58:34
+                            if (!ptodsl_aiv0) {
+                                TMUL(t145_aiv1, t134_aiv1, t144_aiv1);  // varlen_attention.pto:58:34
+                                using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                                GmView93 lij_ownGm93(lij_own + _g124 * 64 + 32, GmView93::Shape(t148_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
+                                TLOAD(t148_aiv1, lij_ownGm93);  // varlen_attention.pto:58:44
+                            }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                TMUL(t149_aiv1, t141_aiv1, t148_aiv1);  // varlen_attention.pto:58:44
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (!ptodsl_aiv0) {
+                                TADD(t153_aiv1, t145_aiv1, t149_aiv1);  // varlen_attention.pto:58:34
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                                GmView94 li_new_ownGm94(li_new_own + _g124 * 64 + 32, GmView94::Shape(t153_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                                TSTORE(li_new_ownGm94, t153_aiv1);  // varlen_attention.pto:58:34
+                            }
+                        }
+                        for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv19) {  // varlen_attention.pto:59:34
+                            if (!ptodsl_aiv0) {
+                                using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView95 oiGm95(oi + (_g124 * 64 + 32) * 64, GmView95::Shape(t155_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t155_aiv1, oiGm95);  // varlen_attention.pto:59:34
+                            }
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv20) {  // varlen_attention.pto:59:34
+                            if (!ptodsl_aiv0) {
+                                TROWEXPAND(t157_aiv1, t134_aiv1);  // varlen_attention.pto:59:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (!ptodsl_aiv0) {
+                                TMUL(t158_aiv1, t155_aiv1, t157_aiv1);  // varlen_attention.pto:59:34
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView96 t11_ownGm96(t11_own + (_g124 * 64 + 32) * 64, GmView96::Shape(t158_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TSTORE(t11_ownGm96, t158_aiv1);  // varlen_attention.pto:59:34
+                                using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                                GmView97 oij_1_ownGm97(oij_1_own + (_g124 * 64 + 32) * 64, GmView97::Shape(t160_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                                TLOAD(t160_aiv1, oij_1_ownGm97);  // varlen_attention.pto:59:44
+                            }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                TileTmp1 tmp15(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                                TASSIGN(tmp15, 147456);  // varlen_attention.pto:59:44
+                                TROWEXPAND(tmp15, t141_aiv1);  // varlen_attention.pto:59:44
+                                pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                                TROWEXPANDMUL(t163_aiv1, t160_aiv1, tmp15);  // varlen_attention.pto:59:44
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                                GmView98 t12_ownGm98(t12_own + (_g124 * 64 + 32) * 64, GmView98::Shape(t163_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                                TSTORE(t12_ownGm98, t163_aiv1);  // varlen_attention.pto:59:44
+                            }
                         }
                     }
                     pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), 64); ++_g164) {  // varlen_attention.pto:59:34
-                        TileT165 t165(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g164 * 64, 0), 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t165, 0);  // varlen_attention.pto:59:34
+                    for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
+                        TileT165Aiv0 t165_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t165_aiv0, 0);  // varlen_attention.pto:59:34
+                        TileT165Aiv1 t165_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t165_aiv1, 8192);  // varlen_attention.pto:59:34
+                        TileT166Aiv0 t166_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv0, 16384);  // varlen_attention.pto:59:34
+                        TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv1, 24576);  // varlen_attention.pto:59:34
+                        TileT167Aiv0 t167_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv0, 32768);  // varlen_attention.pto:59:34
+                        TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv1, 40960);  // varlen_attention.pto:59:34
+                        TileT169Aiv0 t169_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv0, 49152);  // varlen_attention.pto:66:29
+                        TileT169Aiv1 t169_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv1, 50176);  // varlen_attention.pto:66:29
+                        TileT171Aiv0 t171_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv0, 51200);  // varlen_attention.pto:67:29
+                        TileT171Aiv1 t171_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv1, 52224);  // varlen_attention.pto:67:29
                         if (ptodsl_aiv0) {
-                            using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView74 t11_ownGm74(t11_own + _g164 * 64 * 64, GmView74::Shape(t165.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t165, t11_ownGm74);  // varlen_attention.pto:59:34
-                        }
-                        TileT166 t166(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g164 * 64, 0), 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t166, 16384);  // varlen_attention.pto:59:34
-                        if (ptodsl_aiv0) {
-                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView75 t12_ownGm75(t12_own + _g164 * 64 * 64, GmView75::Shape(t166.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t166, t12_ownGm75);  // varlen_attention.pto:59:34
+                            using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView99 t11_ownGm99(t11_own + _g164 * 64 * 64, GmView99::Shape(t165_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t165_aiv0, t11_ownGm99);  // varlen_attention.pto:59:34
+                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView100 t12_ownGm100(t12_own + _g164 * 64 * 64, GmView100::Shape(t166_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t166_aiv0, t12_ownGm100);  // varlen_attention.pto:59:34
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TileT167 t167(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))) - _g164 * 64, 64));  // varlen_attention.pto:59:34
-                        TASSIGN(t167, 32768);  // varlen_attention.pto:59:34
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (ptodsl_aiv0) {
-                            TADD(t167, t165, t166);  // varlen_attention.pto:59:34
+                            TADD(t167_aiv0, t165_aiv0, t166_aiv0);  // varlen_attention.pto:59:34
                         }
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                         if (ptodsl_aiv0) {
-                            using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView76 oi_update_ownGm76(oi_update_own + _g164 * 64 * 64, GmView76::Shape(t167.GetValidRow()));  // varlen_attention.pto:59:34
-                            TSTORE(oi_update_ownGm76, t167);  // varlen_attention.pto:59:34
+                            using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView101 oi_update_ownGm101(oi_update_own + _g164 * 64 * 64, GmView101::Shape(t167_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(oi_update_ownGm101, t167_aiv0);  // varlen_attention.pto:59:34
+                            using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                            GmView102 li_new_ownGm102(li_new_own + _g164 * 64, GmView102::Shape(t169_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
+                            TLOAD(t169_aiv0, li_new_ownGm102);  // varlen_attention.pto:66:29
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        if (ptodsl_aiv0) {
+                            using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                            GmView103 li_update_ownGm103(li_update_own + _g164 * 64, GmView103::Shape(t169_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
+                            TSTORE(li_update_ownGm103, t169_aiv0);  // varlen_attention.pto:66:29
+                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                            GmView104 mi_new_ownGm104(mi_new_own + _g164 * 64, GmView104::Shape(t171_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
+                            TLOAD(t171_aiv0, mi_new_ownGm104);  // varlen_attention.pto:67:29
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        if (ptodsl_aiv0) {
+                            using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                            GmView105 mi_update_ownGm105(mi_update_own + _g164 * 64, GmView105::Shape(t171_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
+                            TSTORE(mi_update_ownGm105, t171_aiv0);  // varlen_attention.pto:67:29
+                        }
+                        for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv21) {  // varlen_attention.pto:59:34
+                            if (!ptodsl_aiv0) {
+                                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView106 t11_ownGm106(t11_own + (_g164 * 64 + 32) * 64, GmView106::Shape(t165_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t165_aiv1, t11_ownGm106);  // varlen_attention.pto:59:34
+                                using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView107 t12_ownGm107(t12_own + (_g164 * 64 + 32) * 64, GmView107::Shape(t166_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t166_aiv1, t12_ownGm107);  // varlen_attention.pto:59:34
+                            }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                            if (!ptodsl_aiv0) {
+                                TADD(t167_aiv1, t165_aiv1, t166_aiv1);  // varlen_attention.pto:59:34
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            if (!ptodsl_aiv0) {
+                                using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView108 oi_update_ownGm108(oi_update_own + (_g164 * 64 + 32) * 64, GmView108::Shape(t167_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TSTORE(oi_update_ownGm108, t167_aiv1);  // varlen_attention.pto:59:34
+                                using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                                GmView109 li_new_ownGm109(li_new_own + _g164 * 64 + 32, GmView109::Shape(t169_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
+                                TLOAD(t169_aiv1, li_new_ownGm109);  // varlen_attention.pto:66:29
+                            }
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            if (!ptodsl_aiv0) {
+                                using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                                GmView110 li_update_ownGm110(li_update_own + _g164 * 64 + 32, GmView110::Shape(t169_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
+                                TSTORE(li_update_ownGm110, t169_aiv1);  // varlen_attention.pto:66:29
+                                using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                                GmView111 mi_new_ownGm111(mi_new_own + _g164 * 64 + 32, GmView111::Shape(t171_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
+                                TLOAD(t171_aiv1, mi_new_ownGm111);  // varlen_attention.pto:67:29
+                            }
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            if (!ptodsl_aiv0) {
+                                using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                                GmView112 mi_update_ownGm112(mi_update_own + _g164 * 64 + 32, GmView112::Shape(t171_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
+                                TSTORE(mi_update_ownGm112, t171_aiv1);  // varlen_attention.pto:67:29
+                            }
                         }
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _g168 = 0; _g168 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g168) {  // varlen_attention.pto:66:29
-                        TileT169 t169(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g168 * 64, 64));  // varlen_attention.pto:66:29
-                        TASSIGN(t169, 0);  // varlen_attention.pto:66:29
-                        if (ptodsl_aiv0) {
-                            using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                            GmView77 li_new_ownGm77(li_new_own + _g168 * 64, GmView77::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
-                            TLOAD(t169, li_new_ownGm77);  // varlen_attention.pto:66:29
-                        }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        if (ptodsl_aiv0) {
-                            using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                            GmView78 li_update_ownGm78(li_update_own + _g168 * 64, GmView78::Shape(t169.GetValidRow()));  // varlen_attention.pto:66:29
-                            TSTORE(li_update_ownGm78, t169);  // varlen_attention.pto:66:29
-                        }
-                    }
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _g170 = 0; _g170 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g170) {  // varlen_attention.pto:67:29
-                        TileT171 t171(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g170 * 64, 64));  // varlen_attention.pto:67:29
-                        TASSIGN(t171, 0);  // varlen_attention.pto:67:29
-                        if (ptodsl_aiv0) {
-                            using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                            GmView79 mi_new_ownGm79(mi_new_own + _g170 * 64, GmView79::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
-                            TLOAD(t171, mi_new_ownGm79);  // varlen_attention.pto:67:29
-                        }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        if (ptodsl_aiv0) {
-                            using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                            GmView80 mi_update_ownGm80(mi_update_own + _g170 * 64, GmView80::Shape(t171.GetValidRow()));  // varlen_attention.pto:67:29
-                            TSTORE(mi_update_ownGm80, t171);  // varlen_attention.pto:67:29
-                        }
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 }
                 wait_flag_dev(3);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag_dev(5);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
@@ -4451,155 +5146,277 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* v_tile_view_last = v + (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128) * HD + h * 64;  // varlen_attention.pto:34:35
                         for (int64_t _g172 = 0; _g172 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g172) {  // varlen_attention.pto:35:30
-                            TileT184 t184(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:37:27
-                            TASSIGN(t184, 0);  // varlen_attention.pto:37:27
+                            TileT184Aiv0 t184_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:37:27
+                            TASSIGN(t184_aiv0, 0);  // varlen_attention.pto:37:27
+                            TileT184Aiv1 t184_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                            TASSIGN(t184_aiv1, 1024);  // varlen_attention.pto:37:27
                             if (ptodsl_aiv0) {
-                                TEXPANDS(t184, -__builtin_inff());  // varlen_attention.pto:37:27
+                                TEXPANDS(t184_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
+                            }
+                            for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv22) {  // varlen_attention.pto:37:27
+                                if (!ptodsl_aiv0) {
+                                    TEXPANDS(t184_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
+                                }
                             }
                             pipe_barrier(PIPE_V);
                             for (int64_t _g173 = 0; _g173 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g173) {  // varlen_attention.pto:35:30
-                                TileT181 t181(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t181, 2048);  // varlen_attention.pto:36:37
+                                TileT181Aiv0 t181_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t181_aiv0, 2048);  // varlen_attention.pto:36:37
+                                TileT181Aiv1 t181_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t181_aiv1, 18432);  // varlen_attention.pto:36:37
+                                TileT182Aiv0 t182_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t182_aiv0, 34816);  // varlen_attention.pto:36:37
+                                TileT182Aiv1 t182_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
+                                TASSIGN(t182_aiv1, 51200);  // varlen_attention.pto:36:37
+                                TileT187Aiv0 t187_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:37:27
+                                TASSIGN(t187_aiv0, 67584);  // varlen_attention.pto:37:27
+                                TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                                TASSIGN(t187_aiv1, 68608);  // varlen_attention.pto:37:27
                                 wait_flag_dev(5);
                                 if (ptodsl_aiv0) {
-                                    using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView84 scores_last_ownGm84(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView84::Shape(t181.GetValidRow(), t181.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TLOAD(t181, scores_last_ownGm84);  // varlen_attention.pto:36:37
+                                    using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView116 scores_last_ownGm116(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView116::Shape(t181_aiv0.GetValidRow(), t181_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TLOAD(t181_aiv0, scores_last_ownGm116);  // varlen_attention.pto:36:37
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT182 t182(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t182, 34816);  // varlen_attention.pto:36:37
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
-                                    TMULS(t182, t181, softmax_scale);  // varlen_attention.pto:36:37
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                if (ptodsl_aiv0) {
-                                    using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView85 scores_scaled_last_ownGm85(scores_scaled_last_own + _g172 * 64 * 128 + _g173 * 128, GmView85::Shape(t182.GetValidRow(), t182.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TSTORE(scores_scaled_last_ownGm85, t182);  // varlen_attention.pto:36:37
-                                }
-                                TileT187 t187(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:37:27
-                                TASSIGN(t187, 2048);  // varlen_attention.pto:37:27
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TileTmp0 tmp7;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp7, 69632);  // varlen_attention.pto:37:27
-                                    TROWMAX(t187, t182, tmp7);  // varlen_attention.pto:37:27
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TMAX(t184, t184, t187);  // varlen_attention.pto:37:27
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                GmView86 mij_last_ownGm86(mij_last_own + _g172 * 64, GmView86::Shape(t184.GetValidRow()));  // varlen_attention.pto:37:27
-                                TSTORE(mij_last_ownGm86, t184);  // varlen_attention.pto:37:27
-                            }
-                            TileT199 t199(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:39:27
-                            TASSIGN(t199, 2048);  // varlen_attention.pto:39:27
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                TEXPANDS(t199, 0.0f);  // varlen_attention.pto:39:27
-                            }
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _g189 = 0; _g189 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g189) {  // varlen_attention.pto:38:31
-                                TileT190 t190(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t190, 4096);  // varlen_attention.pto:38:31
-                                if (ptodsl_aiv0) {
-                                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                    GmView87 scores_scaled_last_ownGm87(scores_scaled_last_own + _g172 * 64 * 128 + _g189 * 128, GmView87::Shape(t190.GetValidRow(), t190.GetValidCol()));  // varlen_attention.pto:38:31
-                                    TLOAD(t190, scores_scaled_last_ownGm87);  // varlen_attention.pto:38:31
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileT197 t197(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t197, 36864);  // varlen_attention.pto:38:27
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                if (ptodsl_aiv0) {
-                                    TileTmp1 tmp8(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp8, 69632);  // varlen_attention.pto:38:27
-                                    TROWEXPAND(tmp8, t184);  // varlen_attention.pto:38:27
-                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                    TROWEXPANDEXPDIF(t197, t190, tmp8);  // varlen_attention.pto:38:27
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                if (ptodsl_aiv0) {
-                                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                    GmView88 pij_last_ownGm88(pij_last_own + _g172 * 64 * 128 + _g189 * 128, GmView88::Shape(t197.GetValidRow(), t197.GetValidCol()));  // varlen_attention.pto:38:27
-                                    TSTORE(pij_last_ownGm88, t197);  // varlen_attention.pto:38:27
-                                }
-                                TileT202 t202(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:39:27
-                                TASSIGN(t202, 4096);  // varlen_attention.pto:39:27
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TileTmp0 tmp9;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp9, 69632);  // varlen_attention.pto:39:27
-                                    TROWSUM(t202, t197, tmp9);  // varlen_attention.pto:39:27
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TADD(t199, t199, t202);  // varlen_attention.pto:39:27
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                GmView89 lij_last_ownGm89(lij_last_own + _g172 * 64, GmView89::Shape(t199.GetValidRow()));  // varlen_attention.pto:39:27
-                                TSTORE(lij_last_ownGm89, t199);  // varlen_attention.pto:39:27
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                            for (int64_t _g204 = 0; _g204 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g204) {  // varlen_attention.pto:51:38
-                                TileT205 t205(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t205, 0);  // varlen_attention.pto:51:38
-                                if (ptodsl_aiv0) {
-                                    using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView90 pij_last_ownGm90(pij_last_own + _g172 * 64 * 128 + _g204 * 128, GmView90::Shape(t205.GetValidRow(), t205.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TLOAD(t205, pij_last_ownGm90);  // varlen_attention.pto:51:38
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                TileT206 t206(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t206, 32768);  // varlen_attention.pto:51:38
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                                if (ptodsl_aiv0) {
-                                    TCVT(t206, t205, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
+                                    TMULS(t182_aiv0, t181_aiv0, softmax_scale);  // varlen_attention.pto:36:37
                                 }
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
-                                    using GmView91 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView91 t6_last_ownGm91(t6_last_own + _g172 * 64 * 128 + _g204 * 128, GmView91::Shape(t206.GetValidRow(), t206.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TSTORE(t6_last_ownGm91, t206);  // varlen_attention.pto:51:38
+                                    using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView117 scores_scaled_last_ownGm117(scores_scaled_last_own + _g172 * 64 * 128 + _g173 * 128, GmView117::Shape(t182_aiv0.GetValidRow(), t182_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TSTORE(scores_scaled_last_ownGm117, t182_aiv0);  // varlen_attention.pto:36:37
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (ptodsl_aiv0) {
+                                    TileTmp0 tmp16;  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp16, 147456);  // varlen_attention.pto:37:27
+                                    TROWMAX(t187_aiv0, t182_aiv0, tmp16);  // varlen_attention.pto:37:27
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (ptodsl_aiv0) {
+                                    TMAX(t184_aiv0, t184_aiv0, t187_aiv0);  // varlen_attention.pto:37:27
+                                }
+                                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv23) {  // varlen_attention.pto:36:37
+                                    if (!ptodsl_aiv0) {
+                                        using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                        GmView118 scores_last_ownGm118(scores_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView118::Shape(t181_aiv1.GetValidRow(), t181_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                        TLOAD(t181_aiv1, scores_last_ownGm118);  // varlen_attention.pto:36:37
+                                    }
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    if (!ptodsl_aiv0) {
+                                        TMULS(t182_aiv1, t181_aiv1, softmax_scale);  // varlen_attention.pto:36:37
+                                    }
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                    if (!ptodsl_aiv0) {
+                                        using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                        GmView119 scores_scaled_last_ownGm119(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView119::Shape(t182_aiv1.GetValidRow(), t182_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                        TSTORE(scores_scaled_last_ownGm119, t182_aiv1);  // varlen_attention.pto:36:37
+                                    }
+                                    pipe_barrier(PIPE_V);
+                                    if (!ptodsl_aiv0) {
+                                        TileTmp0 tmp17;  // varlen_attention.pto:37:27
+                                        TASSIGN(tmp17, 147456);  // varlen_attention.pto:37:27
+                                        TROWMAX(t187_aiv1, t182_aiv1, tmp17);  // varlen_attention.pto:37:27
+                                    }
+                                    pipe_barrier(PIPE_V);
+                                    if (!ptodsl_aiv0) {
+                                        TMAX(t184_aiv1, t184_aiv1, t187_aiv1);  // varlen_attention.pto:37:27
+                                    }
+                                }
+                            }
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            TileT199Aiv0 t199_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:39:27
+                            TASSIGN(t199_aiv0, 2048);  // varlen_attention.pto:39:27
+                            TileT199Aiv1 t199_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                            TASSIGN(t199_aiv1, 3072);  // varlen_attention.pto:39:27
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            if (ptodsl_aiv0) {
+                                using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                                GmView120 mij_last_ownGm120(mij_last_own + _g172 * 64, GmView120::Shape(t184_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
+                                TSTORE(mij_last_ownGm120, t184_aiv0);  // varlen_attention.pto:37:27
+                            }
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                            if (ptodsl_aiv0) {
+                                TEXPANDS(t199_aiv0, 0.0f);  // varlen_attention.pto:39:27
+                            }
+                            pipe_barrier(PIPE_V);
+                            for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv24) {  // varlen_attention.pto:37:27
+                                if (!ptodsl_aiv0) {
+                                    using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                                    GmView121 mij_last_ownGm121(mij_last_own + _g172 * 64 + 32, GmView121::Shape(t184_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
+                                    TSTORE(mij_last_ownGm121, t184_aiv1);  // varlen_attention.pto:37:27
+                                    TEXPANDS(t199_aiv1, 0.0f);  // varlen_attention.pto:39:27
+                                }
+                            }
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            for (int64_t _g189 = 0; _g189 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g189) {  // varlen_attention.pto:38:31
+                                TileT190Aiv0 t190_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:31
+                                TASSIGN(t190_aiv0, 4096);  // varlen_attention.pto:38:31
+                                TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:31
+                                TASSIGN(t190_aiv1, 20480);  // varlen_attention.pto:38:31
+                                TileT197Aiv0 t197_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:27
+                                TASSIGN(t197_aiv0, 36864);  // varlen_attention.pto:38:27
+                                TileT197Aiv1 t197_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:27
+                                TASSIGN(t197_aiv1, 53248);  // varlen_attention.pto:38:27
+                                TileT202Aiv0 t202_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:39:27
+                                TASSIGN(t202_aiv0, 69632);  // varlen_attention.pto:39:27
+                                TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                                TASSIGN(t202_aiv1, 70656);  // varlen_attention.pto:39:27
+                                if (ptodsl_aiv0) {
+                                    using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                    GmView122 scores_scaled_last_ownGm122(scores_scaled_last_own + _g172 * 64 * 128 + _g189 * 128, GmView122::Shape(t190_aiv0.GetValidRow(), t190_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
+                                    TLOAD(t190_aiv0, scores_scaled_last_ownGm122);  // varlen_attention.pto:38:31
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                if (ptodsl_aiv0) {
+                                    TileTmp1 tmp18(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp18, 147456);  // varlen_attention.pto:38:27
+                                    TROWEXPAND(tmp18, t184_aiv0);  // varlen_attention.pto:38:27
+                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                                    TROWEXPANDEXPDIF(t197_aiv0, t190_aiv0, tmp18);  // varlen_attention.pto:38:27
+                                }
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                if (ptodsl_aiv0) {
+                                    using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                    GmView123 pij_last_ownGm123(pij_last_own + _g172 * 64 * 128 + _g189 * 128, GmView123::Shape(t197_aiv0.GetValidRow(), t197_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
+                                    TSTORE(pij_last_ownGm123, t197_aiv0);  // varlen_attention.pto:38:27
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (ptodsl_aiv0) {
+                                    TileTmp0 tmp19;  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp19, 147456);  // varlen_attention.pto:39:27
+                                    TROWSUM(t202_aiv0, t197_aiv0, tmp19);  // varlen_attention.pto:39:27
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (ptodsl_aiv0) {
+                                    TADD(t199_aiv0, t199_aiv0, t202_aiv0);  // varlen_attention.pto:39:27
+                                }
+                                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv25) {  // varlen_attention.pto:38:31
+                                    if (!ptodsl_aiv0) {
+                                        using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                        GmView124 scores_scaled_last_ownGm124(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView124::Shape(t190_aiv1.GetValidRow(), t190_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
+                                        TLOAD(t190_aiv1, scores_scaled_last_ownGm124);  // varlen_attention.pto:38:31
+                                    }
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    if (!ptodsl_aiv0) {
+                                        TileTmp1 tmp20(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
+                                        TASSIGN(tmp20, 147456);  // varlen_attention.pto:38:27
+                                        TROWEXPAND(tmp20, t184_aiv1);  // varlen_attention.pto:38:27
+                                        pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                                        TROWEXPANDEXPDIF(t197_aiv1, t190_aiv1, tmp20);  // varlen_attention.pto:38:27
+                                    }
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                                    if (!ptodsl_aiv0) {
+                                        using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                        GmView125 pij_last_ownGm125(pij_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView125::Shape(t197_aiv1.GetValidRow(), t197_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
+                                        TSTORE(pij_last_ownGm125, t197_aiv1);  // varlen_attention.pto:38:27
+                                    }
+                                    pipe_barrier(PIPE_V);
+                                    if (!ptodsl_aiv0) {
+                                        TileTmp0 tmp21;  // varlen_attention.pto:39:27
+                                        TASSIGN(tmp21, 147456);  // varlen_attention.pto:39:27
+                                        TROWSUM(t202_aiv1, t197_aiv1, tmp21);  // varlen_attention.pto:39:27
+                                    }
+                                    pipe_barrier(PIPE_V);
+                                    if (!ptodsl_aiv0) {
+                                        TADD(t199_aiv1, t199_aiv1, t202_aiv1);  // varlen_attention.pto:39:27
+                                    }
+                                }
+                            }
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                            if (ptodsl_aiv0) {
+                                using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                                GmView126 lij_last_ownGm126(lij_last_own + _g172 * 64, GmView126::Shape(t199_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
+                                TSTORE(lij_last_ownGm126, t199_aiv0);  // varlen_attention.pto:39:27
+                            }
+                            for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv26) {  // varlen_attention.pto:39:27
+                                if (!ptodsl_aiv0) {
+                                    using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                                    GmView127 lij_last_ownGm127(lij_last_own + _g172 * 64 + 32, GmView127::Shape(t199_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
+                                    TSTORE(lij_last_ownGm127, t199_aiv1);  // varlen_attention.pto:39:27
+                                }
+                            }
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                            for (int64_t _g204 = 0; _g204 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g204) {  // varlen_attention.pto:51:38
+                                TileT205Aiv0 t205_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
+                                TASSIGN(t205_aiv0, 0);  // varlen_attention.pto:51:38
+                                TileT205Aiv1 t205_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
+                                TASSIGN(t205_aiv1, 16384);  // varlen_attention.pto:51:38
+                                TileT206Aiv0 t206_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
+                                TASSIGN(t206_aiv0, 32768);  // varlen_attention.pto:51:38
+                                TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
+                                TASSIGN(t206_aiv1, 40960);  // varlen_attention.pto:51:38
+                                if (ptodsl_aiv0) {
+                                    using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView128 pij_last_ownGm128(pij_last_own + _g172 * 64 * 128 + _g204 * 128, GmView128::Shape(t205_aiv0.GetValidRow(), t205_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TLOAD(t205_aiv0, pij_last_ownGm128);  // varlen_attention.pto:51:38
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                if (ptodsl_aiv0) {
+                                    TCVT(t206_aiv0, t205_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
+                                }
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                if (ptodsl_aiv0) {
+                                    using GmView129 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView129 t6_last_ownGm129(t6_last_own + _g172 * 64 * 128 + _g204 * 128, GmView129::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TSTORE(t6_last_ownGm129, t206_aiv0);  // varlen_attention.pto:51:38
+                                }
+                                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv27) {  // varlen_attention.pto:51:38
+                                    if (!ptodsl_aiv0) {
+                                        using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                        GmView130 pij_last_ownGm130(pij_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView130::Shape(t205_aiv1.GetValidRow(), t205_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                        TLOAD(t205_aiv1, pij_last_ownGm130);  // varlen_attention.pto:51:38
+                                    }
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                                    if (!ptodsl_aiv0) {
+                                        TCVT(t206_aiv1, t205_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
+                                    }
+                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                    if (!ptodsl_aiv0) {
+                                        using GmView131 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                        GmView131 t6_last_ownGm131(t6_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView131::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                        TSTORE(t6_last_ownGm131, t206_aiv1);  // varlen_attention.pto:51:38
+                                    }
                                 }
                             }
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -4611,370 +5428,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         __gm__ float* li_last = li_update_own;  // varlen_attention.pto:52:30
                         __gm__ float* mi_last = mi_update_own;  // varlen_attention.pto:53:30
                         __gm__ float* oi_last = oi_update_own;  // varlen_attention.pto:54:30
-                        pipe_barrier(PIPE_V);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g218 = 0; _g218 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g218) {  // varlen_attention.pto:55:34
-                            TileT219 t219(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64));  // varlen_attention.pto:55:34
-                            TASSIGN(t219, 0);  // varlen_attention.pto:55:34
-                            if (ptodsl_aiv0) {
-                                using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView97 mi_lastGm97(mi_last + _g218 * 64, GmView97::Shape(t219.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t219, mi_lastGm97);  // varlen_attention.pto:55:34
-                            }
-                            TileT220 t220(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 0), 64));  // varlen_attention.pto:55:34
-                            TASSIGN(t220, 2048);  // varlen_attention.pto:55:34
-                            if (ptodsl_aiv0) {
-                                using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView98 mij_last_ownGm98(mij_last_own + _g218 * 64, GmView98::Shape(t220.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t220, mij_last_ownGm98);  // varlen_attention.pto:55:34
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT221 t221(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g218 * 64, 64));  // varlen_attention.pto:55:34
-                            TASSIGN(t221, 4096);  // varlen_attention.pto:55:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                TMAX(t221, t219, t220);  // varlen_attention.pto:55:34
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView99 mi_new_last_ownGm99(mi_new_last_own + _g218 * 64, GmView99::Shape(t221.GetValidRow()));  // varlen_attention.pto:55:34
-                                TSTORE(mi_new_last_ownGm99, t221);  // varlen_attention.pto:55:34
-                            }
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g222 = 0; _g222 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g222) {  // varlen_attention.pto:56:34
-                            TileT223 t223(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g222 * 64, 0), 64));  // varlen_attention.pto:56:34
-                            TASSIGN(t223, 0);  // varlen_attention.pto:56:34
-                            if (ptodsl_aiv0) {
-                                using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                                GmView100 mi_lastGm100(mi_last + _g222 * 64, GmView100::Shape(t223.GetValidRow()));  // varlen_attention.pto:56:34
-                                TLOAD(t223, mi_lastGm100);  // varlen_attention.pto:56:34
-                            }
-                            TileT224 t224(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g222 * 64, 0), 64));  // varlen_attention.pto:56:34
-                            TASSIGN(t224, 2048);  // varlen_attention.pto:56:34
-                            if (ptodsl_aiv0) {
-                                using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:34
-                                GmView101 mi_new_last_ownGm101(mi_new_last_own + _g222 * 64, GmView101::Shape(t224.GetValidRow()));  // varlen_attention.pto:56:34
-                                TLOAD(t224, mi_new_last_ownGm101);  // varlen_attention.pto:56:34
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT225 t225(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g222 * 64, 64));  // varlen_attention.pto:56:34
-                            TASSIGN(t225, 4096);  // varlen_attention.pto:56:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                TSUB(t225, t223, t224);  // varlen_attention.pto:56:34
-                            }
-                            TileT228 t228(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g222 * 64, 64));  // varlen_attention.pto:56:30
-                            TASSIGN(t228, 0);  // varlen_attention.pto:56:30
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TEXP(t228, t225);  // varlen_attention.pto:56:30
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:56:30
-                                GmView102 t2_1_last_ownGm102(t2_1_last_own + _g222 * 64, GmView102::Shape(t228.GetValidRow()));  // varlen_attention.pto:56:30
-                                TSTORE(t2_1_last_ownGm102, t228);  // varlen_attention.pto:56:30
-                            }
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g229 = 0; _g229 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g229) {  // varlen_attention.pto:57:34
-                            TileT230 t230(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g229 * 64, 0), 64));  // varlen_attention.pto:57:34
-                            TASSIGN(t230, 0);  // varlen_attention.pto:57:34
-                            if (ptodsl_aiv0) {
-                                using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                                GmView103 mij_last_ownGm103(mij_last_own + _g229 * 64, GmView103::Shape(t230.GetValidRow()));  // varlen_attention.pto:57:34
-                                TLOAD(t230, mij_last_ownGm103);  // varlen_attention.pto:57:34
-                            }
-                            TileT231 t231(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g229 * 64, 0), 64));  // varlen_attention.pto:57:34
-                            TASSIGN(t231, 2048);  // varlen_attention.pto:57:34
-                            if (ptodsl_aiv0) {
-                                using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:34
-                                GmView104 mi_new_last_ownGm104(mi_new_last_own + _g229 * 64, GmView104::Shape(t231.GetValidRow()));  // varlen_attention.pto:57:34
-                                TLOAD(t231, mi_new_last_ownGm104);  // varlen_attention.pto:57:34
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT232 t232(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g229 * 64, 64));  // varlen_attention.pto:57:34
-                            TASSIGN(t232, 4096);  // varlen_attention.pto:57:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                TSUB(t232, t230, t231);  // varlen_attention.pto:57:34
-                            }
-                            TileT235 t235(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g229 * 64, 64));  // varlen_attention.pto:57:30
-                            TASSIGN(t235, 0);  // varlen_attention.pto:57:30
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TEXP(t235, t232);  // varlen_attention.pto:57:30
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:57:30
-                                GmView105 t4_1_last_ownGm105(t4_1_last_own + _g229 * 64, GmView105::Shape(t235.GetValidRow()));  // varlen_attention.pto:57:30
-                                TSTORE(t4_1_last_ownGm105, t235);  // varlen_attention.pto:57:30
-                            }
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g236 = 0; _g236 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), 64); ++_g236) {  // varlen_attention.pto:58:34
-                            TileT237 t237(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g236 * 64, 0), 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t237, 0);  // varlen_attention.pto:58:34
-                            if (ptodsl_aiv0) {
-                                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView106 t2_1_last_ownGm106(t2_1_last_own + _g236 * 64, GmView106::Shape(t237.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t237, t2_1_last_ownGm106);  // varlen_attention.pto:58:34
-                            }
-                            TileT238 t238(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g236 * 64, 0), 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t238, 2048);  // varlen_attention.pto:58:34
-                            if (ptodsl_aiv0) {
-                                using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView107 li_lastGm107(li_last + _g236 * 64, GmView107::Shape(t238.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t238, li_lastGm107);  // varlen_attention.pto:58:34
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT239 t239(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64) - _g236 * 64, 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t239, 4096);  // varlen_attention.pto:58:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                TMUL(t239, t237, t238);  // varlen_attention.pto:58:34
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView108 t9_last_ownGm108(t9_last_own + _g236 * 64, GmView108::Shape(t239.GetValidRow()));  // varlen_attention.pto:58:34
-                                TSTORE(t9_last_ownGm108, t239);  // varlen_attention.pto:58:34
-                            }
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g240 = 0; _g240 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g240) {  // varlen_attention.pto:58:44
-                            TileT241 t241(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g240 * 64, 0), 64));  // varlen_attention.pto:58:44
-                            TASSIGN(t241, 0);  // varlen_attention.pto:58:44
-                            if (ptodsl_aiv0) {
-                                using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                GmView109 t4_1_last_ownGm109(t4_1_last_own + _g240 * 64, GmView109::Shape(t241.GetValidRow()));  // varlen_attention.pto:58:44
-                                TLOAD(t241, t4_1_last_ownGm109);  // varlen_attention.pto:58:44
-                            }
-                            TileT242 t242(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g240 * 64, 0), 64));  // varlen_attention.pto:58:44
-                            TASSIGN(t242, 2048);  // varlen_attention.pto:58:44
-                            if (ptodsl_aiv0) {
-                                using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                GmView110 lij_last_ownGm110(lij_last_own + _g240 * 64, GmView110::Shape(t242.GetValidRow()));  // varlen_attention.pto:58:44
-                                TLOAD(t242, lij_last_ownGm110);  // varlen_attention.pto:58:44
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT243 t243(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g240 * 64, 64));  // varlen_attention.pto:58:44
-                            TASSIGN(t243, 4096);  // varlen_attention.pto:58:44
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                TMUL(t243, t241, t242);  // varlen_attention.pto:58:44
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                GmView111 t10_last_ownGm111(t10_last_own + _g240 * 64, GmView111::Shape(t243.GetValidRow()));  // varlen_attention.pto:58:44
-                                TSTORE(t10_last_ownGm111, t243);  // varlen_attention.pto:58:44
-                            }
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g244 = 0; _g244 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g244) {  // varlen_attention.pto:58:34
-                            TileT245 t245(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64) - _g244 * 64, 0), 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t245, 0);  // varlen_attention.pto:58:34
-                            if (ptodsl_aiv0) {
-                                using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView112 t9_last_ownGm112(t9_last_own + _g244 * 64, GmView112::Shape(t245.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t245, t9_last_ownGm112);  // varlen_attention.pto:58:34
-                            }
-                            TileT246 t246(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g244 * 64, 0), 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t246, 2048);  // varlen_attention.pto:58:34
-                            if (ptodsl_aiv0) {
-                                using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView113 t10_last_ownGm113(t10_last_own + _g244 * 64, GmView113::Shape(t246.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t246, t10_last_ownGm113);  // varlen_attention.pto:58:34
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT247 t247(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g244 * 64, 64));  // varlen_attention.pto:58:34
-                            TASSIGN(t247, 4096);  // varlen_attention.pto:58:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                TADD(t247, t245, t246);  // varlen_attention.pto:58:34
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView114 li_new_last_ownGm114(li_new_last_own + _g244 * 64, GmView114::Shape(t247.GetValidRow()));  // varlen_attention.pto:58:34
-                                TSTORE(li_new_last_ownGm114, t247);  // varlen_attention.pto:58:34
-                            }
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g248 = 0; _g248 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g248) {  // varlen_attention.pto:59:34
-                            TileT249 t249(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g248 * 64, 0), 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t249, 0);  // varlen_attention.pto:59:34
-                            if (ptodsl_aiv0) {
-                                using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView115 oi_lastGm115(oi_last + _g248 * 64 * 64, GmView115::Shape(t249.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t249, oi_lastGm115);  // varlen_attention.pto:59:34
-                            }
-                            TileT250 t250(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g248 * 64, 0), 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t250, 16384);  // varlen_attention.pto:59:34
-                            if (ptodsl_aiv0) {
-                                using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:34
-                                GmView116 t2_1_last_ownGm116(t2_1_last_own + _g248 * 64, GmView116::Shape(t250.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t250, t2_1_last_ownGm116);  // varlen_attention.pto:59:34
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT251 t251(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g248 * 64, 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t251, 18432);  // varlen_attention.pto:59:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                TROWEXPAND(t251, t250);  // varlen_attention.pto:59:34
-                            }
-                            TileT252 t252(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g248 * 64, 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t252, 34816);  // varlen_attention.pto:59:34
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TMUL(t252, t249, t251);  // varlen_attention.pto:59:34
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView117 t11_last_ownGm117(t11_last_own + _g248 * 64 * 64, GmView117::Shape(t252.GetValidRow()));  // varlen_attention.pto:59:34
-                                TSTORE(t11_last_ownGm117, t252);  // varlen_attention.pto:59:34
-                            }
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag_dev(4);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g253 = 0; _g253 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g253) {  // varlen_attention.pto:59:44
-                            TileT254 t254(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g253 * 64, 0), 64));  // varlen_attention.pto:59:44
-                            TASSIGN(t254, 0);  // varlen_attention.pto:59:44
-                            if (ptodsl_aiv0) {
-                                using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView118 oij_1_last_ownGm118(oij_1_last_own + _g253 * 64 * 64, GmView118::Shape(t254.GetValidRow()));  // varlen_attention.pto:59:44
-                                TLOAD(t254, oij_1_last_ownGm118);  // varlen_attention.pto:59:44
-                            }
-                            TileT255 t255(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g253 * 64, 0), 64));  // varlen_attention.pto:59:44
-                            TASSIGN(t255, 16384);  // varlen_attention.pto:59:44
-                            if (ptodsl_aiv0) {
-                                using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:59:44
-                                GmView119 t4_1_last_ownGm119(t4_1_last_own + _g253 * 64, GmView119::Shape(t255.GetValidRow()));  // varlen_attention.pto:59:44
-                                TLOAD(t255, t4_1_last_ownGm119);  // varlen_attention.pto:59:44
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT256 t256(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g253 * 64, 64));  // varlen_attention.pto:59:44
-                            TASSIGN(t256, 18432);  // varlen_attention.pto:59:44
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                TROWEXPAND(t256, t255);  // varlen_attention.pto:59:44
-                            }
-                            TileT257 t257(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g253 * 64, 64));  // varlen_attention.pto:59:44
-                            TASSIGN(t257, 34816);  // varlen_attention.pto:59:44
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TMUL(t257, t254, t256);  // varlen_attention.pto:59:44
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView120 t12_last_ownGm120(t12_last_own + _g253 * 64 * 64, GmView120::Shape(t257.GetValidRow()));  // varlen_attention.pto:59:44
-                                TSTORE(t12_last_ownGm120, t257);  // varlen_attention.pto:59:44
-                            }
-                        }
-                        pipe_barrier(PIPE_V);
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g258 = 0; _g258 < ceil_div(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), 64); ++_g258) {  // varlen_attention.pto:59:34
-                            TileT259 t259(min_i64(max_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g258 * 64, 0), 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t259, 0);  // varlen_attention.pto:59:34
-                            if (ptodsl_aiv0) {
-                                using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView121 t11_last_ownGm121(t11_last_own + _g258 * 64 * 64, GmView121::Shape(t259.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t259, t11_last_ownGm121);  // varlen_attention.pto:59:34
-                            }
-                            TileT260 t260(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g258 * 64, 0), 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t260, 16384);  // varlen_attention.pto:59:34
-                            if (ptodsl_aiv0) {
-                                using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView122 t12_last_ownGm122(t12_last_own + _g258 * 64 * 64, GmView122::Shape(t260.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t260, t12_last_ownGm122);  // varlen_attention.pto:59:34
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            TileT261 t261(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))) - _g258 * 64, 64));  // varlen_attention.pto:59:34
-                            TASSIGN(t261, 32768);  // varlen_attention.pto:59:34
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                            if (ptodsl_aiv0) {
-                                TADD(t261, t259, t260);  // varlen_attention.pto:59:34
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView123 oi_tmp_last_ownGm123(oi_tmp_last_own + _g258 * 64 * 64, GmView123::Shape(t261.GetValidRow()));  // varlen_attention.pto:59:34
-                                TSTORE(oi_tmp_last_ownGm123, t261);  // varlen_attention.pto:59:34
-                            }
-                        }
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))))) {  // varlen_attention.pto:61:29
+                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:61:29
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))));  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
 #endif
+                            wait_flag_dev(4);  // varlen_attention.pto:61:29
                             wait_flag_dev(1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             return;  // varlen_attention.pto:61:29
@@ -4987,44 +5453,30 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:61:29
 #endif
+                            wait_flag_dev(4);  // varlen_attention.pto:61:29
                             wait_flag_dev(1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
+                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:61:29
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:61:29
                             return;  // varlen_attention.pto:61:29
                         }
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g262 = 0; _g262 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), 64); ++_g262) {  // varlen_attention.pto:61:29
-                            TileT263 t263(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g262 * 64, 64));  // varlen_attention.pto:61:29
-                            TASSIGN(t263, 0);  // varlen_attention.pto:61:29
-                            if (ptodsl_aiv0) {
-                                using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:61:29
-                                GmView124 li_new_last_ownGm124(li_new_last_own + _g262 * 64, GmView124::Shape(t263.GetValidRow()));  // varlen_attention.pto:61:29
-                                TLOAD(t263, li_new_last_ownGm124);  // varlen_attention.pto:61:29
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
-                                GmView125 l_outputGm125(l_output + (q_start + q_tile_idx * 64 + _g262 * 64) * NH + h, GmView125::Shape(t263.GetValidRow()), GmView125::Stride(NH));  // varlen_attention.pto:61:29
-                                TSTORE(l_outputGm125, t263);  // varlen_attention.pto:61:29
-                            }
-                        }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))) {  // varlen_attention.pto:62:29
+                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:62:29
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))));  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
 #endif
+                            wait_flag_dev(4);  // varlen_attention.pto:62:29
                             wait_flag_dev(1);  // varlen_attention.pto:62:29
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:62:29
                             return;  // varlen_attention.pto:62:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:62:29
@@ -5035,109 +5487,376 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:62:29
 #endif
+                            wait_flag_dev(4);  // varlen_attention.pto:62:29
                             wait_flag_dev(1);  // varlen_attention.pto:62:29
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:62:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:62:29
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:62:29
                             return;  // varlen_attention.pto:62:29
                         }
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g264 = 0; _g264 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))), 64); ++_g264) {  // varlen_attention.pto:62:29
-                            TileT265 t265(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) - _g264 * 64, 64));  // varlen_attention.pto:62:29
-                            TASSIGN(t265, 0);  // varlen_attention.pto:62:29
-                            if (ptodsl_aiv0) {
-                                using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:62:29
-                                GmView126 mi_new_last_ownGm126(mi_new_last_own + _g264 * 64, GmView126::Shape(t265.GetValidRow()));  // varlen_attention.pto:62:29
-                                TLOAD(t265, mi_new_last_ownGm126);  // varlen_attention.pto:62:29
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            if (ptodsl_aiv0) {
-                                using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
-                                GmView127 m_outputGm127(m_output + (q_start + q_tile_idx * 64 + _g264 * 64) * NH + h, GmView127::Shape(t265.GetValidRow()), GmView127::Stride(NH));  // varlen_attention.pto:62:29
-                                TSTORE(m_outputGm127, t265);  // varlen_attention.pto:62:29
-                            }
-                        }
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        if (!(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))))) {  // varlen_attention.pto:63:29
+                        if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:63:29
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))));  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
                             dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:63:29
 #endif
+                            wait_flag_dev(4);  // varlen_attention.pto:63:29
                             wait_flag_dev(1);  // varlen_attention.pto:63:29
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);  // varlen_attention.pto:63:29
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);  // varlen_attention.pto:63:29
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:63:29
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);  // varlen_attention.pto:63:29
+                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);  // varlen_attention.pto:63:29
                             return;  // varlen_attention.pto:63:29
                         }
                         pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                        wait_flag_dev(4);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                        for (int64_t _g266 = 0; _g266 < ceil_div(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), 64); ++_g266) {  // varlen_attention.pto:63:76
-                            TileT267 t267(min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))) - _g266 * 64, 0), 64));  // varlen_attention.pto:63:76
-                            TASSIGN(t267, 0);  // varlen_attention.pto:63:76
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                        for (int64_t _g218 = 0; _g218 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g218) {  // varlen_attention.pto:55:34
+                            TileT219Aiv0 t219_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
+                            TASSIGN(t219_aiv0, 0);  // varlen_attention.pto:55:34
+                            TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                            TASSIGN(t219_aiv1, 1024);  // varlen_attention.pto:55:34
+                            TileT220Aiv0 t220_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:55:34
+                            TASSIGN(t220_aiv0, 2048);  // varlen_attention.pto:55:34
+                            TileT220Aiv1 t220_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                            TASSIGN(t220_aiv1, 3072);  // varlen_attention.pto:55:34
+                            TileT221Aiv0 t221_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:55:34
+                            TASSIGN(t221_aiv0, 4096);  // varlen_attention.pto:55:34
+                            TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                            TASSIGN(t221_aiv1, 5120);  // varlen_attention.pto:55:34
+                            TileT225Aiv0 t225_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:56:34
+                            TASSIGN(t225_aiv0, 6144);  // varlen_attention.pto:56:34
+                            TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
+                            TASSIGN(t225_aiv1, 7168);  // varlen_attention.pto:56:34
+                            TileT228Aiv0 t228_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:56:30
+                            TASSIGN(t228_aiv0, 8192);  // varlen_attention.pto:56:30
+                            TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
+                            TASSIGN(t228_aiv1, 9216);  // varlen_attention.pto:56:30
+                            TileT232Aiv0 t232_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:57:34
+                            TASSIGN(t232_aiv0, 10240);  // varlen_attention.pto:57:34
+                            TileT232Aiv1 t232_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
+                            TASSIGN(t232_aiv1, 11264);  // varlen_attention.pto:57:34
+                            TileT235Aiv0 t235_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:57:30
+                            TASSIGN(t235_aiv0, 12288);  // varlen_attention.pto:57:30
+                            TileT235Aiv1 t235_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
+                            TASSIGN(t235_aiv1, 13312);  // varlen_attention.pto:57:30
+                            TileT238Aiv0 t238_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
+                            TASSIGN(t238_aiv0, 14336);  // varlen_attention.pto:58:34
+                            TileT238Aiv1 t238_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                            TASSIGN(t238_aiv1, 15360);  // varlen_attention.pto:58:34
+                            TileT239Aiv0 t239_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:34
+                            TASSIGN(t239_aiv0, 16384);  // varlen_attention.pto:58:34
+                            TileT239Aiv1 t239_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                            TASSIGN(t239_aiv1, 17408);  // varlen_attention.pto:58:34
+                            TileT242Aiv0 t242_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:44
+                            TASSIGN(t242_aiv0, 18432);  // varlen_attention.pto:58:44
+                            TileT242Aiv1 t242_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                            TASSIGN(t242_aiv1, 19456);  // varlen_attention.pto:58:44
+                            TileT243Aiv0 t243_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:44
+                            TASSIGN(t243_aiv0, 20480);  // varlen_attention.pto:58:44
+                            TileT243Aiv1 t243_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                            TASSIGN(t243_aiv1, 21504);  // varlen_attention.pto:58:44
+                            TileT247Aiv0 t247_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:34
+                            TASSIGN(t247_aiv0, 22528);  // varlen_attention.pto:58:34
+                            TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                            TASSIGN(t247_aiv1, 23552);  // varlen_attention.pto:58:34
+                            TileT249Aiv0 t249_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
+                            TASSIGN(t249_aiv0, 24576);  // varlen_attention.pto:59:34
+                            TileT249Aiv1 t249_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                            TASSIGN(t249_aiv1, 32768);  // varlen_attention.pto:59:34
+                            TileT251Aiv0 t251_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
+                            TASSIGN(t251_aiv0, 40960);  // varlen_attention.pto:59:34
+                            TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                            TASSIGN(t251_aiv1, 49152);  // varlen_attention.pto:59:34
+                            TileT252Aiv0 t252_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
+                            TASSIGN(t252_aiv0, 57344);  // varlen_attention.pto:59:34
+                            TileT252Aiv1 t252_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                            TASSIGN(t252_aiv1, 65536);  // varlen_attention.pto:59:34
+                            TileT254Aiv0 t254_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
+                            TASSIGN(t254_aiv0, 73728);  // varlen_attention.pto:59:44
+                            TileT254Aiv1 t254_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                            TASSIGN(t254_aiv1, 81920);  // varlen_attention.pto:59:44
+                            TileT257Aiv0 t257_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
+                            TASSIGN(t257_aiv0, 90112);  // varlen_attention.pto:59:44
+                            TileT257Aiv1 t257_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                            TASSIGN(t257_aiv1, 98304);  // varlen_attention.pto:59:44
+                            TileT261Aiv0 t261_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
+                            TASSIGN(t261_aiv0, 106496);  // varlen_attention.pto:59:34
+                            TileT261Aiv1 t261_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                            TASSIGN(t261_aiv1, 114688);  // varlen_attention.pto:59:34
+                            TileT270Aiv0 t270_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
+                            TASSIGN(t270_aiv0, 122880);  // varlen_attention.pto:63:76
+                            TileT270Aiv1 t270_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
+                            TASSIGN(t270_aiv1, 131072);  // varlen_attention.pto:63:76
+                            TileT273Aiv0 t273_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:71
+                            TASSIGN(t273_aiv0, 139264);  // varlen_attention.pto:63:71
+                            TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:71
+                            TASSIGN(t273_aiv1, 143360);  // varlen_attention.pto:63:71
                             if (ptodsl_aiv0) {
-                                using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:63:76
-                                GmView128 oi_tmp_last_ownGm128(oi_tmp_last_own + _g266 * 64 * 64, GmView128::Shape(t267.GetValidRow()));  // varlen_attention.pto:63:76
-                                TLOAD(t267, oi_tmp_last_ownGm128);  // varlen_attention.pto:63:76
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            TileT268 t268(min_i64(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))) - _g266 * 64, 0), 64));  // varlen_attention.pto:63:76
-                            TASSIGN(t268, 16384);  // varlen_attention.pto:63:76
-                            if (ptodsl_aiv0) {
-                                using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:63:76
-                                GmView129 li_new_last_ownGm129(li_new_last_own + _g266 * 64, GmView129::Shape(t268.GetValidRow()));  // varlen_attention.pto:63:76
-                                TLOAD(t268, li_new_last_ownGm129);  // varlen_attention.pto:63:76
+                                using GmView137 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView137 mi_lastGm137(mi_last + _g218 * 64, GmView137::Shape(t219_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t219_aiv0, mi_lastGm137);  // varlen_attention.pto:55:34
+                                using GmView138 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView138 mij_last_ownGm138(mij_last_own + _g218 * 64, GmView138::Shape(t220_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t220_aiv0, mij_last_ownGm138);  // varlen_attention.pto:55:34
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileT269 t269(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g266 * 64, 64));  // varlen_attention.pto:63:76
-                            TASSIGN(t269, 18432);  // varlen_attention.pto:63:76
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             if (ptodsl_aiv0) {
-                                TROWEXPAND(t269, t268);  // varlen_attention.pto:63:76
+                                TMAX(t221_aiv0, t219_aiv0, t220_aiv0);  // varlen_attention.pto:55:34
                             }
-                            TileT270 t270(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g266 * 64, 64));  // varlen_attention.pto:63:76
-                            TASSIGN(t270, 34816);  // varlen_attention.pto:63:76
                             pipe_barrier(PIPE_V);
                             if (ptodsl_aiv0) {
-                                TDIV(t270, t267, t269);  // varlen_attention.pto:63:76
+                                TSUB(t225_aiv0, t219_aiv0, t221_aiv0);  // varlen_attention.pto:56:34
                             }
-                            TileT273 t273(min_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))))), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64), min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)))), min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) - _g266 * 64, 64));  // varlen_attention.pto:63:71
-                            TASSIGN(t273, 0);  // varlen_attention.pto:63:71
                             pipe_barrier(PIPE_V);
                             if (ptodsl_aiv0) {
-                                TCVT(t273, t270, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
+                                TEXP(t228_aiv0, t225_aiv0);  // varlen_attention.pto:56:30
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TSUB(t232_aiv0, t220_aiv0, t221_aiv0);  // varlen_attention.pto:57:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TEXP(t235_aiv0, t232_aiv0);  // varlen_attention.pto:57:30
+                                using GmView139 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                                GmView139 li_lastGm139(li_last + _g218 * 64, GmView139::Shape(t238_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                                TLOAD(t238_aiv0, li_lastGm139);  // varlen_attention.pto:58:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            if (ptodsl_aiv0) {
+                                TMUL(t239_aiv0, t228_aiv0, t238_aiv0);  // varlen_attention.pto:58:34
+                                using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                                GmView140 lij_last_ownGm140(lij_last_own + _g218 * 64, GmView140::Shape(t242_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
+                                TLOAD(t242_aiv0, lij_last_ownGm140);  // varlen_attention.pto:58:44
+                            }
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            if (ptodsl_aiv0) {
+                                TMUL(t243_aiv0, t235_aiv0, t242_aiv0);  // varlen_attention.pto:58:44
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TADD(t247_aiv0, t239_aiv0, t243_aiv0);  // varlen_attention.pto:58:34
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            if (ptodsl_aiv0) {
+                                using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView141 oi_lastGm141(oi_last + _g218 * 64 * 64, GmView141::Shape(t249_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t249_aiv0, oi_lastGm141);  // varlen_attention.pto:59:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            if (ptodsl_aiv0) {
+                                TROWEXPAND(t251_aiv0, t228_aiv0);  // varlen_attention.pto:59:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            if (ptodsl_aiv0) {
+                                TMUL(t252_aiv0, t249_aiv0, t251_aiv0);  // varlen_attention.pto:59:34
+                                using GmView142 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                                GmView142 oij_1_last_ownGm142(oij_1_last_own + _g218 * 64 * 64, GmView142::Shape(t254_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                                TLOAD(t254_aiv0, oij_1_last_ownGm142);  // varlen_attention.pto:59:44
+                            }
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            if (ptodsl_aiv0) {
+                                TileTmp1 tmp22(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
+                                TASSIGN(tmp22, 147456);  // varlen_attention.pto:59:44
+                                TROWEXPAND(tmp22, t235_aiv0);  // varlen_attention.pto:59:44
+                                pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                                TROWEXPANDMUL(t257_aiv0, t254_aiv0, tmp22);  // varlen_attention.pto:59:44
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TADD(t261_aiv0, t252_aiv0, t257_aiv0);  // varlen_attention.pto:59:34
+                            }
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            if (ptodsl_aiv0) {
+                                using GmView143 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
+                                GmView143 l_outputGm143(l_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView143::Shape(t247_aiv0.GetValidRow()), GmView143::Stride(NH));  // varlen_attention.pto:61:29
+                                TSTORE(l_outputGm143, t247_aiv0);  // varlen_attention.pto:61:29
+                                using GmView144 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
+                                GmView144 m_outputGm144(m_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView144::Shape(t221_aiv0.GetValidRow()), GmView144::Stride(NH));  // varlen_attention.pto:62:29
+                                TSTORE(m_outputGm144, t221_aiv0);  // varlen_attention.pto:62:29
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TileTmp1 tmp23(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
+                                TASSIGN(tmp23, 147456);  // varlen_attention.pto:63:76
+                                TROWEXPAND(tmp23, t247_aiv0);  // varlen_attention.pto:63:76
+                                pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
+                                TROWEXPANDDIV(t270_aiv0, t261_aiv0, tmp23);  // varlen_attention.pto:63:76
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TCVT(t273_aiv0, t270_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
-                                using GmView130 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
-                                GmView130 outputGm130(output + (q_start + q_tile_idx * 64 + _g266 * 64) * HD + h * 64, GmView130::Shape(t273.GetValidRow()), GmView130::Stride(HD));  // varlen_attention.pto:63:71
-                                TSTORE(outputGm130, t273);  // varlen_attention.pto:63:71
+                                using GmView145 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
+                                GmView145 outputGm145(output + (q_start + q_tile_idx * 64 + _g218 * 64) * HD + h * 64, GmView145::Shape(t273_aiv0.GetValidRow()), GmView145::Stride(HD));  // varlen_attention.pto:63:71
+                                TSTORE(outputGm145, t273_aiv0);  // varlen_attention.pto:63:71
+                            }
+                            for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv28) {  // varlen_attention.pto:55:34
+                                if (!ptodsl_aiv0) {
+                                    using GmView146 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                    GmView146 mi_lastGm146(mi_last + _g218 * 64 + 32, GmView146::Shape(t219_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                    TLOAD(t219_aiv1, mi_lastGm146);  // varlen_attention.pto:55:34
+                                }
+                            }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv29) {  // varlen_attention.pto:55:34
+                                if (!ptodsl_aiv0) {
+                                    using GmView147 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                    GmView147 mij_last_ownGm147(mij_last_own + _g218 * 64 + 32, GmView147::Shape(t220_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                    TLOAD(t220_aiv1, mij_last_ownGm147);  // varlen_attention.pto:55:34
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                if (!ptodsl_aiv0) {
+                                    TMAX(t221_aiv1, t219_aiv1, t220_aiv1);  // varlen_attention.pto:55:34
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TSUB(t225_aiv1, t219_aiv1, t221_aiv1);  // varlen_attention.pto:56:34
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TEXP(t228_aiv1, t225_aiv1);  // varlen_attention.pto:56:30
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TSUB(t232_aiv1, t220_aiv1, t221_aiv1);  // varlen_attention.pto:57:34
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TEXP(t235_aiv1, t232_aiv1);  // varlen_attention.pto:57:30
+                                }
+                            }
+                            for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv30) {  // varlen_attention.pto:58:34
+                                if (!ptodsl_aiv0) {
+                                    using GmView148 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                                    GmView148 li_lastGm148(li_last + _g218 * 64 + 32, GmView148::Shape(t238_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                                    TLOAD(t238_aiv1, li_lastGm148);  // varlen_attention.pto:58:34
+                                }
+                            }
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv31) {  // varlen_attention.pto:58:34
+                                if (!ptodsl_aiv0) {
+                                    TMUL(t239_aiv1, t228_aiv1, t238_aiv1);  // varlen_attention.pto:58:34
+                                    using GmView149 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                                    GmView149 lij_last_ownGm149(lij_last_own + _g218 * 64 + 32, GmView149::Shape(t242_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
+                                    TLOAD(t242_aiv1, lij_last_ownGm149);  // varlen_attention.pto:58:44
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                if (!ptodsl_aiv0) {
+                                    TMUL(t243_aiv1, t235_aiv1, t242_aiv1);  // varlen_attention.pto:58:44
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TADD(t247_aiv1, t239_aiv1, t243_aiv1);  // varlen_attention.pto:58:34
+                                }
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            for (int64_t _aiv32 = 0; _aiv32 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv32) {  // varlen_attention.pto:59:34
+                                if (!ptodsl_aiv0) {
+                                    using GmView150 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                    GmView150 oi_lastGm150(oi_last + (_g218 * 64 + 32) * 64, GmView150::Shape(t249_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                    TLOAD(t249_aiv1, oi_lastGm150);  // varlen_attention.pto:59:34
+                                }
+                            }
+                            pipe_barrier(PIPE_V);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                            for (int64_t _aiv33 = 0; _aiv33 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv33) {  // varlen_attention.pto:59:34
+                                if (!ptodsl_aiv0) {
+                                    TROWEXPAND(t251_aiv1, t228_aiv1);  // varlen_attention.pto:59:34
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TMUL(t252_aiv1, t249_aiv1, t251_aiv1);  // varlen_attention.pto:59:34
+                                    using GmView151 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                                    GmView151 oij_1_last_ownGm151(oij_1_last_own + (_g218 * 64 + 32) * 64, GmView151::Shape(t254_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                                    TLOAD(t254_aiv1, oij_1_last_ownGm151);  // varlen_attention.pto:59:44
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                                if (!ptodsl_aiv0) {
+                                    TileTmp1 tmp24(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                                    TASSIGN(tmp24, 147456);  // varlen_attention.pto:59:44
+                                    TROWEXPAND(tmp24, t235_aiv1);  // varlen_attention.pto:59:44
+                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                                    TROWEXPANDMUL(t257_aiv1, t254_aiv1, tmp24);  // varlen_attention.pto:59:44
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TADD(t261_aiv1, t252_aiv1, t257_aiv1);  // varlen_attention.pto:59:34
+                                    using GmView152 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
+                                    GmView152 l_outputGm152(l_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView152::Shape(t247_aiv1.GetValidRow()), GmView152::Stride(NH));  // varlen_attention.pto:61:29
+                                    TSTORE(l_outputGm152, t247_aiv1);  // varlen_attention.pto:61:29
+                                    using GmView153 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
+                                    GmView153 m_outputGm153(m_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView153::Shape(t221_aiv1.GetValidRow()), GmView153::Stride(NH));  // varlen_attention.pto:62:29
+                                    TSTORE(m_outputGm153, t221_aiv1);  // varlen_attention.pto:62:29
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TileTmp1 tmp25(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
+                                    TASSIGN(tmp25, 147456);  // varlen_attention.pto:63:76
+                                    TROWEXPAND(tmp25, t247_aiv1);  // varlen_attention.pto:63:76
+                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
+                                    TROWEXPANDDIV(t270_aiv1, t261_aiv1, tmp25);  // varlen_attention.pto:63:76
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TCVT(t273_aiv1, t270_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
+                                }
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                                if (!ptodsl_aiv0) {
+                                    using GmView154 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
+                                    GmView154 outputGm154(output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * HD + h * 64, GmView154::Shape(t273_aiv1.GetValidRow()), GmView154::Stride(HD));  // varlen_attention.pto:63:71
+                                    TSTORE(outputGm154, t273_aiv1);  // varlen_attention.pto:63:71
+                                }
                             }
                         }
                     }
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             }
             wait_flag_dev(3);
             wait_flag_dev(1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
     }

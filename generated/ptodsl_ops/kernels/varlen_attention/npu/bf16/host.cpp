@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" void varlen_attention_bf16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, int32_t* cu_seqlens_q, int32_t* cu_seqlens_k, bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, float* scores_first, float* scores_scaled_first, float* mij_first, float* pij_first, float* lij_first, bfloat16_t* t1_first, float* oij_first, float* l_output, float* m_output, bfloat16_t* output, bfloat16_t* t5_first, float* oi_update, float* li_update, float* mi_update, float* scores, float* scores_scaled, float* mij, float* pij, float* lij, bfloat16_t* t6, float* oij_1, float* mi_new, float* t2_1, float* t4_1, float* t9, float* t10, float* li_new, float* t11, float* t12, float* scores_last, float* scores_scaled_last, float* mij_last, float* pij_last, float* lij_last, bfloat16_t* t6_last, float* oij_1_last, float* mi_new_last, float* t2_1_last, float* t4_1_last, float* t9_last, float* t10_last, float* li_new_last, float* t11_last, float* t12_last, float* oi_tmp_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, int64_t* status);
+extern "C" void varlen_attention_bf16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, int32_t* cu_seqlens_q, int32_t* cu_seqlens_k, bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, float* scores_first, float* scores_scaled_first, float* mij_first, float* pij_first, float* lij_first, bfloat16_t* t1_first, float* oij_first, float* l_output, float* m_output, bfloat16_t* output, bfloat16_t* t5_first, float* oi_update, float* li_update, float* mi_update, float* scores, float* scores_scaled, float* mij, float* pij, float* lij, bfloat16_t* t6, float* oij_1, float* mi_new, float* li_new, float* t11, float* t12, float* scores_last, float* scores_scaled_last, float* mij_last, float* pij_last, float* lij_last, bfloat16_t* t6_last, float* oij_1_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, int64_t* status);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -336,26 +336,6 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
         return -1;  // varlen_attention.pto:55:34
     }
     float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
-    DeviceWorkspace t2_1_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
-    if (ptodsl_failed) {  // varlen_attention.pto:56:30
-        return -1;  // varlen_attention.pto:56:30
-    }
-    float* t2_1 = reinterpret_cast<float*>(t2_1_bytes.data());  // varlen_attention.pto:56:30
-    DeviceWorkspace t4_1_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
-    if (ptodsl_failed) {  // varlen_attention.pto:57:30
-        return -1;  // varlen_attention.pto:57:30
-    }
-    float* t4_1 = reinterpret_cast<float*>(t4_1_bytes.data());  // varlen_attention.pto:57:30
-    DeviceWorkspace t9_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-    if (ptodsl_failed) {  // varlen_attention.pto:58:34
-        return -1;  // varlen_attention.pto:58:34
-    }
-    float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // varlen_attention.pto:58:34
-    DeviceWorkspace t10_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
-    if (ptodsl_failed) {  // varlen_attention.pto:58:44
-        return -1;  // varlen_attention.pto:58:44
-    }
-    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // varlen_attention.pto:58:44
     DeviceWorkspace li_new_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
     if (ptodsl_failed) {  // varlen_attention.pto:58:34
         return -1;  // varlen_attention.pto:58:34
@@ -406,51 +386,6 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
         return -1;  // varlen_attention.pto:51:31
     }
     float* oij_1_last = reinterpret_cast<float*>(oij_1_last_bytes.data());  // varlen_attention.pto:51:31
-    DeviceWorkspace mi_new_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
-    if (ptodsl_failed) {  // varlen_attention.pto:55:34
-        return -1;  // varlen_attention.pto:55:34
-    }
-    float* mi_new_last = reinterpret_cast<float*>(mi_new_last_bytes.data());  // varlen_attention.pto:55:34
-    DeviceWorkspace t2_1_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
-    if (ptodsl_failed) {  // varlen_attention.pto:56:30
-        return -1;  // varlen_attention.pto:56:30
-    }
-    float* t2_1_last = reinterpret_cast<float*>(t2_1_last_bytes.data());  // varlen_attention.pto:56:30
-    DeviceWorkspace t4_1_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
-    if (ptodsl_failed) {  // varlen_attention.pto:57:30
-        return -1;  // varlen_attention.pto:57:30
-    }
-    float* t4_1_last = reinterpret_cast<float*>(t4_1_last_bytes.data());  // varlen_attention.pto:57:30
-    DeviceWorkspace t9_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-    if (ptodsl_failed) {  // varlen_attention.pto:58:34
-        return -1;  // varlen_attention.pto:58:34
-    }
-    float* t9_last = reinterpret_cast<float*>(t9_last_bytes.data());  // varlen_attention.pto:58:34
-    DeviceWorkspace t10_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
-    if (ptodsl_failed) {  // varlen_attention.pto:58:44
-        return -1;  // varlen_attention.pto:58:44
-    }
-    float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // varlen_attention.pto:58:44
-    DeviceWorkspace li_new_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-    if (ptodsl_failed) {  // varlen_attention.pto:58:34
-        return -1;  // varlen_attention.pto:58:34
-    }
-    float* li_new_last = reinterpret_cast<float*>(li_new_last_bytes.data());  // varlen_attention.pto:58:34
-    DeviceWorkspace t11_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
-    if (ptodsl_failed) {  // varlen_attention.pto:59:34
-        return -1;  // varlen_attention.pto:59:34
-    }
-    float* t11_last = reinterpret_cast<float*>(t11_last_bytes.data());  // varlen_attention.pto:59:34
-    DeviceWorkspace t12_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
-    if (ptodsl_failed) {  // varlen_attention.pto:59:44
-        return -1;  // varlen_attention.pto:59:44
-    }
-    float* t12_last = reinterpret_cast<float*>(t12_last_bytes.data());  // varlen_attention.pto:59:44
-    DeviceWorkspace oi_tmp_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
-    if (ptodsl_failed) {  // varlen_attention.pto:59:34
-        return -1;  // varlen_attention.pto:59:34
-    }
-    float* oi_tmp_last = reinterpret_cast<float*>(oi_tmp_last_bytes.data());  // varlen_attention.pto:59:34
     {  // varlen_attention.pto:16:5
         const int64_t varlen_attention_bf16_k0_blocks = max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1);  // varlen_attention.pto:16:5
         DeviceWorkspace varlen_attention_bf16_k0_status(4 * varlen_attention_bf16_k0_blocks * static_cast<int64_t>(sizeof(int64_t)), 0);  // varlen_attention.pto:16:5
@@ -461,7 +396,7 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
         if (ptodsl_failed) {  // varlen_attention.pto:16:5
             return -1;  // varlen_attention.pto:16:5
         }
-        varlen_attention_bf16_k0_launch(varlen_attention_bf16_k0_blocks, ptodsl_stream, ffts, cu_seqlens_q, cu_seqlens_k, q, k, v, scores_first, scores_scaled_first, mij_first, pij_first, lij_first, t1_first, oij_first, l_output, m_output, output, t5_first, oi_update, li_update, mi_update, scores, scores_scaled, mij, pij, lij, t6, oij_1, mi_new, t2_1, t4_1, t9, t10, li_new, t11, t12, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, oij_1_last, mi_new_last, t2_1_last, t4_1_last, t9_last, t10_last, li_new_last, t11_last, t12_last, oi_tmp_last, C, HD, NH, v_TK, v_TQ, softmax_scale, reinterpret_cast<int64_t*>(varlen_attention_bf16_k0_status.data()));  // varlen_attention.pto:16:5
+        varlen_attention_bf16_k0_launch(varlen_attention_bf16_k0_blocks, ptodsl_stream, ffts, cu_seqlens_q, cu_seqlens_k, q, k, v, scores_first, scores_scaled_first, mij_first, pij_first, lij_first, t1_first, oij_first, l_output, m_output, output, t5_first, oi_update, li_update, mi_update, scores, scores_scaled, mij, pij, lij, t6, oij_1, mi_new, li_new, t11, t12, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, oij_1_last, C, HD, NH, v_TK, v_TQ, softmax_scale, reinterpret_cast<int64_t*>(varlen_attention_bf16_k0_status.data()));  // varlen_attention.pto:16:5
         if (!launched("the launch of varlen_attention_bf16_k0")) {  // varlen_attention.pto:16:5
             return -1;  // varlen_attention.pto:16:5
         }
