@@ -57,11 +57,14 @@ before left), or where stage 1 hands stage 2 a tile allocated outside the body. 
 hands stage 2 goes in pairs of buffers, the even steps on one and the odd steps on the other:
 each GM workspace the iteration fills anew (allocated inside the loop, ``alloc {within}``) gets
 a twin, without which the loop is not pipelined, and each tile (the rescale ``alpha``) is
-allocated twice before the loop.
+allocated twice before the loop. Bounds guards in the body (views at a sequence's offset read
+from data, varlen attention's) stay in stage 1, as they touch no tile: every guard of a step runs
+before that step's stage 2 and the steps' guards run in step order, so the call stops at the
+guard a run in order stops at, and no access runs before the guard that checks it.
 
 Not skewed: loops whose body does not split so, or where a part uses a value another part
-defines (other than a view or a handed tile), or which bind a scalar (``read``), guard or print
-in the body, and kernels that would no longer compile within the target's limits
+defines (other than a view or a handed tile), or which bind a scalar (``read``) in the body, a
+loop carrying state that prints, and kernels that would no longer compile within the target's limits
 (``passes/trial.py``). ``pass_options: {skew: false}`` turns the pass off.
 """
 
@@ -151,7 +154,7 @@ def stages_of(loop: Op, roots: dict[str, str]) -> Stages | None:
     if a.get("parallel") == 1 or a["step"] != 1 or a.get("kind") is not None:
         return None
     body = loop.regions[0]
-    if any(o.name in ("read", "guard", "print") for op in body for o in op.walk()):
+    if any(o.name in ("read", "print") for op in body for o in op.walk()):
         return None
     work = [k for k, op in enumerate(body) if op.name not in ("view", "tile.alloc")]
     rw: dict[int, tuple[set[str], set[str]]] = {}

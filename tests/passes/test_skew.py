@@ -226,3 +226,61 @@ def test_a_loop_whose_later_stage_hands_back_stays_in_order(write_spec):
                        "l[:] = l * alpha + sum(p, dim=-1, keepdim=True) + sum(acc, dim=-1, keepdim=True) * 0.0")
     op = ptodsl.load(write_spec("attn", pto, _attn_yaml()))
     assert not _skewed(op)
+
+
+# varlen attention as the library writes it, in f32: its KV loop's views start at a sequence's
+# offset read from cu_seqlens_k, so each gets a bounds guard; the guards stay in stage 1, every
+# guard of a step before that step's second stage and the steps' guards in step order
+VARLEN = (Path(__file__).resolve().parents[2] / "specs" / "varlen_attention.pto").read_text()
+VARLEN_YAML = ("op: varlen_attention\ndtypes: {T: [f32]}\nsymbols: {D: 64, QT: 64, KT: 128}\n"
+               "nondecreasing: [cu_seqlens_q, cu_seqlens_k]\nschedule:\n  vec_tile: [64, 128]\n"
+               "  cube_tile: {m: [64, 64], k: [64, 64], n: [128, 128]}\n")
+
+
+def _library_ref(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("library_refs", Path(__file__).resolve().parents[2] / "specs" / "refs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def _varlen(write_spec):
+    return ptodsl.load(write_spec("varlen_attention", VARLEN, VARLEN_YAML))
+
+
+def test_a_kv_loop_with_guards_runs_pipelined(write_spec):
+    op = _varlen(write_spec)
+    (loop,) = _skewed(op)
+    assert any(o.name == "guard" for o in loop.walk())
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])])
+@pytest.mark.parametrize("cu_k", [[0, 130, 131, 431], [0, 300, 420, 431], [0, 1, 2, 431]],
+                         ids=["2-1-3-blocks", "3-1-1-blocks", "1-1-3-blocks"])
+def test_the_guarded_pipelined_kv_loop_computes_right(write_spec, backend, cu_k):
+    op = _varlen(write_spec)
+    varlen_attention = _library_ref("varlen_attention")
+    q = RNG.standard_normal((94, 128)).astype(np.float32)
+    k = RNG.standard_normal((431, 128)).astype(np.float32)
+    v = RNG.standard_normal((431, 128)).astype(np.float32)
+    cu_q = np.array([0, 70, 93, 94], np.int32)
+    outs = [RNG.standard_normal(s).astype(np.float32) for s in ((94, 128), (94, 2), (94, 2))]
+    want = varlen_attention(q, k, v, cu_q, np.array(cu_k), *outs)
+    got = op(q, k, v, cu_q, np.array(cu_k, np.int32), *(o.copy() for o in outs), backend=backend)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])])
+def test_a_guard_of_the_pipelined_loop_stops_the_call(write_spec, backend):
+    # the last sequence's keys run past k's 431 rows: the guard of its views stops the call
+    op = _varlen(write_spec)
+    q = np.ones((94, 128), np.float32)
+    kv = np.ones((431, 128), np.float32)
+    outs = [np.zeros(s, np.float32) for s in ((94, 128), (94, 2), (94, 2))]
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(q, kv, kv, np.array([0, 70, 93, 94], np.int32), np.array([0, 130, 131, 600], np.int32), *outs,
+           backend=backend)
+    assert info.value.diagnostic.code == "E0730"
