@@ -88,7 +88,8 @@ def substitute_index(ops: list[Op], index: str, value: sym.Expr) -> None:
     env = {index: value}
     for op in ops:
         for o in op.walk():
-            o.attrs = {k: (v if k in ("index", "name", "kind", "sym") else _subst_attr(v, env))
+            # (a loop's `index` is a name and stays; an element read's is the position it reads)
+            o.attrs = {k: (v if k in ("name", "kind", "sym") else _subst_attr(v, env))
                        for k, v in o.attrs.items()}
             for r in o.results:
                 r.type = _subst_type(r.type, env)

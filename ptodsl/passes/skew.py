@@ -60,11 +60,15 @@ a twin, without which the loop is not pipelined, and each tile (the rescale ``al
 allocated twice before the loop. Bounds guards in the body (views at a sequence's offset read
 from data, varlen attention's) stay in stage 1, as they touch no tile: every guard of a step runs
 before that step's stage 2 and the steps' guards run in step order, so the call stops at the
-guard a run in order stops at, and no access runs before the guard that checks it.
+guard a run in order stops at, and no access runs before the guard that checks it. Element reads
+(``read``) stay in stage 1 too, views that name them placed after them; stage 2 reads again, for
+its own step, each one whose value it uses (a block of a table where the product with v views a
+paged cache itself), which must not be of a tensor the kernel writes (:func:`_reread`).
 
 Not skewed: loops whose body does not split so, or where a part uses a value another part
-defines (other than a view or a handed tile), or which bind a scalar (``read``) in the body, a
-loop carrying state that prints, and kernels that would no longer compile within the target's limits
+defines (other than a view or a handed tile), a parallel loop that binds a scalar (``read``) in
+its body, a loop carrying state that prints or whose stage 2 uses a value read from a tensor the
+kernel writes, and kernels that would no longer compile within the target's limits
 (``passes/trial.py``). ``pass_options: {skew: false}`` turns the pass off.
 """
 
@@ -82,7 +86,7 @@ from .context import Pass, PassContext
 from .merge import reads_writes, substitute_index
 from .persistent import bound_within
 from .remat import view_bases
-from .unroll import _Cloner
+from .unroll import _Cloner, _subst_attr
 
 Twins = dict[str, tuple[Value, Value]]  # name of a GM value the body uses -> (it, its twin)
 
@@ -154,7 +158,7 @@ def stages_of(loop: Op, roots: dict[str, str]) -> Stages | None:
     if a.get("parallel") == 1 or a["step"] != 1 or a.get("kind") is not None:
         return None
     body = loop.regions[0]
-    if any(o.name in ("read", "print") for op in body for o in op.walk()):
+    if any(o.name == "print" for op in body for o in op.walk()):
         return None
     work = [k for k, op in enumerate(body) if op.name not in ("view", "tile.alloc")]
     rw: dict[int, tuple[set[str], set[str]]] = {}
@@ -312,19 +316,100 @@ def _views_needed(ops: list[Op], own: set[int], inside: set[int],
 
 
 def _with_views(ops: list[Op], views: list[Op], counter: itertools.count) -> list[Op]:
-    """``views`` (in body order) defined again under fresh names before ``ops``, whose uses, and
-    those of the copies, name the copies."""
+    """``ops`` with ``views`` (in body order) defined again under fresh names, each just before the
+    first op that uses it (after the element reads its offsets name: paged attention's blocks),
+    whose uses, and those of the copies, name the copies."""
     copies: dict[int, Value] = {}
-    out: list[Op] = []
+    made: list[Op] = []
     for view in views:
         r = view.results[0]
         copy = Value(f"{r.name}_sk{next(counter)}", r.type)
         copies[id(r)] = copy
-        out.append(Op("view", [copies.get(id(x), x) for x in view.operands], dict(view.attrs), [copy], [], view.span))
+        made.append(Op("view", [copies.get(id(x), x) for x in view.operands], dict(view.attrs), [copy], [], view.span))
     for op in ops:
         for o in op.walk():
             o.operands = [copies.get(id(x), x) for x in o.operands]
-    return out + ops
+    out: list[Op] = []
+    placed: set[int] = set()
+    for op in ops:
+        used = {id(v) for o in op.walk() for v in o.operands}
+        # a view and the views it is made of, each once, in body order
+        for k in range(len(made) - 1, -1, -1):
+            if id(made[k].results[0]) in used:
+                used |= {id(v) for v in made[k].operands}
+        out += [v for v in made if id(v.results[0]) in used and id(v) not in placed]
+        placed |= {id(v) for v in made if id(v.results[0]) in used}
+        out.append(op)
+    return out + [v for v in made if id(v) not in placed]
+
+
+def _reread(body: list[Op], stage2: list[Op], func: Func) -> list[Op] | None:
+    """The element reads of ``body`` (a loop carrying state) whose values ``stage2`` uses, read again
+    for it under fresh names (``stage2`` renamed in place): stage 2 of a step runs after stage 1
+    of the next, which reads them anew (paged attention's block table). None when one reads a
+    tensor the kernel writes (read later, it could hold another value)."""
+    reads = {op.attrs["sym"]: op for op in body if op.name == "read"}
+    if not reads:
+        return []
+    used: set[str] = set()
+    for op in stage2:
+        for o in op.walk():
+            used |= _attr_symbols(o)
+    need: list[str] = []
+    work = sorted(used & set(reads))
+    while work:
+        name = work.pop()
+        if name in need:
+            continue
+        need.append(name)
+        work += sorted(_attr_symbols(reads[name]) & set(reads))
+    if not need:
+        return []
+    written = {p.name for p in func.params if p.is_tensor and p.mode != "in"}
+    roots = view_bases(o for o in func.walk() if o.name == "view")
+    order = [s for s in reads if s in need]  # body order: a read's position may name an earlier one
+    out: list[Op] = []
+    env: dict[str, sym.Expr] = {}
+    taken = {o.attrs["sym"] for o in func.walk() if o.name == "read"} | {o.attrs["index"] for o in func.walk() if o.name == "loop"}
+    for name in order:
+        read = reads[name]
+        if roots.get(read.operands[0].name, read.operands[0].name) in written:
+            return None
+        fresh, k = f"{name}_s2", 1
+        while fresh in taken:
+            fresh, k = f"{name}_s2_{k}", k + 1
+        taken.add(fresh)
+        attrs = {key: (v if key == "sym" else _subst_attr(v, env)) for key, v in read.attrs.items()} | {"sym": fresh}
+        out.append(Op("read", list(read.operands), attrs, [], [], read.span))
+        env[name] = sym.Sym(fresh)
+    for old, new in env.items():
+        substitute_index(stage2, old, new)
+    return out
+
+
+def _attr_symbols(o: Op) -> set[str]:
+    """The symbols ``o``'s attributes and result types name."""
+    found: set[str] = set()
+
+    def scan(v) -> None:
+        if isinstance(v, str):
+            return
+        if isinstance(v, (tuple, list)):
+            for x in v:
+                scan(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                scan(x)
+        elif not isinstance(v, (bool, int, float)) and v is not None:
+            found.update(sym.free_symbols(v))
+    for k, v in o.attrs.items():
+        if k not in ("name", "kind", "sym"):
+            scan(v)
+    for r in o.results:
+        t = r.type
+        for dims in (getattr(t, "shape", None), getattr(t, "valid", None)):
+            scan(tuple(dims) if dims is not None else None)
+    return found
 
 
 def _gate(ops: list[Op], trips: sym.Expr, counter: itertools.count, span) -> Op:
@@ -358,6 +443,12 @@ class _Kernel:
                 if staged is not None and all(self._twinnable(op, name) for name in staged[2]):
                     plan, hoisted, _ = staged
                     stages = [_with_views(ops, needed, self.counter) for ops, needed in plan]
+                    again = _reread(op.regions[0], stages[1], self.func)
+                    if again is None:
+                        op.regions = [self.region(r) for r in op.regions]
+                        out.append(op)
+                        continue
+                    stages[1] = again + stages[1]
                     twins, views = self.twins(op, stages, fresh=True)
                     out += [*views, *skew_carried(op, stages, hoisted, self.counter, self.func, twins)]
                     continue

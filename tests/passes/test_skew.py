@@ -284,3 +284,29 @@ def test_a_guard_of_the_pipelined_loop_stops_the_call(write_spec, backend):
         op(q, kv, kv, np.array([0, 70, 93, 94], np.int32), np.array([0, 130, 131, 600], np.int32), *outs,
            backend=backend)
     assert info.value.diagnostic.code == "E0730"
+
+
+# the KV tiles taken in the order a table gives (a paged cache's blocks): the product with v, in
+# stage 2, views v at the block read for its step, which stage 2 reads again (stage 1 of the next
+# step has read the next block by then)
+PAGED = VARLEN.replace("cu_seqlens_k: i32[C],", "cu_seqlens_k: i32[C], order: i32[NB],") \
+    .replace("[k_start + k_tile_start, h * D], valid_shape=[k_tile_len, D])",
+             "[k_start + order[k_tile_idx] * KT, h * D], valid_shape=[k_tile_len, D])")
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])])
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [3, 0, 4, 2, 1]], ids=["in-order", "shuffled"])
+def test_a_block_read_for_a_step_is_read_again_for_its_second_stage(write_spec, backend, order):
+    op = ptodsl.load(write_spec("varlen_attention", PAGED, VARLEN_YAML))
+    (loop,) = _skewed(op)
+    assert any(o.name == "read" and "_s2" in o.attrs["sym"] for o in loop.walk())
+    q = RNG.standard_normal((100, 128)).astype(np.float32)
+    k = RNG.standard_normal((640, 128)).astype(np.float32)
+    v = RNG.standard_normal((640, 128)).astype(np.float32)
+    cu_q, cu_k = np.array([0, 100], np.int32), np.array([0, 640], np.int32)  # five whole KV tiles
+    outs = [RNG.standard_normal(s).astype(np.float32) for s in ((100, 128), (100, 2), (100, 2))]
+    # the keys' order does not change the softmax: the reference takes them as they lie
+    want = _library_ref("varlen_attention")(q, k, v, cu_q, cu_k, *outs)
+    got = op(q, k, v, cu_q, cu_k, np.array(order, np.int32), *(o.copy() for o in outs), backend=backend)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

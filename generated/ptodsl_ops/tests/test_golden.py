@@ -166,6 +166,7 @@ CASES = [
     pytest.param("mul_bcast", 3, id="mul_bcast[bf16-tails]"),
     pytest.param("paged_attention", 0, id="paged_attention[decode]"),
     pytest.param("paged_attention", 1, id="paged_attention[s1-2]"),
+    pytest.param("paged_attention", 2, id="paged_attention[many-steps]"),
     pytest.param("permute_heads", 0, id="permute_heads[f32-B2-S32-H4-D64]"),
     pytest.param("permute_heads", 1, id="permute_heads[f16-tails]"),
     pytest.param("permute_heads", 2, id="permute_heads[bf16-tails]"),

@@ -306,8 +306,6 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT79EAiv0 t79_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_e_aiv0, 8192);  // online_softmax_attn.pto:17:32
                 TileT79EAiv1 t79_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -316,6 +314,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -656,6 +655,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                     TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -980,7 +980,6 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                 __gm__ half* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                __gm__ half* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -1159,6 +1158,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                __gm__ half* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -1355,8 +1355,6 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT79OAiv0 t79_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_o_aiv0, 8192);  // online_softmax_attn.pto:17:32
                 TileT79OAiv1 t79_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -1365,6 +1363,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -1705,6 +1704,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                     TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -2030,7 +2030,6 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     __gm__ half* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                    __gm__ half* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -2209,6 +2208,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    __gm__ half* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -2429,10 +2429,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                 }
+                __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
@@ -2526,6 +2525,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
                 }
+                __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -2630,7 +2630,6 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                 __gm__ half* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                __gm__ half* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -2716,6 +2715,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:22
                     }
                 }
+                __gm__ half* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -2811,10 +2811,9 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
                 }
+                __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
@@ -2908,6 +2907,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
                 }
+                __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -3013,7 +3013,6 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     __gm__ half* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                    __gm__ half* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -3099,6 +3098,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:22
                         }
                     }
+                    __gm__ half* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -3245,8 +3245,6 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT79EAiv0 t79_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_e_aiv0, 8192);  // online_softmax_attn.pto:17:32
                 TileT79EAiv1 t79_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -3259,6 +3257,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
@@ -3616,6 +3615,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -3947,7 +3947,6 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                 __gm__ half* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                __gm__ half* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                     for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                     }
@@ -4069,6 +4068,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                __gm__ half* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                     for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                     }
@@ -4204,8 +4204,6 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT79OAiv0 t79_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_o_aiv0, 8192);  // online_softmax_attn.pto:17:32
                 TileT79OAiv1 t79_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -4218,6 +4216,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
@@ -4575,6 +4574,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -4907,7 +4907,6 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     __gm__ half* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                    __gm__ half* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                         }
@@ -5029,6 +5028,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    __gm__ half* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                         }

@@ -298,8 +298,6 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT79EAiv0 t79_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_e_aiv0, 8192);  // online_softmax_attn.pto:17:32
                 TileT79EAiv1 t79_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -308,6 +306,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -636,6 +635,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                     TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -946,7 +946,6 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                 __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -1125,6 +1124,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -1321,8 +1321,6 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT79OAiv0 t79_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_o_aiv0, 8192);  // online_softmax_attn.pto:17:32
                 TileT79OAiv1 t79_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -1331,6 +1329,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -1659,6 +1658,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                     TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -1970,7 +1970,6 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -2149,6 +2148,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -2369,10 +2369,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                 }
+                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
@@ -2466,6 +2465,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
                 }
+                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -2570,7 +2570,6 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                 __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -2656,6 +2655,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:22
                     }
                 }
+                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -2751,10 +2751,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
                 }
+                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
@@ -2848,6 +2847,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
                 }
+                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -2953,7 +2953,6 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -3039,6 +3038,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:22
                         }
                     }
+                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -3185,8 +3185,6 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT79EAiv0 t79_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_e_aiv0, 8192);  // online_softmax_attn.pto:17:32
                 TileT79EAiv1 t79_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -3199,6 +3197,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
@@ -3540,6 +3539,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -3853,7 +3853,6 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                 __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                     for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                     }
@@ -3975,6 +3974,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                     for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                     }
@@ -4110,8 +4110,6 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
-                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT79OAiv0 t79_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_o_aiv0, 8192);  // online_softmax_attn.pto:17:32
                 TileT79OAiv1 t79_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -4124,6 +4122,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
@@ -4465,6 +4464,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -4779,7 +4779,6 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
-                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                         }
@@ -4901,6 +4900,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                         }

@@ -182,7 +182,6 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT247EAiv0 t247_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t247_e_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT247EAiv1 t247_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -191,6 +190,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t247_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                __gm__ float* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
                     TileT232E t232_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -712,7 +712,6 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT247OAiv0 t247_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t247_o_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT247OAiv1 t247_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -721,6 +720,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t247_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                __gm__ float* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
                     TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
@@ -1267,9 +1267,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                 }
+                __gm__ float* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
                     TileT232E t232_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t232_e, 0);  // online_softmax_attn.pto:10:13
@@ -1463,9 +1463,9 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
                 }
+                __gm__ float* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
                     TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
@@ -1703,7 +1703,6 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT247EAiv0 t247_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t247_e_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT247EAiv1 t247_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -1716,6 +1715,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t247_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                __gm__ float* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
                     for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
@@ -2189,7 +2189,6 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                __gm__ float* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 TileT247OAiv0 t247_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
                 TASSIGN(t247_o_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT247OAiv1 t247_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
@@ -2202,6 +2201,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t247_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                __gm__ float* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
                     for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13

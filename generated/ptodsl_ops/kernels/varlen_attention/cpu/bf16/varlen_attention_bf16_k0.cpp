@@ -1211,8 +1211,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 2, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        __gm__ bfloat16_t* q_tile_view_sk0_e = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_e = k + (k_start + (1 + k_tile_idx_sk * 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
@@ -1243,6 +1241,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #endif
                             return;  // varlen_attention.pto:34:35
                         }
+                        __gm__ bfloat16_t* q_tile_view_sk0_e = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
+                        __gm__ bfloat16_t* k_tile_view_sk1_e = k + (k_start + (1 + k_tile_idx_sk * 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
                             TileT90EAiv0 t90_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
                             TASSIGN(t90_e_aiv0, 0);  // varlen_attention.pto:37:27
@@ -1506,9 +1506,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
                         __gm__ bfloat16_t* v_tile_view_sk2_e = v + (k_start + k_tile_idx_sk * 2 * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                        __gm__ float* li_sk3_e = li_update_own;  // varlen_attention.pto:52:30
-                        __gm__ float* mi_sk4_e = mi_update_own;  // varlen_attention.pto:53:30
-                        __gm__ float* oi_sk5_e = oi_update_own;  // varlen_attention.pto:54:30
                         for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
                             TileT114E t114_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64));  // varlen_attention.pto:51:31
                             TASSIGN(t114_e, 0);  // varlen_attention.pto:51:31
@@ -1574,6 +1571,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView78 oij_1_own_twinGm78(oij_1_own_twin + _g113 * 64 * 64, GmView78::Shape(t114_e.GetValidRow()));  // varlen_attention.pto:51:31
                             TSTORE(oij_1_own_twinGm78, t114_e);  // varlen_attention.pto:51:31
                         }
+                        __gm__ float* li_sk3_e = li_update_own;  // varlen_attention.pto:52:30
+                        __gm__ float* mi_sk4_e = mi_update_own;  // varlen_attention.pto:53:30
+                        __gm__ float* oi_sk5_e = oi_update_own;  // varlen_attention.pto:54:30
                         for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
                             TileT125EAiv0 t125_e_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
                             TASSIGN(t125_e_aiv0, 0);  // varlen_attention.pto:55:34
@@ -1918,8 +1918,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 3, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        __gm__ bfloat16_t* q_tile_view_sk0_o = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_o = k + (k_start + (k_tile_idx_sk * 2 + 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
@@ -1950,6 +1948,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #endif
                             return;  // varlen_attention.pto:34:35
                         }
+                        __gm__ bfloat16_t* q_tile_view_sk0_o = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
+                        __gm__ bfloat16_t* k_tile_view_sk1_o = k + (k_start + (k_tile_idx_sk * 2 + 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
                             TileT90OAiv0 t90_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
                             TASSIGN(t90_o_aiv0, 0);  // varlen_attention.pto:37:27
@@ -2215,9 +2215,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     for (int64_t _sk8 = 0; _sk8 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - (k_tile_idx_sk * 2 + 2), 0), 1); ++_sk8) {  // varlen_attention.pto:29:17
                         for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2 + 1, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
                             __gm__ bfloat16_t* v_tile_view_sk2_o = v + (k_start + (k_tile_idx_sk * 2 + 1) * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                            __gm__ float* li_sk3_o = li_update_own;  // varlen_attention.pto:52:30
-                            __gm__ float* mi_sk4_o = mi_update_own;  // varlen_attention.pto:53:30
-                            __gm__ float* oi_sk5_o = oi_update_own;  // varlen_attention.pto:54:30
                             for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
                                 TileT114O t114_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t114_o, 0);  // varlen_attention.pto:51:31
@@ -2283,6 +2280,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 GmView136 oij_1_ownGm136(oij_1_own + _g113 * 64 * 64, GmView136::Shape(t114_o.GetValidRow()));  // varlen_attention.pto:51:31
                                 TSTORE(oij_1_ownGm136, t114_o);  // varlen_attention.pto:51:31
                             }
+                            __gm__ float* li_sk3_o = li_update_own;  // varlen_attention.pto:52:30
+                            __gm__ float* mi_sk4_o = mi_update_own;  // varlen_attention.pto:53:30
+                            __gm__ float* oi_sk5_o = oi_update_own;  // varlen_attention.pto:54:30
                             for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
                                 TileT125OAiv0 t125_o_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
                                 TASSIGN(t125_o_aiv0, 0);  // varlen_attention.pto:55:34
@@ -3812,8 +3812,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 2, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        __gm__ bfloat16_t* q_tile_view_sk0_e = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_e = k + (k_start + (1 + k_tile_idx_sk * 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
@@ -3856,6 +3854,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag_dev(6);  // varlen_attention.pto:34:35
                             return;  // varlen_attention.pto:34:35
                         }
+                        __gm__ bfloat16_t* q_tile_view_sk0_e = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
+                        __gm__ bfloat16_t* k_tile_view_sk1_e = k + (k_start + (1 + k_tile_idx_sk * 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
                             for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv9) {  // varlen_attention.pto:37:27
                             }
@@ -3926,9 +3926,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
                         __gm__ bfloat16_t* v_tile_view_sk2_e = v + (k_start + k_tile_idx_sk * 2 * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                        __gm__ float* li_sk3_e = li_update_own;  // varlen_attention.pto:52:30
-                        __gm__ float* mi_sk4_e = mi_update_own;  // varlen_attention.pto:53:30
-                        __gm__ float* oi_sk5_e = oi_update_own;  // varlen_attention.pto:54:30
                         for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
                             TileT114E t114_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64));  // varlen_attention.pto:51:31
                             TASSIGN(t114_e, 0);  // varlen_attention.pto:51:31
@@ -3995,6 +3992,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TSTORE(oij_1_own_twinGm78, t114_e);  // varlen_attention.pto:51:31
                         }
                         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(12) << 8)));
+                        __gm__ float* li_sk3_e = li_update_own;  // varlen_attention.pto:52:30
+                        __gm__ float* mi_sk4_e = mi_update_own;  // varlen_attention.pto:53:30
+                        __gm__ float* oi_sk5_e = oi_update_own;  // varlen_attention.pto:54:30
                         for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
                             for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv15) {  // varlen_attention.pto:55:34
                             }
@@ -4023,8 +4023,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 3, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        __gm__ bfloat16_t* q_tile_view_sk0_o = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_o = k + (k_start + (k_tile_idx_sk * 2 + 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
@@ -4067,6 +4065,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag_dev(10);  // varlen_attention.pto:34:35
                             return;  // varlen_attention.pto:34:35
                         }
+                        __gm__ bfloat16_t* q_tile_view_sk0_o = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
+                        __gm__ bfloat16_t* k_tile_view_sk1_o = k + (k_start + (k_tile_idx_sk * 2 + 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
                             for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv22) {  // varlen_attention.pto:37:27
                             }
@@ -4139,9 +4139,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     for (int64_t _sk8 = 0; _sk8 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - (k_tile_idx_sk * 2 + 2), 0), 1); ++_sk8) {  // varlen_attention.pto:29:17
                         for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2 + 1, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
                             __gm__ bfloat16_t* v_tile_view_sk2_o = v + (k_start + (k_tile_idx_sk * 2 + 1) * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                            __gm__ float* li_sk3_o = li_update_own;  // varlen_attention.pto:52:30
-                            __gm__ float* mi_sk4_o = mi_update_own;  // varlen_attention.pto:53:30
-                            __gm__ float* oi_sk5_o = oi_update_own;  // varlen_attention.pto:54:30
                             for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
                                 TileT114O t114_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t114_o, 0);  // varlen_attention.pto:51:31
@@ -4208,6 +4205,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(oij_1_ownGm136, t114_o);  // varlen_attention.pto:51:31
                             }
                             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
+                            __gm__ float* li_sk3_o = li_update_own;  // varlen_attention.pto:52:30
+                            __gm__ float* mi_sk4_o = mi_update_own;  // varlen_attention.pto:53:30
+                            __gm__ float* oi_sk5_o = oi_update_own;  // varlen_attention.pto:54:30
                             for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
                                 for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv28) {  // varlen_attention.pto:55:34
                                 }
@@ -5323,8 +5323,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 2, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        __gm__ bfloat16_t* q_tile_view_sk0_e = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_e = k + (k_start + (1 + k_tile_idx_sk * 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
@@ -5361,6 +5359,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag_dev(3);  // varlen_attention.pto:34:35
                             return;  // varlen_attention.pto:34:35
                         }
+                        __gm__ bfloat16_t* q_tile_view_sk0_e = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
+                        __gm__ bfloat16_t* k_tile_view_sk1_e = k + (k_start + (1 + k_tile_idx_sk * 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
                             TileT90EAiv0 t90_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
                             TASSIGN(t90_e_aiv0, 0);  // varlen_attention.pto:37:27
@@ -5649,13 +5649,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
                         __gm__ bfloat16_t* v_tile_view_sk2_e = v + (k_start + k_tile_idx_sk * 2 * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                        __gm__ float* li_sk3_e = li_update_own;  // varlen_attention.pto:52:30
-                        __gm__ float* mi_sk4_e = mi_update_own;  // varlen_attention.pto:53:30
-                        __gm__ float* oi_sk5_e = oi_update_own;  // varlen_attention.pto:54:30
                         for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
                             for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
                             }
                         }
+                        __gm__ float* li_sk3_e = li_update_own;  // varlen_attention.pto:52:30
+                        __gm__ float* mi_sk4_e = mi_update_own;  // varlen_attention.pto:53:30
+                        __gm__ float* oi_sk5_e = oi_update_own;  // varlen_attention.pto:54:30
                         wait_flag_dev(12);
                         for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
                             TileT125EAiv0 t125_e_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
@@ -6087,8 +6087,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 3, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        __gm__ bfloat16_t* q_tile_view_sk0_o = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_o = k + (k_start + (k_tile_idx_sk * 2 + 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
@@ -6125,6 +6123,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag_dev(3);  // varlen_attention.pto:34:35
                             return;  // varlen_attention.pto:34:35
                         }
+                        __gm__ bfloat16_t* q_tile_view_sk0_o = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
+                        __gm__ bfloat16_t* k_tile_view_sk1_o = k + (k_start + (k_tile_idx_sk * 2 + 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
                             TileT90OAiv0 t90_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
                             TASSIGN(t90_o_aiv0, 0);  // varlen_attention.pto:37:27
@@ -6414,13 +6414,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     for (int64_t _sk8 = 0; _sk8 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - (k_tile_idx_sk * 2 + 2), 0), 1); ++_sk8) {  // varlen_attention.pto:29:17
                         for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2 + 1, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
                             __gm__ bfloat16_t* v_tile_view_sk2_o = v + (k_start + (k_tile_idx_sk * 2 + 1) * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                            __gm__ float* li_sk3_o = li_update_own;  // varlen_attention.pto:52:30
-                            __gm__ float* mi_sk4_o = mi_update_own;  // varlen_attention.pto:53:30
-                            __gm__ float* oi_sk5_o = oi_update_own;  // varlen_attention.pto:54:30
                             for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
                                 for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
                                 }
                             }
+                            __gm__ float* li_sk3_o = li_update_own;  // varlen_attention.pto:52:30
+                            __gm__ float* mi_sk4_o = mi_update_own;  // varlen_attention.pto:53:30
+                            __gm__ float* oi_sk5_o = oi_update_own;  // varlen_attention.pto:54:30
                             wait_flag_dev(10);
                             for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
                                 TileT125OAiv0 t125_o_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
