@@ -81,7 +81,8 @@ def _want(q, w, cu, y0, d=32):
 
 
 @pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])])
-@pytest.mark.parametrize("cu", [[0, 40, 41, 41, 100], [0, 100], [0, 0, 17, 99, 100], [3, 3, 90]],
+@pytest.mark.parametrize("cu", [[0, 40, 41, 41, 100], pytest.param([0, 100], marks=pytest.mark.slow),
+                                [0, 0, 17, 99, 100], pytest.param([3, 3, 90], marks=pytest.mark.slow)],
                          ids=["empty-and-one-row", "one-segment", "tails", "rows-outside"])
 def test_the_shared_segments_compute_right(write_spec, backend, cu):
     op = ptodsl.load(write_spec("k", SEGMENTS, _yaml(True)))

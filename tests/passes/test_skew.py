@@ -257,7 +257,8 @@ def test_a_kv_loop_with_guards_runs_pipelined(write_spec):
 
 
 @pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])])
-@pytest.mark.parametrize("cu_k", [[0, 130, 131, 431], [0, 300, 420, 431], [0, 1, 2, 431]],
+@pytest.mark.parametrize("cu_k", [[0, 130, 131, 431], *(pytest.param(c, marks=pytest.mark.slow)
+                                                      for c in ([0, 300, 420, 431], [0, 1, 2, 431]))],
                          ids=["2-1-3-blocks", "3-1-1-blocks", "1-1-3-blocks"])
 def test_the_guarded_pipelined_kv_loop_computes_right(write_spec, backend, cu_k):
     op = _varlen(write_spec)
@@ -295,7 +296,8 @@ PAGED = VARLEN.replace("cu_seqlens_k: i32[C],", "cu_seqlens_k: i32[C], order: i3
 
 
 @pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])])
-@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [3, 0, 4, 2, 1]], ids=["in-order", "shuffled"])
+@pytest.mark.parametrize("order", [pytest.param([0, 1, 2, 3, 4], marks=pytest.mark.slow), [3, 0, 4, 2, 1]],
+                         ids=["in-order", "shuffled"])
 def test_a_block_read_for_a_step_is_read_again_for_its_second_stage(write_spec, backend, order):
     op = ptodsl.load(write_spec("varlen_attention", PAGED, VARLEN_YAML))
     (loop,) = _skewed(op)
