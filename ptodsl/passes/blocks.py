@@ -338,8 +338,8 @@ SKELETON = frozenset({"read", "view", "guard"})
 def nested_parallel(kernel: Func, reads_ok: bool = False) -> tuple[list[Op], Op] | None:
     """``(loops around, loop)`` when the kernel's body is a loop of the user's (its only op besides
     element reads, views and guards), nested so down to a ``parallel`` loop of the user's whose
-    bounds name nothing the loops around bind (``reads_ok``: but values their bodies read, which
-    every block reads too): every block may run the loops around in full and, in each of their
+    bounds name nothing the loops around bind (``reads_ok``: but values the body around it reads,
+    which every block reads too): every block may run the loops around in full and, in each of their
     iterations, its share of the parallel loop's. The parallel loop may be the body's own (no
     loops around)."""
     if block_params(kernel):
@@ -397,16 +397,9 @@ def private_share(kernel: Func, launch: Op, allocs: dict[str, Op],
             return None
         return _banded_share(kernel, nest[0][0], nest[1], launch, allocs, ordered)
     path, loop = nest
-    params = [p for p in kernel.params if p.is_tensor]
-    launched = {p.name: v.name for p, v in zip(params, launch.operands)}
-    private: list[str] = []
-    for name in sorted(_written_params(kernel)):
-        alloc = allocs.get(launched.get(name, ""))
-        if alloc is None:
-            continue  # a tensor of the call: the proof below decides
-        if loop.attrs["index"] not in alloc.attrs.get("within", ()) or not alloc.result.type.shape:
-            return None
-        private.append(name)
+    private = _private_workspaces(kernel, launch, allocs, loop)
+    if private is None:
+        return None
     origins = origins_of(kernel)
     outer: set[str] = set()
     for around in path:
@@ -416,9 +409,11 @@ def private_share(kernel: Func, launch: Op, allocs: dict[str, Op],
     return loop, private
 
 
-def _banded_share(kernel: Func, around: Op, loop: Op, launch: Op, allocs: dict[str, Op],
-                  ordered: frozenset[str]) -> tuple[Op, list[str]] | None:
-    """:func:`private_share` of ``loop`` inside ``around``, whose body reads ``loop``'s bounds."""
+def _private_workspaces(kernel: Func, launch: Op, allocs: dict[str, Op], loop: Op) -> list[str] | None:
+    """The tensor parameters ``kernel`` writes that ``launch`` fills with workspaces of the call
+    (``allocs``: the control program's, by name), when each was allocated inside ``loop`` (``alloc
+    {within}``: every iteration had its own); None when one was not. The tensors of the call it
+    writes are left to the proofs."""
     launched = {p.name: v.name for p, v in zip([p for p in kernel.params if p.is_tensor], launch.operands)}
     private: list[str] = []
     for name in sorted(_written_params(kernel)):
@@ -428,11 +423,24 @@ def _banded_share(kernel: Func, around: Op, loop: Op, launch: Op, allocs: dict[s
         if loop.attrs["index"] not in alloc.attrs.get("within", ()) or not alloc.result.type.shape:
             return None
         private.append(name)
+    return private
+
+
+def _written_roots(kernel: Func, origins: dict, private: list[str]) -> set[str]:
+    """The GM roots ``kernel`` writes, but its ``private`` workspaces."""
+    return {origins[p.name].root for p in kernel.params if p.name in _written_params(kernel)} - set(private)
+
+
+def _banded_share(kernel: Func, around: Op, loop: Op, launch: Op, allocs: dict[str, Op],
+                  ordered: frozenset[str]) -> tuple[Op, list[str]] | None:
+    """:func:`private_share` of ``loop`` inside ``around``, whose body reads ``loop``'s bounds: the
+    iterations of ``loop`` independent for one iteration of ``around``, whose iterations keep to
+    their row bands."""
+    private = _private_workspaces(kernel, launch, allocs, loop)
     origins = origins_of(kernel)
-    if origins is None:
+    if private is None or origins is None:
         return None
-    written = {origins[p.name].root for p in kernel.params if p.name in _written_params(kernel)} - set(private)
-    if not within_bands(around, written, origins, ordered) or \
+    if not within_bands(around, _written_roots(kernel, origins, private), origins, ordered) or \
             not independent(loop, origins, frozenset(), frozenset(private)):
         return None
     return loop, private
@@ -463,19 +471,15 @@ def inner_private(kernel: Func, loop: Op, launch: Op, allocs: dict[str, Op], pri
     a = inner.attrs
     if a.get("kind") is not None or a.get("parallel") != 1 or a["step"] != 1:
         return None
-    launched = {p.name: v.name for p, v in zip([p for p in kernel.params if p.is_tensor], launch.operands)}
-    if any(a["index"] not in allocs[launched[name]].attrs.get("within", ()) for name in private):
-        return None
     origins = origins_of(kernel)
-    if origins is None:
+    if _private_workspaces(kernel, launch, allocs, inner) != private or origins is None:
         return None
     mine = bound_within(loop) - bound_within(inner)  # another block may run another share of `loop`
     around = bound_within_all(kernel) - bound_within(loop)
     if independent(inner, origins, frozenset(mine | around), frozenset(private)):
         return inner
     path, _ = nested_parallel(kernel) or ([], None)
-    written = {origins[p.name].root for p in kernel.params if p.name in _written_params(kernel)} - set(private)
-    if len(path) != 1 or not within_bands(path[0], written, origins, ordered):
+    if len(path) != 1 or not within_bands(path[0], _written_roots(kernel, origins, private), origins, ordered):
         return None
     return inner if independent(inner, origins, frozenset(mine), frozenset(private)) else None
 
@@ -802,7 +806,7 @@ def run(module: Module, ctx: PassContext) -> Module:
                     cores = ctx.target.chip.cores(kernel.kind)
                     inner = inner_private(kernel, plan[0], op, allocs, plan[1], ordered)
                     if inner is not None:
-                        share_out_nest(kernel, plan[0], inner, op, cores, host_inner=False)
+                        share_out_nest(kernel, plan[0], inner, op, cores, host_inner=not data_trips(kernel, inner))
                     else:
                         share_out(kernel, [plan[0]], op, cores)
                     privatize(kernel, op, control, plan[1])
