@@ -156,3 +156,27 @@ def test_a_tensor_is_banded_only_inside_one_band(write_spec, second):
     assert ordered_params(module, kernel) == {"cu", "cv"}
     # each write alone lies in a band (of cu, of cv); together they do not share one
     assert within_bands(loop, {"y"}, origins, ordered_params(module, kernel)) is not second
+
+
+def _random_segments(rng: np.random.Generator, rows: int) -> list[int]:
+    """Cumulative lengths from 0 to at most ``rows``: empty segments, one-row ones and long ones."""
+    lengths = rng.choice([0, 1, 7, 16, 17, 33, 50], size=int(rng.integers(1, 7)))
+    cu = np.minimum(np.concatenate([[int(rng.integers(0, 4))], lengths]).cumsum(), rows)
+    return [int(x) for x in cu]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.cpu)])
+def test_random_segment_layouts_compute_right_on_every_block(write_spec, backend):
+    # the tiles of every segment shared over all the cores (and, on the cpu backend, run on the
+    # machine's threads at once), for layouts and head counts drawn at random
+    op = ptodsl.load(write_spec("k", SEGMENTS, _yaml(True)))
+    rng = np.random.default_rng(2026)
+    for _ in range(12):
+        rows, heads = int(rng.integers(1, 160)), int(rng.integers(1, 4))
+        cu = _random_segments(rng, rows)
+        q = (rng.standard_normal((rows, 32 * heads)) / 4).astype(np.float32)
+        w = (rng.standard_normal((32, 32)) / 4).astype(np.float32)
+        y0 = rng.standard_normal((rows, 32 * heads)).astype(np.float32)
+        y = op(q, w, np.array(cu, np.int32), y0.copy(), backend=backend)
+        np.testing.assert_allclose(y, _want(q, w, cu, y0), rtol=1e-4, atol=1e-4, err_msg=f"cu={cu}")
