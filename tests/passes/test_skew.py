@@ -71,6 +71,23 @@ def test_a_product_activation_product_chain_runs_skewed_in_one_mixed_kernel(writ
     assert len(_twins(op)) == 2  # h and a each get a second buffer
 
 
+def test_a_guard_after_the_vector_work_keeps_the_loop_in_order(write_spec):
+    # the second product's rows start at a scalar of the call, so its store gets a bounds guard,
+    # in part C: skewed, C(i - 1) would run after A(i), and a failing guard of iteration i - 1
+    # would be reported after one of iteration i. Without the guard the loop is skewed
+    guarded = LOOP.replace("act: i32 = 0):", "act: i32 = 0, at: i32 = 0):") \
+        .replace("y[i * 16:(i + 1) * 16, :] = matmul(a, w2)", "y[at + i * 16:at + (i + 1) * 16, :] = matmul(a, w2)")
+    op = ptodsl.load(write_spec("k", guarded, _yaml("row_interchange: true")))
+    assert any(o.name == "guard" for f in op.compiled.stages["block"].funcs for o in f.walk())
+    assert not _skewed(op)
+    x = RNG.standard_normal((48, 32)).astype(np.float32)
+    w1 = (RNG.standard_normal((32, 64)) / 4).astype(np.float32)
+    w2 = (RNG.standard_normal((64, 32)) / 4).astype(np.float32)
+    np.testing.assert_allclose(op(x, w1, w2, act=1, backend="sim"), _want(x, w1, w2, 1), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ptodsl.GuardError):
+        op(x, w1, w2, act=1, at=16, y=np.zeros((48, 32), np.float32), backend="sim")
+
+
 def test_without_skew_the_loop_keeps_its_order(write_spec):
     op = ptodsl.load(write_spec("k", FFN, _yaml("row_interchange: true, skew: false")))
     assert len(_launches(op)) == 1 and not _skewed(op) and not _twins(op)
