@@ -67,8 +67,8 @@ paged cache itself), which must not be of a tensor the kernel writes (:func:`_re
 
 Not skewed: loops whose body does not split so, or where a part uses a value another part
 defines (other than a view or a handed tile), a parallel loop that binds a scalar (``read``) in
-its body or guards or prints in its part ``C`` (which runs after the next iteration's ``A``), a
-loop carrying state that prints or whose stage 2 uses a value read from a tensor the
+its body or guards or prints both in its part ``A`` and in its part ``C`` (which runs after the
+next iteration's ``A``), a loop carrying state that prints or whose stage 2 uses a value read from a tensor the
 kernel writes, and kernels that would no longer compile within the target's limits
 (``passes/trial.py``). ``pass_options: {skew: false}`` turns the pass off.
 """
@@ -117,9 +117,9 @@ def parts_of(loop: Op, counter: itertools.count) -> list[list[Op]] | None:
     if not any("cube" in c for c in cores[:vec[0]]) or not any("cube" in c for c in cores[vec[-1] + 1:]):
         return None
     parts = [body[:vec[0]], body[vec[0]:vec[-1] + 1], body[vec[-1] + 1:]]
-    if any(o.name in ("guard", "print") for op in parts[2] for o in op.walk()):
+    if all(any(o.name in ("guard", "print") for op in part for o in op.walk()) for part in (parts[0], parts[2])):
         # C(i - 1) runs after A(i): a failing guard of C would be reported after one of the next
-        # iteration's A, not first in loop order (and a print would come out of order)
+        # iteration's A, not first in loop order, and prints would come out of order
         return None
     views = {id(op.results[0]): (k, op) for k, op in enumerate(body) if op.name == "view" and len(op.results) == 1}
     inside = _defined(body)

@@ -71,11 +71,12 @@ def test_a_product_activation_product_chain_runs_skewed_in_one_mixed_kernel(writ
     assert len(_twins(op)) == 2  # h and a each get a second buffer
 
 
-def test_a_guard_after_the_vector_work_keeps_the_loop_in_order(write_spec):
-    # the second product's rows start at a scalar of the call, so its store gets a bounds guard,
-    # in part C: skewed, C(i - 1) would run after A(i), and a failing guard of iteration i - 1
-    # would be reported after one of iteration i. Without the guard the loop is skewed
+def test_guards_before_and_after_the_vector_work_keep_the_loop_in_order(write_spec):
+    # the first product's rows and the second's start at a scalar of the call, so both get a
+    # bounds guard, in parts A and C: skewed, C(i - 1) would run after A(i), and a failing guard of
+    # iteration i - 1 would be reported after one of iteration i. (LOOP guards only in C: skewed)
     guarded = LOOP.replace("act: i32 = 0):", "act: i32 = 0, at: i32 = 0):") \
+        .replace("xi = view(x, [16, 32], [i * 16, 0])", "xi = view(x, [16, 32], [at + i * 16, 0])") \
         .replace("y[i * 16:(i + 1) * 16, :] = matmul(a, w2)", "y[at + i * 16:at + (i + 1) * 16, :] = matmul(a, w2)")
     op = ptodsl.load(write_spec("k", guarded, _yaml("row_interchange: true")))
     assert any(o.name == "guard" for f in op.compiled.stages["block"].funcs for o in f.walk())
