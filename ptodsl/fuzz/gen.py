@@ -68,6 +68,8 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "data_trips",  # loops whose trip count, valid extents (min) and offsets come from lengths read from a tensor
     "data_conds",  # inline conditions on values read from tensors (`if x1[r, 0] > 0.0:`)
     "data_cu",  # cumulative offsets read in an outer loop driving an inner loop's bound, offsets and extents
+    # (half the programs declare them `nondecreasing:`; with `matmul`, a segment's rows sometimes
+    # go through a product on the cube: a mixed kernel whose tiles of every segment share the cores)
     # Indexing builtins (gen_index.py): index tensors with in-range and out-of-range values.
     "index_gather",  # index_select along dim 0 or -1, gather along -1
     "scatter",  # scatter_update of rows into an inout tensor
@@ -305,6 +307,7 @@ class Gen:
         self.nblock = 0
         self.full_outs: list[str] = []  # [M, N] outputs written whole by an earlier block
         self.fixed_extra: dict[str, int] = {}  # symbols a block needs fixed in the YAML (topk rows)
+        self.varlen_mm = False  # a segments block multiplies its rows on the cube (needs a cube_tile)
         self.topk_rows = 0  # the longest row a top-k block ranks: the vec tile's last dim must hold it
 
     def has(self, name: str) -> bool:
@@ -953,7 +956,8 @@ class Gen:
         """Segments of rows located by cumulative offsets cu (S entries): each segment's rows in
         blocks of ``br``, the offsets read at the segment loop's depth and used in the block loop's
         bound, view offsets, valid extent and write region (the same read twice in one slice is one
-        value). Offsets may go down (an empty segment), past M (E0730) or to 2**31 - 1 (E0870)."""
+        value). Offsets may go down (an empty segment, or E0732 where the program declares them
+        nondecreasing), past M (E0730) or to 2**31 - 1 (E0870)."""
         r = self.rng
         y = self.out("M, N", "inout")  # rows outside every segment keep their values
         cu = self.param("cu", "i32[S]", "in", "i32", ("S",), role="cumulative")
@@ -974,7 +978,17 @@ class Gen:
             (2, f"{v} = view(x0, [{br}, N], [{rows}, 0], valid_shape=[min(cu[sg + 1] - {rows}, {br}), N])"),
             (2, f"{u} = view(x1, [{br}, N], [{rows}, 0])"),
             (2, [f"{y}[{st} + q * {br}:{st} + q * {br} + {br}, :] = ", self.use(v, self.expr(ctx, depth=2)), ""])]
-        return Block("varlen", lines, [y, cu, "x0", "x1", *self._names(ctx)], {inner: settings})
+        names = [y, cu, "x0", "x1", *self._names(ctx)]
+        if self.has("matmul") and random.Random(f"varlen_mm:{self.seed}:{k}").random() < 0.4:
+            # a segment's rows through a product on the cube (a stream of its own: other seeds keep
+            # their programs): a mixed kernel whose tiles of every segment, with `nondecreasing:`,
+            # run on every core (passes/blocks.py, passes/ordered.py)
+            w = self.param(f"w{k}", "T[N, N]", "in", "T", ("N", "N"))
+            prefix, e, _ = lines[-1][1]
+            lines[-1] = (2, [prefix + "matmul(cast(", e, f", T), {w}, out_dtype=T) * 0.25"])
+            names.append(w)
+            self.varlen_mm = True
+        return Block("varlen", lines, names, {inner: settings})
 
     def use(self, name: str, e: Ex, force: bool = False) -> Ex:
         """``e``, made to read the view ``name`` if it does not already (``force``: at top level)."""
@@ -1070,6 +1084,9 @@ class Gen:
                         st["vec_tile"][-1] = -(-st["vec_tile"][-1] // 32) * 32
         scalars = {"s": round(r.uniform(-2.0, 2.0), 2)} if "s" in self.params else {}
         cube = None
+        if self.varlen_mm and self.mm_rng is None:
+            cube = cube_tile(self, random.Random(f"varlen_cube:{self.seed}"))
+            cube.pop("split_k", None)
         if self.mm_rng is not None:
             matmul_shapes(self.mm_rng, shapes)
             cube = cube_tile(self, self.mm_rng)
