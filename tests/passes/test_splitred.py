@@ -177,7 +177,7 @@ def test_the_split_is_bitwise_the_same_on_the_simulator_and_the_cpu_backend(spec
         assert a.tobytes() == b.tobytes()
 
 
-@pytest.mark.parametrize("spec", ["rmsnorm_bwd", "layernorm_bwd"])
+@pytest.mark.parametrize("spec", [pytest.param("rmsnorm_bwd", marks=pytest.mark.slow), "layernorm_bwd"])
 def test_a_split_share_gets_a_one_pass_version_of_the_whole_nest(spec):
     """The backward norms' row loop is both a split reduction and a row loop over a runtime row
     length: its one-pass version (passes/tile_fit.py) is the whole nest of the partials' loop

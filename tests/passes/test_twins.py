@@ -17,6 +17,7 @@ def _ops(compiled, name: str) -> list:
     return [op for op in compiled.stages["tile"].walk() if op.name == name]
 
 
+@pytest.mark.slow  # (compiles bmm at three dtypes: README suite time)
 def test_bmm_accumulates_its_product_once_and_stores_it_twice():
     c = compile_spec("specs/bmm.yaml")
     kernel = c.stages["tile"].funcs[0]
