@@ -13,7 +13,7 @@ BACKENDS = ["sim", pytest.param("cpu", marks=pytest.mark.cpu)]
 YAML = "schedule: {vec_tile: [1, 64]}\n"
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])])
 def test_division_is_true_division_and_blocks_cover_the_tail(write_spec, backend):
     pto = ("kernel k(x: f32[M, N], y: out f32[M, N], z: out f32[M, N]):\n"
            "    y[:] = x * (1 / N) + (N // 4) + (N % 3)\n"

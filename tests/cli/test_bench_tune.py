@@ -49,6 +49,7 @@ def test_tune_runs_on_every_library_spec(spec, capsys):
 
 
 @pytest.mark.cpu
+@pytest.mark.slow  # (README suite time)
 def test_tune_measures_a_spec_with_a_scalar_default(capsys):
     """The largest case of scale_shift leaves `beta` to its default: each candidate is built and timed."""
     assert cli.main(["tune", "specs/scale_shift.yaml", "--jobs", "1", "--measure", "--format", "json"]) == 0

@@ -148,6 +148,7 @@ def test_bench_cases_bind_the_dims_the_spec_defines(capsys):
     assert "rope[f16-R65536-F64]: GM bytes modelled" in out
 
 
+@pytest.mark.slow  # (README suite time)
 def test_a_bench_case_too_long_to_walk_is_said_so(tmp_path, capsys, monkeypatch):
     """A case the dry run would walk too many ops for is reported as not modelled (was an internal
     error). The library's cases all fit the report's budget today, so the budget is cut to what

@@ -33,7 +33,7 @@ PTO = """kernel k(x: f32[S, H], z: f32[B, S, H], m: f32[B, 1, H], v: f32[B, S, 1
 """
 
 
-@pytest.mark.parametrize("backend", ["sim", "cpu"])
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])])
 def test_rank_3_broadcasts_and_tails_under_a_tile_with_leading_dims(write_spec, backend):
     op = ptodsl.load(write_spec("k", PTO, "op: k\nsymbols: {H: 64}\nschedule: {vec_tile: [2, 4, 64]}\n"))
     rng = np.random.default_rng(7)

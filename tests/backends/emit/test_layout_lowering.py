@@ -42,7 +42,7 @@ def _edge_expected(x, q, lens, y6):
             np.concatenate([x, -x, x + 1.0], -1), want6, x.T, np.broadcast_to((x * 3.0).T, (16, 16, 5))]
 
 
-@pytest.mark.parametrize("backend", ["sim", "cpu"])
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.slow])])
 def test_layout_ops_compute_what_numpy_does(write_spec, backend):
     op = ptodsl.load(write_spec("edge", EDGE, EDGE_YAML))
     rng = np.random.default_rng(11)
