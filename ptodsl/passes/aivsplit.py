@@ -30,7 +30,8 @@ A kernel qualifies when:
   whose instances at different loop indices write rows apart (``_stores_apart``: paged
   attention's output rows, a head group's offset inside a batch; varlen attention's, each
   sequence's rows inside its band of a ``nondecreasing:`` tensor, ``passes/ordered.py``);
-- the kernel still compiles with the copies (``passes/trial.py``).
+- the kernel still compiles with the copies, its stack frame estimate below the target's warning
+  threshold unless it was above it already (``passes/trial.py``).
 Otherwise it is left as it is. ``pass_options: {aiv_split: false}`` turns the pass off.
 """
 
@@ -66,7 +67,7 @@ def split_kernel(func: Func, ctx: PassContext, strided: set[str], aliases: dict[
     tried = Module("aivsplit", "block", [func]).clone().funcs[0]
     counter = itertools.count()
     tried.body = _split(tried.body, rows // 2, {}, counter)
-    if not trial.compiles(tried, ctx, strided):
+    if not trial.compiles(tried, ctx, strided) or not trial.keeps_frame(func, tried, ctx.target, strided):
         return func
     return tried
 

@@ -70,7 +70,8 @@ defines (other than a view or a handed tile), a parallel loop that binds a scala
 its body or guards or prints both in its part ``A`` and in its part ``C`` (which runs after the
 next iteration's ``A``), a loop carrying state that prints or whose stage 2 uses a value read from a tensor the
 kernel writes, and kernels that would no longer compile within the target's limits
-(``passes/trial.py``). ``pass_options: {skew: false}`` turns the pass off.
+or whose stack frame would pass the target's warning threshold from below (``passes/trial.py``).
+``pass_options: {skew: false}`` turns the pass off.
 """
 
 from __future__ import annotations
@@ -82,10 +83,12 @@ from ..ir import Func, Module, Op, Param, TileType, Value
 from ..ir.gm import walk_ops
 from ..ir.queues import core_of, cores_of
 from ..ir.schedule import schedule_of
-from . import stack, trial
+from . import aivsplit, stack, trial
 from .context import Pass, PassContext
 from .merge import reads_writes, substitute_index
+from .ordered import ordered_params
 from .persistent import bound_within
+from .pipes import param_aliases
 from .remat import view_bases
 from .unroll import _Cloner, _subst_attr
 
@@ -579,14 +582,29 @@ def run(module: Module, ctx: PassContext) -> Module:
         # on the stack, a gate one more loop
         tried = fresh.clone()
         f = next(g for g in tried.funcs if g.name == name)
+        original = next(g for g in fresh.funcs if g.name == name)
         before = str(f)
         f.body = _Kernel(tried, f).region(f.body)
         if str(f) == before:
             continue
         strided = stack.strided_params(tried)
-        if trial.compiles(f, ctx, stack.every_tensor(f) if strided is None else strided.get(name, set())):
+        params = stack.every_tensor(f) if strided is None else strided.get(name, set())
+        if trial.compiles(f, ctx, params) and trial.keeps_frame(original, f, ctx.target, params) and \
+                not _costs_the_split(fresh, original, tried, f, ctx, params):
             fresh = tried
     return fresh
+
+
+def _costs_the_split(module: Module, original: Func, tried: Module, skewed: Func, ctx: PassContext,
+                     strided: set[str] | frozenset[str]) -> bool:
+    """Whether skewing would cost the kernel the split of its vector work between two cores
+    (``passes/aivsplit.py``, a later pass): the split fits the frame without the skew and not with
+    it. Halving the vector time is worth more than overlapping it with the cube (varlen attention:
+    262 us split, 359 us skewed alone)."""
+    def splits(m: Module, f: Func) -> bool:
+        split = aivsplit.split_kernel(f, ctx, strided, param_aliases(m).get(f.name, {}), ordered_params(m, f))
+        return split is not f
+    return splits(module, original) and not splits(tried, skewed)
 
 
 PASS = Pass("skew", "block", "block", run, frozenset({"blocked"}), frozenset({"skewed"}))

@@ -51,4 +51,14 @@ def compiles(func: Func, ctx: PassContext, strided: set[str] | frozenset[str], s
     return _TRIED[key]
 
 
-__all__ = ["compiles", "limits"]
+def keeps_frame(before: Func, after: Func, target: Target, strided: set[str] | frozenset[str]) -> bool:
+    """Whether ``after``, an optional rewrite of ``before`` (a pipelined loop, vector work split
+    between two cores), keeps its stack frame estimate at most the target's warning threshold, or
+    at most ``before``'s where that was above it already: the estimate leaves out spills and saved
+    registers, so a kernel an optimisation took near the limit could fail the NPU compiler, and
+    the library's kernels would warn (W0613) where they did not."""
+    frame = stack.estimate(after, target, strided).bytes
+    return frame <= max(target.stack.warn_bytes, stack.estimate(before, target, strided).bytes)
+
+
+__all__ = ["compiles", "keeps_frame", "limits"]

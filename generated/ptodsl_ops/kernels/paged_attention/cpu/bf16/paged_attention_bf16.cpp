@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ int32_t* kv_act_seqs, __gm__ bfloat16_t* q, __gm__ int32_t* block_table, __gm__ bfloat16_t* k, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, __gm__ bfloat16_t* v, __gm__ bfloat16_t* vj_assemble_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ float* oi_update, __gm__ bfloat16_t* atten_out, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ bfloat16_t* t14_u2c0, __gm__ float* t13_u2c0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ bfloat16_t* t14_u2c1, __gm__ float* t13_u2c1, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ bfloat16_t* t14_u1c0, __gm__ float* t13_u1c0, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, __gm__ bfloat16_t* vj_assemble_last, __gm__ float* sij_scale_last, __gm__ float* tilda_pij_1_last, __gm__ bfloat16_t* t14_last, __gm__ float* t13_last, __gm__ bfloat16_t* kj_assemble_u2c0_twin, __gm__ float* sij_u2c0_twin, __gm__ bfloat16_t* vj_assemble_u2c0_twin, __gm__ float* sij_scale_u2c0_twin, __gm__ float* tilda_pij_1_u2c0_twin, __gm__ bfloat16_t* t14_u2c0_twin, __gm__ float* t13_u2c0_twin, __gm__ bfloat16_t* kj_assemble_u2c1_twin, __gm__ float* sij_u2c1_twin, __gm__ bfloat16_t* vj_assemble_u2c1_twin, __gm__ float* sij_scale_u2c1_twin, __gm__ float* tilda_pij_1_u2c1_twin, __gm__ bfloat16_t* t14_u2c1_twin, __gm__ float* t13_u2c1_twin, __gm__ bfloat16_t* kj_assemble_u1c0_twin, __gm__ float* sij_u1c0_twin, __gm__ bfloat16_t* vj_assemble_u1c0_twin, __gm__ float* sij_scale_u1c0_twin, __gm__ float* tilda_pij_1_u1c0_twin, __gm__ bfloat16_t* t14_u1c0_twin, __gm__ float* t13_u1c0_twin, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, int64_t block_index, int64_t block_count, __gm__ int64_t* status);
+extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ int32_t* kv_act_seqs, __gm__ bfloat16_t* q, __gm__ int32_t* block_table, __gm__ bfloat16_t* k, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, __gm__ bfloat16_t* v, __gm__ bfloat16_t* vj_assemble_first, __gm__ float* sij_scale_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, __gm__ float* oi_update, __gm__ bfloat16_t* atten_out, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ bfloat16_t* t14_u2c0, __gm__ float* t13_u2c0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ float* sij_u2c1, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ bfloat16_t* t14_u2c1, __gm__ float* t13_u2c1, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ float* sij_u1c0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ bfloat16_t* t14_u1c0, __gm__ float* t13_u1c0, __gm__ bfloat16_t* kj_assemble_last, __gm__ float* sij_last, __gm__ bfloat16_t* vj_assemble_last, __gm__ float* sij_scale_last, __gm__ float* tilda_pij_1_last, __gm__ bfloat16_t* t14_last, __gm__ float* t13_last, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, int64_t block_index, int64_t block_count, __gm__ int64_t* status);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -99,88 +99,46 @@ extern "C" int paged_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v,
     bfloat16_t* t7_first = reinterpret_cast<bfloat16_t*>(t7_first_bytes.data());  // paged_attention.pto:50:51
     std::vector<unsigned char> kj_assemble_u2c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     bfloat16_t* kj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c0_bytes.data());  // paged_attention.pto:35:39
-    std::vector<unsigned char> kj_assemble_u2c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
-    bfloat16_t* kj_assemble_u2c0_twin = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c0_twin_bytes.data());  // paged_attention.pto:35:39
     std::vector<unsigned char> sij_u2c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
     float* sij_u2c0 = reinterpret_cast<float*>(sij_u2c0_bytes.data());  // paged_attention.pto:38:31
-    std::vector<unsigned char> sij_u2c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
-    float* sij_u2c0_twin = reinterpret_cast<float*>(sij_u2c0_twin_bytes.data());  // paged_attention.pto:38:31
     std::vector<unsigned char> vj_assemble_u2c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
     bfloat16_t* vj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c0_bytes.data());  // paged_attention.pto:40:39
-    std::vector<unsigned char> vj_assemble_u2c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
-    bfloat16_t* vj_assemble_u2c0_twin = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c0_twin_bytes.data());  // paged_attention.pto:40:39
     std::vector<unsigned char> sij_scale_u2c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
     float* sij_scale_u2c0 = reinterpret_cast<float*>(sij_scale_u2c0_bytes.data());  // paged_attention.pto:44:37
-    std::vector<unsigned char> sij_scale_u2c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
-    float* sij_scale_u2c0_twin = reinterpret_cast<float*>(sij_scale_u2c0_twin_bytes.data());  // paged_attention.pto:44:37
     std::vector<unsigned char> tilda_pij_1_u2c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
     float* tilda_pij_1_u2c0 = reinterpret_cast<float*>(tilda_pij_1_u2c0_bytes.data());  // paged_attention.pto:53:41
-    std::vector<unsigned char> tilda_pij_1_u2c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
-    float* tilda_pij_1_u2c0_twin = reinterpret_cast<float*>(tilda_pij_1_u2c0_twin_bytes.data());  // paged_attention.pto:53:41
     std::vector<unsigned char> t14_u2c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
     bfloat16_t* t14_u2c0 = reinterpret_cast<bfloat16_t*>(t14_u2c0_bytes.data());  // paged_attention.pto:58:76
-    std::vector<unsigned char> t14_u2c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
-    bfloat16_t* t14_u2c0_twin = reinterpret_cast<bfloat16_t*>(t14_u2c0_twin_bytes.data());  // paged_attention.pto:58:76
     std::vector<unsigned char> t13_u2c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
     float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // paged_attention.pto:58:69
-    std::vector<unsigned char> t13_u2c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-    float* t13_u2c0_twin = reinterpret_cast<float*>(t13_u2c0_twin_bytes.data());  // paged_attention.pto:58:69
     std::vector<unsigned char> kj_assemble_u2c1_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     bfloat16_t* kj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c1_bytes.data());  // paged_attention.pto:35:39
-    std::vector<unsigned char> kj_assemble_u2c1_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
-    bfloat16_t* kj_assemble_u2c1_twin = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c1_twin_bytes.data());  // paged_attention.pto:35:39
     std::vector<unsigned char> sij_u2c1_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
     float* sij_u2c1 = reinterpret_cast<float*>(sij_u2c1_bytes.data());  // paged_attention.pto:38:31
-    std::vector<unsigned char> sij_u2c1_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
-    float* sij_u2c1_twin = reinterpret_cast<float*>(sij_u2c1_twin_bytes.data());  // paged_attention.pto:38:31
     std::vector<unsigned char> vj_assemble_u2c1_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
     bfloat16_t* vj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c1_bytes.data());  // paged_attention.pto:40:39
-    std::vector<unsigned char> vj_assemble_u2c1_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
-    bfloat16_t* vj_assemble_u2c1_twin = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c1_twin_bytes.data());  // paged_attention.pto:40:39
     std::vector<unsigned char> sij_scale_u2c1_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
     float* sij_scale_u2c1 = reinterpret_cast<float*>(sij_scale_u2c1_bytes.data());  // paged_attention.pto:44:37
-    std::vector<unsigned char> sij_scale_u2c1_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
-    float* sij_scale_u2c1_twin = reinterpret_cast<float*>(sij_scale_u2c1_twin_bytes.data());  // paged_attention.pto:44:37
     std::vector<unsigned char> tilda_pij_1_u2c1_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
     float* tilda_pij_1_u2c1 = reinterpret_cast<float*>(tilda_pij_1_u2c1_bytes.data());  // paged_attention.pto:53:41
-    std::vector<unsigned char> tilda_pij_1_u2c1_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
-    float* tilda_pij_1_u2c1_twin = reinterpret_cast<float*>(tilda_pij_1_u2c1_twin_bytes.data());  // paged_attention.pto:53:41
     std::vector<unsigned char> t14_u2c1_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
     bfloat16_t* t14_u2c1 = reinterpret_cast<bfloat16_t*>(t14_u2c1_bytes.data());  // paged_attention.pto:58:76
-    std::vector<unsigned char> t14_u2c1_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
-    bfloat16_t* t14_u2c1_twin = reinterpret_cast<bfloat16_t*>(t14_u2c1_twin_bytes.data());  // paged_attention.pto:58:76
     std::vector<unsigned char> t13_u2c1_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
     float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // paged_attention.pto:58:69
-    std::vector<unsigned char> t13_u2c1_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-    float* t13_u2c1_twin = reinterpret_cast<float*>(t13_u2c1_twin_bytes.data());  // paged_attention.pto:58:69
     std::vector<unsigned char> kj_assemble_u1c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     bfloat16_t* kj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u1c0_bytes.data());  // paged_attention.pto:35:39
-    std::vector<unsigned char> kj_assemble_u1c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
-    bfloat16_t* kj_assemble_u1c0_twin = reinterpret_cast<bfloat16_t*>(kj_assemble_u1c0_twin_bytes.data());  // paged_attention.pto:35:39
     std::vector<unsigned char> sij_u1c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
     float* sij_u1c0 = reinterpret_cast<float*>(sij_u1c0_bytes.data());  // paged_attention.pto:38:31
-    std::vector<unsigned char> sij_u1c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
-    float* sij_u1c0_twin = reinterpret_cast<float*>(sij_u1c0_twin_bytes.data());  // paged_attention.pto:38:31
     std::vector<unsigned char> vj_assemble_u1c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
     bfloat16_t* vj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u1c0_bytes.data());  // paged_attention.pto:40:39
-    std::vector<unsigned char> vj_assemble_u1c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
-    bfloat16_t* vj_assemble_u1c0_twin = reinterpret_cast<bfloat16_t*>(vj_assemble_u1c0_twin_bytes.data());  // paged_attention.pto:40:39
     std::vector<unsigned char> sij_scale_u1c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
     float* sij_scale_u1c0 = reinterpret_cast<float*>(sij_scale_u1c0_bytes.data());  // paged_attention.pto:44:37
-    std::vector<unsigned char> sij_scale_u1c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
-    float* sij_scale_u1c0_twin = reinterpret_cast<float*>(sij_scale_u1c0_twin_bytes.data());  // paged_attention.pto:44:37
     std::vector<unsigned char> tilda_pij_1_u1c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
     float* tilda_pij_1_u1c0 = reinterpret_cast<float*>(tilda_pij_1_u1c0_bytes.data());  // paged_attention.pto:53:41
-    std::vector<unsigned char> tilda_pij_1_u1c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
-    float* tilda_pij_1_u1c0_twin = reinterpret_cast<float*>(tilda_pij_1_u1c0_twin_bytes.data());  // paged_attention.pto:53:41
     std::vector<unsigned char> t14_u1c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
     bfloat16_t* t14_u1c0 = reinterpret_cast<bfloat16_t*>(t14_u1c0_bytes.data());  // paged_attention.pto:58:76
-    std::vector<unsigned char> t14_u1c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
-    bfloat16_t* t14_u1c0_twin = reinterpret_cast<bfloat16_t*>(t14_u1c0_twin_bytes.data());  // paged_attention.pto:58:76
     std::vector<unsigned char> t13_u1c0_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
     float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // paged_attention.pto:58:69
-    std::vector<unsigned char> t13_u1c0_twin_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-    float* t13_u1c0_twin = reinterpret_cast<float*>(t13_u1c0_twin_bytes.data());  // paged_attention.pto:58:69
     std::vector<unsigned char> kj_assemble_last_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     bfloat16_t* kj_assemble_last = reinterpret_cast<bfloat16_t*>(kj_assemble_last_bytes.data());  // paged_attention.pto:35:39
     std::vector<unsigned char> sij_last_bytes = workspace((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
@@ -203,7 +161,7 @@ extern "C" int paged_attention_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v,
         for (int64_t paged_attention_bf16_k0_block = 0; paged_attention_bf16_k0_block < paged_attention_bf16_k0_blocks; ++paged_attention_bf16_k0_block) {  // paged_attention.pto:20:5
             try {
                 start_launch(poison);  // paged_attention.pto:20:5
-                paged_attention_bf16_k0(kv_act_seqs, q, block_table, k, kj_assemble_first, sij_first, v, vj_assemble_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, oi_update, atten_out, kj_assemble_u2c0, sij_u2c0, vj_assemble_u2c0, sij_scale_u2c0, tilda_pij_1_u2c0, t14_u2c0, t13_u2c0, kj_assemble_u2c1, sij_u2c1, vj_assemble_u2c1, sij_scale_u2c1, tilda_pij_1_u2c1, t14_u2c1, t13_u2c1, kj_assemble_u1c0, sij_u1c0, vj_assemble_u1c0, sij_scale_u1c0, tilda_pij_1_u1c0, t14_u1c0, t13_u1c0, kj_assemble_last, sij_last, vj_assemble_last, sij_scale_last, tilda_pij_1_last, t14_last, t13_last, kj_assemble_u2c0_twin, sij_u2c0_twin, vj_assemble_u2c0_twin, sij_scale_u2c0_twin, tilda_pij_1_u2c0_twin, t14_u2c0_twin, t13_u2c0_twin, kj_assemble_u2c1_twin, sij_u2c1_twin, vj_assemble_u2c1_twin, sij_scale_u2c1_twin, tilda_pij_1_u2c1_twin, t14_u2c1_twin, t13_u2c1_twin, kj_assemble_u1c0_twin, sij_u1c0_twin, vj_assemble_u1c0_twin, sij_scale_u1c0_twin, tilda_pij_1_u1c0_twin, t14_u1c0_twin, t13_u1c0_twin, B, QR, KD, KR, MB, softmax_scale, paged_attention_bf16_k0_block, paged_attention_bf16_k0_blocks, paged_attention_bf16_k0_status.data());  // paged_attention.pto:20:5
+                paged_attention_bf16_k0(kv_act_seqs, q, block_table, k, kj_assemble_first, sij_first, v, vj_assemble_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, oi_update, atten_out, kj_assemble_u2c0, sij_u2c0, vj_assemble_u2c0, sij_scale_u2c0, tilda_pij_1_u2c0, t14_u2c0, t13_u2c0, kj_assemble_u2c1, sij_u2c1, vj_assemble_u2c1, sij_scale_u2c1, tilda_pij_1_u2c1, t14_u2c1, t13_u2c1, kj_assemble_u1c0, sij_u1c0, vj_assemble_u1c0, sij_scale_u1c0, tilda_pij_1_u1c0, t14_u1c0, t13_u1c0, kj_assemble_last, sij_last, vj_assemble_last, sij_scale_last, tilda_pij_1_last, t14_last, t13_last, B, QR, KD, KR, MB, softmax_scale, paged_attention_bf16_k0_block, paged_attention_bf16_k0_blocks, paged_attention_bf16_k0_status.data());  // paged_attention.pto:20:5
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" void paged_attention_bf16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, int32_t* kv_act_seqs, bfloat16_t* q, int32_t* block_table, bfloat16_t* k, bfloat16_t* kj_assemble_first, float* sij_first, bfloat16_t* v, bfloat16_t* vj_assemble_first, float* sij_scale_first, float* tilda_pij_first, float* sum_update, float* max_update, bfloat16_t* t7_first, float* oi_update, bfloat16_t* atten_out, bfloat16_t* kj_assemble_u2c0, float* sij_u2c0, bfloat16_t* vj_assemble_u2c0, float* sij_scale_u2c0, float* tilda_pij_1_u2c0, bfloat16_t* t14_u2c0, float* t13_u2c0, bfloat16_t* kj_assemble_u2c1, float* sij_u2c1, bfloat16_t* vj_assemble_u2c1, float* sij_scale_u2c1, float* tilda_pij_1_u2c1, bfloat16_t* t14_u2c1, float* t13_u2c1, bfloat16_t* kj_assemble_u1c0, float* sij_u1c0, bfloat16_t* vj_assemble_u1c0, float* sij_scale_u1c0, float* tilda_pij_1_u1c0, bfloat16_t* t14_u1c0, float* t13_u1c0, bfloat16_t* kj_assemble_last, float* sij_last, bfloat16_t* vj_assemble_last, float* sij_scale_last, float* tilda_pij_1_last, bfloat16_t* t14_last, float* t13_last, bfloat16_t* kj_assemble_u2c0_twin, float* sij_u2c0_twin, bfloat16_t* vj_assemble_u2c0_twin, float* sij_scale_u2c0_twin, float* tilda_pij_1_u2c0_twin, bfloat16_t* t14_u2c0_twin, float* t13_u2c0_twin, bfloat16_t* kj_assemble_u2c1_twin, float* sij_u2c1_twin, bfloat16_t* vj_assemble_u2c1_twin, float* sij_scale_u2c1_twin, float* tilda_pij_1_u2c1_twin, bfloat16_t* t14_u2c1_twin, float* t13_u2c1_twin, bfloat16_t* kj_assemble_u1c0_twin, float* sij_u1c0_twin, bfloat16_t* vj_assemble_u1c0_twin, float* sij_scale_u1c0_twin, float* tilda_pij_1_u1c0_twin, bfloat16_t* t14_u1c0_twin, float* t13_u1c0_twin, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, int64_t* status);
+extern "C" void paged_attention_bf16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, int32_t* kv_act_seqs, bfloat16_t* q, int32_t* block_table, bfloat16_t* k, bfloat16_t* kj_assemble_first, float* sij_first, bfloat16_t* v, bfloat16_t* vj_assemble_first, float* sij_scale_first, float* tilda_pij_first, float* sum_update, float* max_update, bfloat16_t* t7_first, float* oi_update, bfloat16_t* atten_out, bfloat16_t* kj_assemble_u2c0, float* sij_u2c0, bfloat16_t* vj_assemble_u2c0, float* sij_scale_u2c0, float* tilda_pij_1_u2c0, bfloat16_t* t14_u2c0, float* t13_u2c0, bfloat16_t* kj_assemble_u2c1, float* sij_u2c1, bfloat16_t* vj_assemble_u2c1, float* sij_scale_u2c1, float* tilda_pij_1_u2c1, bfloat16_t* t14_u2c1, float* t13_u2c1, bfloat16_t* kj_assemble_u1c0, float* sij_u1c0, bfloat16_t* vj_assemble_u1c0, float* sij_scale_u1c0, float* tilda_pij_1_u1c0, bfloat16_t* t14_u1c0, float* t13_u1c0, bfloat16_t* kj_assemble_last, float* sij_last, bfloat16_t* vj_assemble_last, float* sij_scale_last, float* tilda_pij_1_last, bfloat16_t* t14_last, float* t13_last, int64_t B, int64_t QR, int64_t KD, int64_t KR, int64_t MB, float softmax_scale, int64_t* status);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -291,211 +291,106 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
         return -1;  // paged_attention.pto:35:39
     }
     bfloat16_t* kj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c0_bytes.data());  // paged_attention.pto:35:39
-    DeviceWorkspace kj_assemble_u2c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
-    if (ptodsl_failed) {  // paged_attention.pto:35:39
-        return -1;  // paged_attention.pto:35:39
-    }
-    bfloat16_t* kj_assemble_u2c0_twin = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c0_twin_bytes.data());  // paged_attention.pto:35:39
     DeviceWorkspace sij_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
     if (ptodsl_failed) {  // paged_attention.pto:38:31
         return -1;  // paged_attention.pto:38:31
     }
     float* sij_u2c0 = reinterpret_cast<float*>(sij_u2c0_bytes.data());  // paged_attention.pto:38:31
-    DeviceWorkspace sij_u2c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
-    if (ptodsl_failed) {  // paged_attention.pto:38:31
-        return -1;  // paged_attention.pto:38:31
-    }
-    float* sij_u2c0_twin = reinterpret_cast<float*>(sij_u2c0_twin_bytes.data());  // paged_attention.pto:38:31
     DeviceWorkspace vj_assemble_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
     if (ptodsl_failed) {  // paged_attention.pto:40:39
         return -1;  // paged_attention.pto:40:39
     }
     bfloat16_t* vj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c0_bytes.data());  // paged_attention.pto:40:39
-    DeviceWorkspace vj_assemble_u2c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
-    if (ptodsl_failed) {  // paged_attention.pto:40:39
-        return -1;  // paged_attention.pto:40:39
-    }
-    bfloat16_t* vj_assemble_u2c0_twin = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c0_twin_bytes.data());  // paged_attention.pto:40:39
     DeviceWorkspace sij_scale_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
     if (ptodsl_failed) {  // paged_attention.pto:44:37
         return -1;  // paged_attention.pto:44:37
     }
     float* sij_scale_u2c0 = reinterpret_cast<float*>(sij_scale_u2c0_bytes.data());  // paged_attention.pto:44:37
-    DeviceWorkspace sij_scale_u2c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
-    if (ptodsl_failed) {  // paged_attention.pto:44:37
-        return -1;  // paged_attention.pto:44:37
-    }
-    float* sij_scale_u2c0_twin = reinterpret_cast<float*>(sij_scale_u2c0_twin_bytes.data());  // paged_attention.pto:44:37
     DeviceWorkspace tilda_pij_1_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
     if (ptodsl_failed) {  // paged_attention.pto:53:41
         return -1;  // paged_attention.pto:53:41
     }
     float* tilda_pij_1_u2c0 = reinterpret_cast<float*>(tilda_pij_1_u2c0_bytes.data());  // paged_attention.pto:53:41
-    DeviceWorkspace tilda_pij_1_u2c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
-    if (ptodsl_failed) {  // paged_attention.pto:53:41
-        return -1;  // paged_attention.pto:53:41
-    }
-    float* tilda_pij_1_u2c0_twin = reinterpret_cast<float*>(tilda_pij_1_u2c0_twin_bytes.data());  // paged_attention.pto:53:41
     DeviceWorkspace t14_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
     if (ptodsl_failed) {  // paged_attention.pto:58:76
         return -1;  // paged_attention.pto:58:76
     }
     bfloat16_t* t14_u2c0 = reinterpret_cast<bfloat16_t*>(t14_u2c0_bytes.data());  // paged_attention.pto:58:76
-    DeviceWorkspace t14_u2c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
-    if (ptodsl_failed) {  // paged_attention.pto:58:76
-        return -1;  // paged_attention.pto:58:76
-    }
-    bfloat16_t* t14_u2c0_twin = reinterpret_cast<bfloat16_t*>(t14_u2c0_twin_bytes.data());  // paged_attention.pto:58:76
     DeviceWorkspace t13_u2c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
     if (ptodsl_failed) {  // paged_attention.pto:58:69
         return -1;  // paged_attention.pto:58:69
     }
     float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // paged_attention.pto:58:69
-    DeviceWorkspace t13_u2c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-    if (ptodsl_failed) {  // paged_attention.pto:58:69
-        return -1;  // paged_attention.pto:58:69
-    }
-    float* t13_u2c0_twin = reinterpret_cast<float*>(t13_u2c0_twin_bytes.data());  // paged_attention.pto:58:69
     DeviceWorkspace kj_assemble_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     if (ptodsl_failed) {  // paged_attention.pto:35:39
         return -1;  // paged_attention.pto:35:39
     }
     bfloat16_t* kj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c1_bytes.data());  // paged_attention.pto:35:39
-    DeviceWorkspace kj_assemble_u2c1_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
-    if (ptodsl_failed) {  // paged_attention.pto:35:39
-        return -1;  // paged_attention.pto:35:39
-    }
-    bfloat16_t* kj_assemble_u2c1_twin = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c1_twin_bytes.data());  // paged_attention.pto:35:39
     DeviceWorkspace sij_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
     if (ptodsl_failed) {  // paged_attention.pto:38:31
         return -1;  // paged_attention.pto:38:31
     }
     float* sij_u2c1 = reinterpret_cast<float*>(sij_u2c1_bytes.data());  // paged_attention.pto:38:31
-    DeviceWorkspace sij_u2c1_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
-    if (ptodsl_failed) {  // paged_attention.pto:38:31
-        return -1;  // paged_attention.pto:38:31
-    }
-    float* sij_u2c1_twin = reinterpret_cast<float*>(sij_u2c1_twin_bytes.data());  // paged_attention.pto:38:31
     DeviceWorkspace vj_assemble_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
     if (ptodsl_failed) {  // paged_attention.pto:40:39
         return -1;  // paged_attention.pto:40:39
     }
     bfloat16_t* vj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c1_bytes.data());  // paged_attention.pto:40:39
-    DeviceWorkspace vj_assemble_u2c1_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
-    if (ptodsl_failed) {  // paged_attention.pto:40:39
-        return -1;  // paged_attention.pto:40:39
-    }
-    bfloat16_t* vj_assemble_u2c1_twin = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c1_twin_bytes.data());  // paged_attention.pto:40:39
     DeviceWorkspace sij_scale_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
     if (ptodsl_failed) {  // paged_attention.pto:44:37
         return -1;  // paged_attention.pto:44:37
     }
     float* sij_scale_u2c1 = reinterpret_cast<float*>(sij_scale_u2c1_bytes.data());  // paged_attention.pto:44:37
-    DeviceWorkspace sij_scale_u2c1_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
-    if (ptodsl_failed) {  // paged_attention.pto:44:37
-        return -1;  // paged_attention.pto:44:37
-    }
-    float* sij_scale_u2c1_twin = reinterpret_cast<float*>(sij_scale_u2c1_twin_bytes.data());  // paged_attention.pto:44:37
     DeviceWorkspace tilda_pij_1_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
     if (ptodsl_failed) {  // paged_attention.pto:53:41
         return -1;  // paged_attention.pto:53:41
     }
     float* tilda_pij_1_u2c1 = reinterpret_cast<float*>(tilda_pij_1_u2c1_bytes.data());  // paged_attention.pto:53:41
-    DeviceWorkspace tilda_pij_1_u2c1_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
-    if (ptodsl_failed) {  // paged_attention.pto:53:41
-        return -1;  // paged_attention.pto:53:41
-    }
-    float* tilda_pij_1_u2c1_twin = reinterpret_cast<float*>(tilda_pij_1_u2c1_twin_bytes.data());  // paged_attention.pto:53:41
     DeviceWorkspace t14_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
     if (ptodsl_failed) {  // paged_attention.pto:58:76
         return -1;  // paged_attention.pto:58:76
     }
     bfloat16_t* t14_u2c1 = reinterpret_cast<bfloat16_t*>(t14_u2c1_bytes.data());  // paged_attention.pto:58:76
-    DeviceWorkspace t14_u2c1_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
-    if (ptodsl_failed) {  // paged_attention.pto:58:76
-        return -1;  // paged_attention.pto:58:76
-    }
-    bfloat16_t* t14_u2c1_twin = reinterpret_cast<bfloat16_t*>(t14_u2c1_twin_bytes.data());  // paged_attention.pto:58:76
     DeviceWorkspace t13_u2c1_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
     if (ptodsl_failed) {  // paged_attention.pto:58:69
         return -1;  // paged_attention.pto:58:69
     }
     float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // paged_attention.pto:58:69
-    DeviceWorkspace t13_u2c1_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-    if (ptodsl_failed) {  // paged_attention.pto:58:69
-        return -1;  // paged_attention.pto:58:69
-    }
-    float* t13_u2c1_twin = reinterpret_cast<float*>(t13_u2c1_twin_bytes.data());  // paged_attention.pto:58:69
     DeviceWorkspace kj_assemble_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     if (ptodsl_failed) {  // paged_attention.pto:35:39
         return -1;  // paged_attention.pto:35:39
     }
     bfloat16_t* kj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u1c0_bytes.data());  // paged_attention.pto:35:39
-    DeviceWorkspace kj_assemble_u1c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
-    if (ptodsl_failed) {  // paged_attention.pto:35:39
-        return -1;  // paged_attention.pto:35:39
-    }
-    bfloat16_t* kj_assemble_u1c0_twin = reinterpret_cast<bfloat16_t*>(kj_assemble_u1c0_twin_bytes.data());  // paged_attention.pto:35:39
     DeviceWorkspace sij_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
     if (ptodsl_failed) {  // paged_attention.pto:38:31
         return -1;  // paged_attention.pto:38:31
     }
     float* sij_u1c0 = reinterpret_cast<float*>(sij_u1c0_bytes.data());  // paged_attention.pto:38:31
-    DeviceWorkspace sij_u1c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
-    if (ptodsl_failed) {  // paged_attention.pto:38:31
-        return -1;  // paged_attention.pto:38:31
-    }
-    float* sij_u1c0_twin = reinterpret_cast<float*>(sij_u1c0_twin_bytes.data());  // paged_attention.pto:38:31
     DeviceWorkspace vj_assemble_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
     if (ptodsl_failed) {  // paged_attention.pto:40:39
         return -1;  // paged_attention.pto:40:39
     }
     bfloat16_t* vj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u1c0_bytes.data());  // paged_attention.pto:40:39
-    DeviceWorkspace vj_assemble_u1c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
-    if (ptodsl_failed) {  // paged_attention.pto:40:39
-        return -1;  // paged_attention.pto:40:39
-    }
-    bfloat16_t* vj_assemble_u1c0_twin = reinterpret_cast<bfloat16_t*>(vj_assemble_u1c0_twin_bytes.data());  // paged_attention.pto:40:39
     DeviceWorkspace sij_scale_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
     if (ptodsl_failed) {  // paged_attention.pto:44:37
         return -1;  // paged_attention.pto:44:37
     }
     float* sij_scale_u1c0 = reinterpret_cast<float*>(sij_scale_u1c0_bytes.data());  // paged_attention.pto:44:37
-    DeviceWorkspace sij_scale_u1c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
-    if (ptodsl_failed) {  // paged_attention.pto:44:37
-        return -1;  // paged_attention.pto:44:37
-    }
-    float* sij_scale_u1c0_twin = reinterpret_cast<float*>(sij_scale_u1c0_twin_bytes.data());  // paged_attention.pto:44:37
     DeviceWorkspace tilda_pij_1_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
     if (ptodsl_failed) {  // paged_attention.pto:53:41
         return -1;  // paged_attention.pto:53:41
     }
     float* tilda_pij_1_u1c0 = reinterpret_cast<float*>(tilda_pij_1_u1c0_bytes.data());  // paged_attention.pto:53:41
-    DeviceWorkspace tilda_pij_1_u1c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
-    if (ptodsl_failed) {  // paged_attention.pto:53:41
-        return -1;  // paged_attention.pto:53:41
-    }
-    float* tilda_pij_1_u1c0_twin = reinterpret_cast<float*>(tilda_pij_1_u1c0_twin_bytes.data());  // paged_attention.pto:53:41
     DeviceWorkspace t14_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
     if (ptodsl_failed) {  // paged_attention.pto:58:76
         return -1;  // paged_attention.pto:58:76
     }
     bfloat16_t* t14_u1c0 = reinterpret_cast<bfloat16_t*>(t14_u1c0_bytes.data());  // paged_attention.pto:58:76
-    DeviceWorkspace t14_u1c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
-    if (ptodsl_failed) {  // paged_attention.pto:58:76
-        return -1;  // paged_attention.pto:58:76
-    }
-    bfloat16_t* t14_u1c0_twin = reinterpret_cast<bfloat16_t*>(t14_u1c0_twin_bytes.data());  // paged_attention.pto:58:76
     DeviceWorkspace t13_u1c0_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
     if (ptodsl_failed) {  // paged_attention.pto:58:69
         return -1;  // paged_attention.pto:58:69
     }
     float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // paged_attention.pto:58:69
-    DeviceWorkspace t13_u1c0_twin_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 16 * 32) * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-    if (ptodsl_failed) {  // paged_attention.pto:58:69
-        return -1;  // paged_attention.pto:58:69
-    }
-    float* t13_u1c0_twin = reinterpret_cast<float*>(t13_u1c0_twin_bytes.data());  // paged_attention.pto:58:69
     DeviceWorkspace kj_assemble_last_bytes((max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1) * 32 * 32) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
     if (ptodsl_failed) {  // paged_attention.pto:35:39
         return -1;  // paged_attention.pto:35:39
@@ -541,7 +436,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
         if (ptodsl_failed) {  // paged_attention.pto:20:5
             return -1;  // paged_attention.pto:20:5
         }
-        paged_attention_bf16_k0_launch(paged_attention_bf16_k0_blocks, ptodsl_stream, ffts, kv_act_seqs, q, block_table, k, kj_assemble_first, sij_first, v, vj_assemble_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, oi_update, atten_out, kj_assemble_u2c0, sij_u2c0, vj_assemble_u2c0, sij_scale_u2c0, tilda_pij_1_u2c0, t14_u2c0, t13_u2c0, kj_assemble_u2c1, sij_u2c1, vj_assemble_u2c1, sij_scale_u2c1, tilda_pij_1_u2c1, t14_u2c1, t13_u2c1, kj_assemble_u1c0, sij_u1c0, vj_assemble_u1c0, sij_scale_u1c0, tilda_pij_1_u1c0, t14_u1c0, t13_u1c0, kj_assemble_last, sij_last, vj_assemble_last, sij_scale_last, tilda_pij_1_last, t14_last, t13_last, kj_assemble_u2c0_twin, sij_u2c0_twin, vj_assemble_u2c0_twin, sij_scale_u2c0_twin, tilda_pij_1_u2c0_twin, t14_u2c0_twin, t13_u2c0_twin, kj_assemble_u2c1_twin, sij_u2c1_twin, vj_assemble_u2c1_twin, sij_scale_u2c1_twin, tilda_pij_1_u2c1_twin, t14_u2c1_twin, t13_u2c1_twin, kj_assemble_u1c0_twin, sij_u1c0_twin, vj_assemble_u1c0_twin, sij_scale_u1c0_twin, tilda_pij_1_u1c0_twin, t14_u1c0_twin, t13_u1c0_twin, B, QR, KD, KR, MB, softmax_scale, reinterpret_cast<int64_t*>(paged_attention_bf16_k0_status.data()));  // paged_attention.pto:20:5
+        paged_attention_bf16_k0_launch(paged_attention_bf16_k0_blocks, ptodsl_stream, ffts, kv_act_seqs, q, block_table, k, kj_assemble_first, sij_first, v, vj_assemble_first, sij_scale_first, tilda_pij_first, sum_update, max_update, t7_first, oi_update, atten_out, kj_assemble_u2c0, sij_u2c0, vj_assemble_u2c0, sij_scale_u2c0, tilda_pij_1_u2c0, t14_u2c0, t13_u2c0, kj_assemble_u2c1, sij_u2c1, vj_assemble_u2c1, sij_scale_u2c1, tilda_pij_1_u2c1, t14_u2c1, t13_u2c1, kj_assemble_u1c0, sij_u1c0, vj_assemble_u1c0, sij_scale_u1c0, tilda_pij_1_u1c0, t14_u1c0, t13_u1c0, kj_assemble_last, sij_last, vj_assemble_last, sij_scale_last, tilda_pij_1_last, t14_last, t13_last, B, QR, KD, KR, MB, softmax_scale, reinterpret_cast<int64_t*>(paged_attention_bf16_k0_status.data()));  // paged_attention.pto:20:5
         if (!launched("the launch of paged_attention_bf16_k0")) {  // paged_attention.pto:20:5
             return -1;  // paged_attention.pto:20:5
         }

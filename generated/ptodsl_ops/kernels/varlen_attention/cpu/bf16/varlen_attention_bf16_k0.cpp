@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, __gm__ float* scores_twin, __gm__ float* scores_scaled_twin, __gm__ float* mij_twin, __gm__ float* pij_twin, __gm__ float* lij_twin, __gm__ bfloat16_t* t6_twin, __gm__ float* oij_1_twin, __gm__ float* mi_new_twin, __gm__ float* li_new_twin, __gm__ float* t11_twin, __gm__ float* t12_twin, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, int64_t block_index, int64_t block_count, __gm__ int64_t* status)
+extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, int64_t block_index, int64_t block_count, __gm__ int64_t* status)
 #else
-extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, __gm__ float* scores_twin, __gm__ float* scores_scaled_twin, __gm__ float* mij_twin, __gm__ float* pij_twin, __gm__ float* lij_twin, __gm__ bfloat16_t* t6_twin, __gm__ float* oij_1_twin, __gm__ float* mi_new_twin, __gm__ float* li_new_twin, __gm__ float* t11_twin, __gm__ float* t12_twin, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, __gm__ int64_t* status)
+extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ int32_t* cu_seqlens_q, __gm__ int32_t* cu_seqlens_k, __gm__ bfloat16_t* q, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ float* scores_first, __gm__ float* scores_scaled_first, __gm__ float* mij_first, __gm__ float* pij_first, __gm__ float* lij_first, __gm__ bfloat16_t* t1_first, __gm__ float* oij_first, __gm__ float* l_output, __gm__ float* m_output, __gm__ bfloat16_t* output, __gm__ bfloat16_t* t5_first, __gm__ float* oi_update, __gm__ float* li_update, __gm__ float* mi_update, __gm__ float* scores, __gm__ float* scores_scaled, __gm__ float* mij, __gm__ float* pij, __gm__ float* lij, __gm__ bfloat16_t* t6, __gm__ float* oij_1, __gm__ float* mi_new, __gm__ float* li_new, __gm__ float* t11, __gm__ float* t12, __gm__ float* scores_last, __gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, __gm__ float* oij_1_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, __gm__ int64_t* status)
 #endif
 {
     using TileT12Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -94,162 +94,84 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     using TileT75Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT77Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT77Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT80E = TileAcc<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT81E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT82E = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT83E = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT84E = TileRight<bfloat16_t, 64, 128, 64, DYNAMIC>;
-    using TileT87EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT87EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT88EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT88EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT93EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT93EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT105EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT105EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT96EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT108EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT108EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT111EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT111EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT112EAiv0 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT112EAiv1 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT114E = TileAcc<float, 64, 64, DYNAMIC, 64>;
-    using TileT115E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT116E = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT117E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT118E = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT120E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT121E = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT122E = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT123E = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT125EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT125EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT126EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT126EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT127EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT127EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT131EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT131EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT134EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT134EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT138EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT138EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT141EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT141EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT144EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT144EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT145EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT145EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT149EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT149EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT153EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT153EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT155EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT155EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT157EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT157EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT158EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT158EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT160EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT160EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT163EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT163EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT165EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT165EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT166EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT166EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT167EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT167EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT169EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT169EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT171EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT171EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT90OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT80O = TileAcc<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT81O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT82O = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT83O = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT84O = TileRight<bfloat16_t, 64, 128, 64, DYNAMIC>;
-    using TileT87OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT87OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT88OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT88OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT93OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT93OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT105OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT105OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT96OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT108OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT108OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT111OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT111OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT112OAiv0 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT112OAiv1 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT114O = TileAcc<float, 64, 64, DYNAMIC, 64>;
-    using TileT115O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT116O = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT117O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT118O = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT120O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT121O = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT122O = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT123O = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
-    using TileT125OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT125OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT126OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT126OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT127OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT127OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT131OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT131OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT134OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT134OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT138OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT138OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT141OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT141OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT144OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT144OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT145OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT145OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT149OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT149OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT153OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT153OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT155OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT155OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT157OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT157OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT158OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT158OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT160OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT160OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT163OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT163OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT165OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT165OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT166OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT166OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT167OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT167OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
-    using TileT169OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT169OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT171OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT171OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT80 = TileAcc<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT81 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT82 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT83 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT84 = TileRight<bfloat16_t, 64, 128, 64, DYNAMIC>;
+    using TileT87Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT87Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT93Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT93Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT105Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT105Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT96Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT108Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT108Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT111Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT111Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT112Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT112Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT114 = TileAcc<float, 64, 64, DYNAMIC, 64>;
+    using TileT115 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT116 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT117 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT118 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT120 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT121 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT122 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT123 = TileRight<bfloat16_t, 64, 64, DYNAMIC, 64>;
+    using TileT125Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT125Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT126Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT126Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT127Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT127Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT131Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT131Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT134Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT134Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT138Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT138Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT141Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT141Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT144Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT144Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT145Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT145Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT148Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT148Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT149Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT149Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT153Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT153Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT155Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT155Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT157Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT157Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT158Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT158Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT160Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT160Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT163Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT163Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT165Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT165Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT166Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT166Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT167Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT167Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, 64>;
+    using TileT169Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT169Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT171Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT171Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT184Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT184Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT174 = TileAcc<float, 64, 128, DYNAMIC, DYNAMIC>;
@@ -1156,6 +1078,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                 }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -1166,18 +1089,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                __gm__ float* scores_own_twin = scores_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* scores_scaled_own_twin = scores_scaled_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* mij_own_twin = mij_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ float* pij_own_twin = pij_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* lij_own_twin = lij_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ bfloat16_t* t6_own_twin = t6_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* oij_1_own_twin = oij_1_twin + block_index * 64 * 64;  // varlen_attention.pto:16:5
-                __gm__ float* mi_new_own_twin = mi_new_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ float* li_new_own_twin = li_new_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ float* t11_own_twin = t11_twin + block_index * 64 * 64;  // varlen_attention.pto:16:5
-                __gm__ float* t12_own_twin = t12_twin + block_index * 64 * 64;  // varlen_attention.pto:16:5
-                pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -1198,8 +1109,71 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                for (int64_t k_tile_idx_sk = 0; k_tile_idx_sk < ceil_div(ceil_div(s1 - k_start, 128) - 1, 2); ++k_tile_idx_sk) {  // varlen_attention.pto:29:17
+                for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 128) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
                     pipe_barrier(PIPE_V);
+                    if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+#endif
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
+                        return;  // varlen_attention.pto:32:35
+                    }
+                    __gm__ bfloat16_t* q_tile_view = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
+                    if (!(0 <= k_start + k_tile_idx * 128 && k_start + k_tile_idx * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128))) {  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[0] = 12;  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 128);  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128));  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+#endif
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
+                        return;  // varlen_attention.pto:33:35
+                    }
+                    __gm__ bfloat16_t* k_tile_view = k + (k_start + k_tile_idx * 128) * HD + h * 64;  // varlen_attention.pto:33:35
+                    if (!(0 <= k_start + k_tile_idx * 128 && k_start + k_tile_idx * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128))) {  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[0] = 13;  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 128);  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128));  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+#endif
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
+                        return;  // varlen_attention.pto:34:35
+                    }
+                    __gm__ bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 128) * HD + h * 64;  // varlen_attention.pto:34:35
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -1210,989 +1184,247 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 2, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
-#endif
-                            return;  // varlen_attention.pto:32:35
-                        }
-                        if (!(0 <= k_start + (1 + k_tile_idx_sk * 2) * 128 && k_start + (1 + k_tile_idx_sk * 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128))) {  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[0] = 12;  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (1 + k_tile_idx_sk * 2) * 128);  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128));  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
-#endif
-                            return;  // varlen_attention.pto:33:35
-                        }
-                        if (!(0 <= k_start + (1 + k_tile_idx_sk * 2) * 128 && k_start + (1 + k_tile_idx_sk * 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128))) {  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[0] = 13;  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (1 + k_tile_idx_sk * 2) * 128);  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128));  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
-#endif
-                            return;  // varlen_attention.pto:34:35
-                        }
-                        __gm__ bfloat16_t* q_tile_view_sk0_e = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_e = k + (k_start + (1 + k_tile_idx_sk * 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
-                        for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
-                            TileT90EAiv0 t90_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
-                            TASSIGN(t90_e_aiv0, 0);  // varlen_attention.pto:37:27
-                            TileT90EAiv1 t90_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                            TASSIGN(t90_e_aiv1, 1024);  // varlen_attention.pto:37:27
-                            TEXPANDS(t90_e_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
-                            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv9) {  // varlen_attention.pto:37:27
-                                TEXPANDS(t90_e_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
-                            }
-                            pipe_barrier(PIPE_V);
-                            for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
-                                TileT80E t80_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t80_e, 0);  // varlen_attention.pto:35:30
-                                TileT81E t81_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
-                                TASSIGN(t81_e, 0);  // varlen_attention.pto:35:30
-                                using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-                                GmView55 q_tile_view_sk0_eGm55(q_tile_view_sk0_e + _g78 * 64 * HD, GmView55::Shape(t81_e.GetValidRow()), GmView55::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t81_e, q_tile_view_sk0_eGm55);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT82E t82_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
-                                TASSIGN(t82_e, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t82_e, t81_e);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                TileT83E t83_e(min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t83_e, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-                                GmView56 k_tile_view_sk1_eGm56(k_tile_view_sk1_e + _g79 * 128 * HD, GmView56::Shape(t83_e.GetValidCol()), GmView56::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t83_e, k_tile_view_sk1_eGm56);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT84E t84_e(min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t84_e, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t84_e, t83_e);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                                TMATMUL(t80_e, t82_e, t84_e);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
-                                GmView57 scores_ownGm57(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView57::Shape(t80_e.GetValidRow(), t80_e.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_ownGm57, t80_e);  // varlen_attention.pto:35:30
-                                TileT87EAiv0 t87_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t87_e_aiv0, 2048);  // varlen_attention.pto:36:37
-                                TileT87EAiv1 t87_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t87_e_aiv1, 18432);  // varlen_attention.pto:36:37
-                                TileT88EAiv0 t88_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t88_e_aiv0, 34816);  // varlen_attention.pto:36:37
-                                TileT88EAiv1 t88_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t88_e_aiv1, 51200);  // varlen_attention.pto:36:37
-                                TileT93EAiv0 t93_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
-                                TASSIGN(t93_e_aiv0, 67584);  // varlen_attention.pto:37:27
-                                TileT93EAiv1 t93_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                                TASSIGN(t93_e_aiv1, 68608);  // varlen_attention.pto:37:27
-                                using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView58 scores_ownGm58(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView58::Shape(t87_e_aiv0.GetValidRow(), t87_e_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                TLOAD(t87_e_aiv0, scores_ownGm58);  // varlen_attention.pto:36:37
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                TMULS(t88_e_aiv0, t87_e_aiv0, softmax_scale);  // varlen_attention.pto:36:37
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView59 scores_scaled_ownGm59(scores_scaled_own + _g78 * 64 * 128 + _g79 * 128, GmView59::Shape(t88_e_aiv0.GetValidRow(), t88_e_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                TSTORE(scores_scaled_ownGm59, t88_e_aiv0);  // varlen_attention.pto:36:37
-                                pipe_barrier(PIPE_V);
-                                TileTmp0 tmp8;  // varlen_attention.pto:37:27
-                                TASSIGN(tmp8, 147456);  // varlen_attention.pto:37:27
-                                TROWMAX(t93_e_aiv0, t88_e_aiv0, tmp8);  // varlen_attention.pto:37:27
-                                pipe_barrier(PIPE_V);
-                                TMAX(t90_e_aiv0, t90_e_aiv0, t93_e_aiv0);  // varlen_attention.pto:37:27
-                                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv10) {  // varlen_attention.pto:36:37
-                                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView60 scores_ownGm60(scores_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView60::Shape(t87_e_aiv1.GetValidRow(), t87_e_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TLOAD(t87_e_aiv1, scores_ownGm60);  // varlen_attention.pto:36:37
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    TMULS(t88_e_aiv1, t87_e_aiv1, softmax_scale);  // varlen_attention.pto:36:37
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView61 scores_scaled_ownGm61(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView61::Shape(t88_e_aiv1.GetValidRow(), t88_e_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TSTORE(scores_scaled_ownGm61, t88_e_aiv1);  // varlen_attention.pto:36:37
-                                    pipe_barrier(PIPE_V);
-                                    TileTmp0 tmp9;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp9, 147456);  // varlen_attention.pto:37:27
-                                    TROWMAX(t93_e_aiv1, t88_e_aiv1, tmp9);  // varlen_attention.pto:37:27
-                                    pipe_barrier(PIPE_V);
-                                    TMAX(t90_e_aiv1, t90_e_aiv1, t93_e_aiv1);  // varlen_attention.pto:37:27
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            TileT105EAiv0 t105_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                            TASSIGN(t105_e_aiv0, 2048);  // varlen_attention.pto:39:27
-                            TileT105EAiv1 t105_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                            TASSIGN(t105_e_aiv1, 3072);  // varlen_attention.pto:39:27
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                            GmView62 mij_ownGm62(mij_own + _g78 * 64, GmView62::Shape(t90_e_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
-                            TSTORE(mij_ownGm62, t90_e_aiv0);  // varlen_attention.pto:37:27
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            TEXPANDS(t105_e_aiv0, 0.0f);  // varlen_attention.pto:39:27
-                            pipe_barrier(PIPE_V);
-                            for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv11) {  // varlen_attention.pto:37:27
-                                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                GmView63 mij_ownGm63(mij_own + _g78 * 64 + 32, GmView63::Shape(t90_e_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
-                                TSTORE(mij_ownGm63, t90_e_aiv1);  // varlen_attention.pto:37:27
-                                TEXPANDS(t105_e_aiv1, 0.0f);  // varlen_attention.pto:39:27
-                            }
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
-                                TileT96EAiv0 t96_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t96_e_aiv0, 4096);  // varlen_attention.pto:38:31
-                                TileT96EAiv1 t96_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t96_e_aiv1, 20480);  // varlen_attention.pto:38:31
-                                TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t103_e_aiv0, 36864);  // varlen_attention.pto:38:27
-                                TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t103_e_aiv1, 53248);  // varlen_attention.pto:38:27
-                                TileT108EAiv0 t108_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                                TASSIGN(t108_e_aiv0, 69632);  // varlen_attention.pto:39:27
-                                TileT108EAiv1 t108_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                                TASSIGN(t108_e_aiv1, 70656);  // varlen_attention.pto:39:27
-                                using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                GmView64 scores_scaled_ownGm64(scores_scaled_own + _g78 * 64 * 128 + _g95 * 128, GmView64::Shape(t96_e_aiv0.GetValidRow(), t96_e_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
-                                TLOAD(t96_e_aiv0, scores_scaled_ownGm64);  // varlen_attention.pto:38:31
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                TileTmp1 tmp10(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:38:27
-                                TASSIGN(tmp10, 147456);  // varlen_attention.pto:38:27
-                                TROWEXPAND(tmp10, t90_e_aiv0);  // varlen_attention.pto:38:27
-                                pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                TROWEXPANDEXPDIF(t103_e_aiv0, t96_e_aiv0, tmp10);  // varlen_attention.pto:38:27
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                GmView65 pij_ownGm65(pij_own + _g78 * 64 * 128 + _g95 * 128, GmView65::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
-                                TSTORE(pij_ownGm65, t103_e_aiv0);  // varlen_attention.pto:38:27
-                                pipe_barrier(PIPE_V);
-                                TileTmp0 tmp11;  // varlen_attention.pto:39:27
-                                TASSIGN(tmp11, 147456);  // varlen_attention.pto:39:27
-                                TROWSUM(t108_e_aiv0, t103_e_aiv0, tmp11);  // varlen_attention.pto:39:27
-                                pipe_barrier(PIPE_V);
-                                TADD(t105_e_aiv0, t105_e_aiv0, t108_e_aiv0);  // varlen_attention.pto:39:27
-                                for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv12) {  // varlen_attention.pto:38:31
-                                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                    GmView66 scores_scaled_ownGm66(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView66::Shape(t96_e_aiv1.GetValidRow(), t96_e_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
-                                    TLOAD(t96_e_aiv1, scores_scaled_ownGm66);  // varlen_attention.pto:38:31
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    TileTmp1 tmp12(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp12, 147456);  // varlen_attention.pto:38:27
-                                    TROWEXPAND(tmp12, t90_e_aiv1);  // varlen_attention.pto:38:27
-                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                    TROWEXPANDEXPDIF(t103_e_aiv1, t96_e_aiv1, tmp12);  // varlen_attention.pto:38:27
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                    GmView67 pij_ownGm67(pij_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView67::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
-                                    TSTORE(pij_ownGm67, t103_e_aiv1);  // varlen_attention.pto:38:27
-                                    pipe_barrier(PIPE_V);
-                                    TileTmp0 tmp13;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp13, 147456);  // varlen_attention.pto:39:27
-                                    TROWSUM(t108_e_aiv1, t103_e_aiv1, tmp13);  // varlen_attention.pto:39:27
-                                    pipe_barrier(PIPE_V);
-                                    TADD(t105_e_aiv1, t105_e_aiv1, t108_e_aiv1);  // varlen_attention.pto:39:27
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                            GmView68 lij_ownGm68(lij_own + _g78 * 64, GmView68::Shape(t105_e_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
-                            TSTORE(lij_ownGm68, t105_e_aiv0);  // varlen_attention.pto:39:27
-                            for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv13) {  // varlen_attention.pto:39:27
-                                using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                GmView69 lij_ownGm69(lij_own + _g78 * 64 + 32, GmView69::Shape(t105_e_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
-                                TSTORE(lij_ownGm69, t105_e_aiv1);  // varlen_attention.pto:39:27
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
-                                TileT111EAiv0 t111_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t111_e_aiv0, 0);  // varlen_attention.pto:51:38
-                                TileT111EAiv1 t111_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t111_e_aiv1, 16384);  // varlen_attention.pto:51:38
-                                TileT112EAiv0 t112_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t112_e_aiv0, 32768);  // varlen_attention.pto:51:38
-                                TileT112EAiv1 t112_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t112_e_aiv1, 40960);  // varlen_attention.pto:51:38
-                                using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                GmView70 pij_ownGm70(pij_own + _g78 * 64 * 128 + _g110 * 128, GmView70::Shape(t111_e_aiv0.GetValidRow(), t111_e_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                TLOAD(t111_e_aiv0, pij_ownGm70);  // varlen_attention.pto:51:38
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TCVT(t112_e_aiv0, t111_e_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                using GmView71 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                GmView71 t6_ownGm71(t6_own + _g78 * 64 * 128 + _g110 * 128, GmView71::Shape(t112_e_aiv0.GetValidRow(), t112_e_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                TSTORE(t6_ownGm71, t112_e_aiv0);  // varlen_attention.pto:51:38
-                                for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv14) {  // varlen_attention.pto:51:38
-                                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView72 pij_ownGm72(pij_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView72::Shape(t111_e_aiv1.GetValidRow(), t111_e_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TLOAD(t111_e_aiv1, pij_ownGm72);  // varlen_attention.pto:51:38
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    TCVT(t112_e_aiv1, t111_e_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    using GmView73 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView73 t6_ownGm73(t6_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView73::Shape(t112_e_aiv1.GetValidRow(), t112_e_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TSTORE(t6_ownGm73, t112_e_aiv1);  // varlen_attention.pto:51:38
-                                }
-                            }
-                        }
-                    }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
-                        __gm__ bfloat16_t* v_tile_view_sk2_e = v + (k_start + k_tile_idx_sk * 2 * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                        for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
-                            TileT114E t114_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64));  // varlen_attention.pto:51:31
-                            TASSIGN(t114_e, 0);  // varlen_attention.pto:51:31
-                            TileT115E t115_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                            TASSIGN(t115_e, 0);  // varlen_attention.pto:51:31
-                            using GmView74 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                            GmView74 t6_own_twinGm74(t6_own_twin + _g113 * 64 * 128, GmView74::Shape(t115_e.GetValidRow(), t115_e.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t115_e, t6_own_twinGm74);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TileT116E t116_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                            TASSIGN(t116_e, 0);  // varlen_attention.pto:51:31
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TMOV(t116_e, t115_e);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            TileT117E t117_e(min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                            TASSIGN(t117_e, 0);  // varlen_attention.pto:51:31
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            using GmView75 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                            GmView75 v_tile_view_sk2_eGm75(v_tile_view_sk2_e, GmView75::Shape(t117_e.GetValidRow()), GmView75::Stride(HD));  // varlen_attention.pto:51:31
-                            TLOAD(t117_e, v_tile_view_sk2_eGm75);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TileT118E t118_e(min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                            TASSIGN(t118_e, 0);  // varlen_attention.pto:51:31
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TMOV(t118_e, t117_e);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL(t114_e, t116_e, t118_e);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
-                                TileT120E t120_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t120_e, 0);  // varlen_attention.pto:51:31
-                                using GmView76 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                                GmView76 t6_own_twinGm76(t6_own_twin + _g113 * 64 * 128 + _k119 * 64, GmView76::Shape(t120_e.GetValidRow(), t120_e.GetValidCol()));  // varlen_attention.pto:51:31
-                                TLOAD(t120_e, t6_own_twinGm76);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT121E t121_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t121_e, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t121_e, t120_e);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                TileT122E t122_e(min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t122_e, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                                GmView77 v_tile_view_sk2_eGm77(v_tile_view_sk2_e + _k119 * 64 * HD, GmView77::Shape(t122_e.GetValidRow()), GmView77::Stride(HD));  // varlen_attention.pto:51:31
-                                TLOAD(t122_e, v_tile_view_sk2_eGm77);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT123E t123_e(min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t123_e, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t123_e, t122_e);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL_ACC(t114_e, t114_e, t121_e, t123_e);  // varlen_attention.pto:51:31
-                            }
-                            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                            GmView78 oij_1_own_twinGm78(oij_1_own_twin + _g113 * 64 * 64, GmView78::Shape(t114_e.GetValidRow()));  // varlen_attention.pto:51:31
-                            TSTORE(oij_1_own_twinGm78, t114_e);  // varlen_attention.pto:51:31
-                        }
-                        __gm__ float* li_sk3_e = li_update_own;  // varlen_attention.pto:52:30
-                        __gm__ float* mi_sk4_e = mi_update_own;  // varlen_attention.pto:53:30
-                        __gm__ float* oi_sk5_e = oi_update_own;  // varlen_attention.pto:54:30
-                        for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
-                            TileT125EAiv0 t125_e_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
-                            TASSIGN(t125_e_aiv0, 0);  // varlen_attention.pto:55:34
-                            TileT125EAiv1 t125_e_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t125_e_aiv1, 1024);  // varlen_attention.pto:55:34
-                            TileT126EAiv0 t126_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                            TASSIGN(t126_e_aiv0, 2048);  // varlen_attention.pto:55:34
-                            TileT126EAiv1 t126_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t126_e_aiv1, 3072);  // varlen_attention.pto:55:34
-                            TileT127EAiv0 t127_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                            TASSIGN(t127_e_aiv0, 4096);  // varlen_attention.pto:55:34
-                            TileT127EAiv1 t127_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t127_e_aiv1, 5120);  // varlen_attention.pto:55:34
-                            TileT131EAiv0 t131_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:34
-                            TASSIGN(t131_e_aiv0, 6144);  // varlen_attention.pto:56:34
-                            TileT131EAiv1 t131_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
-                            TASSIGN(t131_e_aiv1, 7168);  // varlen_attention.pto:56:34
-                            TileT134EAiv0 t134_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:30
-                            TASSIGN(t134_e_aiv0, 8192);  // varlen_attention.pto:56:30
-                            TileT134EAiv1 t134_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
-                            TASSIGN(t134_e_aiv1, 9216);  // varlen_attention.pto:56:30
-                            TileT138EAiv0 t138_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:34
-                            TASSIGN(t138_e_aiv0, 10240);  // varlen_attention.pto:57:34
-                            TileT138EAiv1 t138_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
-                            TASSIGN(t138_e_aiv1, 11264);  // varlen_attention.pto:57:34
-                            TileT141EAiv0 t141_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:30
-                            TASSIGN(t141_e_aiv0, 12288);  // varlen_attention.pto:57:30
-                            TileT141EAiv1 t141_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
-                            TASSIGN(t141_e_aiv1, 13312);  // varlen_attention.pto:57:30
-                            TileT144EAiv0 t144_e_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t144_e_aiv0, 14336);  // varlen_attention.pto:58:34
-                            TileT144EAiv1 t144_e_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t144_e_aiv1, 15360);  // varlen_attention.pto:58:34
-                            TileT145EAiv0 t145_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t145_e_aiv0, 16384);  // varlen_attention.pto:58:34
-                            TileT145EAiv1 t145_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t145_e_aiv1, 17408);  // varlen_attention.pto:58:34
-                            TileT148EAiv0 t148_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                            TASSIGN(t148_e_aiv0, 18432);  // varlen_attention.pto:58:44
-                            TileT148EAiv1 t148_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                            TASSIGN(t148_e_aiv1, 19456);  // varlen_attention.pto:58:44
-                            TileT149EAiv0 t149_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                            TASSIGN(t149_e_aiv0, 20480);  // varlen_attention.pto:58:44
-                            TileT149EAiv1 t149_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                            TASSIGN(t149_e_aiv1, 21504);  // varlen_attention.pto:58:44
-                            TileT153EAiv0 t153_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t153_e_aiv0, 22528);  // varlen_attention.pto:58:34
-                            TileT153EAiv1 t153_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t153_e_aiv1, 23552);  // varlen_attention.pto:58:34
-                            TileT155EAiv0 t155_e_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t155_e_aiv0, 24576);  // varlen_attention.pto:59:34
-                            TileT155EAiv1 t155_e_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t155_e_aiv1, 32768);  // varlen_attention.pto:59:34
-                            TileT157EAiv0 t157_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t157_e_aiv0, 40960);  // varlen_attention.pto:59:34
-                            TileT157EAiv1 t157_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t157_e_aiv1, 49152);  // varlen_attention.pto:59:34
-                            TileT158EAiv0 t158_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t158_e_aiv0, 57344);  // varlen_attention.pto:59:34
-                            TileT158EAiv1 t158_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t158_e_aiv1, 65536);  // varlen_attention.pto:59:34
-                            TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(t160_e_aiv0, 73728);  // varlen_attention.pto:59:44
-                            TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                            TASSIGN(t160_e_aiv1, 81920);  // varlen_attention.pto:59:44
-                            TileT163EAiv0 t163_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(t163_e_aiv0, 90112);  // varlen_attention.pto:59:44
-                            TileT163EAiv1 t163_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                            TASSIGN(t163_e_aiv1, 98304);  // varlen_attention.pto:59:44
-                            using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView79 mi_sk4_eGm79(mi_sk4_e + _g124 * 64, GmView79::Shape(t125_e_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                            TLOAD(t125_e_aiv0, mi_sk4_eGm79);  // varlen_attention.pto:55:34
-                            using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView80 mij_own_twinGm80(mij_own_twin + _g124 * 64, GmView80::Shape(t126_e_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                            TLOAD(t126_e_aiv0, mij_own_twinGm80);  // varlen_attention.pto:55:34
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TMAX(t127_e_aiv0, t125_e_aiv0, t126_e_aiv0);  // varlen_attention.pto:55:34
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView81 mi_new_own_twinGm81(mi_new_own_twin + _g124 * 64, GmView81::Shape(t127_e_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                            TSTORE(mi_new_own_twinGm81, t127_e_aiv0);  // varlen_attention.pto:55:34
-                            pipe_barrier(PIPE_V);
-                            TSUB(t131_e_aiv0, t125_e_aiv0, t127_e_aiv0);  // varlen_attention.pto:56:34
-                            pipe_barrier(PIPE_V);
-                            TEXP(t134_e_aiv0, t131_e_aiv0);  // varlen_attention.pto:56:30
-                            pipe_barrier(PIPE_V);
-                            TSUB(t138_e_aiv0, t126_e_aiv0, t127_e_aiv0);  // varlen_attention.pto:57:34
-                            pipe_barrier(PIPE_V);
-                            TEXP(t141_e_aiv0, t138_e_aiv0);  // varlen_attention.pto:57:30
-                            using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView82 li_sk3_eGm82(li_sk3_e + _g124 * 64, GmView82::Shape(t144_e_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t144_e_aiv0, li_sk3_eGm82);  // varlen_attention.pto:58:34
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TMUL(t145_e_aiv0, t134_e_aiv0, t144_e_aiv0);  // varlen_attention.pto:58:34
-                            using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView83 lij_own_twinGm83(lij_own_twin + _g124 * 64, GmView83::Shape(t148_e_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
-                            TLOAD(t148_e_aiv0, lij_own_twinGm83);  // varlen_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TMUL(t149_e_aiv0, t141_e_aiv0, t148_e_aiv0);  // varlen_attention.pto:58:44
-                            pipe_barrier(PIPE_V);
-                            TADD(t153_e_aiv0, t145_e_aiv0, t149_e_aiv0);  // varlen_attention.pto:58:34
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView84 li_new_own_twinGm84(li_new_own_twin + _g124 * 64, GmView84::Shape(t153_e_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
-                            TSTORE(li_new_own_twinGm84, t153_e_aiv0);  // varlen_attention.pto:58:34
-                            using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView85 oi_sk5_eGm85(oi_sk5_e + _g124 * 64 * 64, GmView85::Shape(t155_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t155_e_aiv0, oi_sk5_eGm85);  // varlen_attention.pto:59:34
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TROWEXPAND(t157_e_aiv0, t134_e_aiv0);  // varlen_attention.pto:59:34
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TMUL(t158_e_aiv0, t155_e_aiv0, t157_e_aiv0);  // varlen_attention.pto:59:34
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView86 t11_own_twinGm86(t11_own_twin + _g124 * 64 * 64, GmView86::Shape(t158_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                            TSTORE(t11_own_twinGm86, t158_e_aiv0);  // varlen_attention.pto:59:34
-                            using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                            GmView87 oij_1_own_twinGm87(oij_1_own_twin + _g124 * 64 * 64, GmView87::Shape(t160_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
-                            TLOAD(t160_e_aiv0, oij_1_own_twinGm87);  // varlen_attention.pto:59:44
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            TileTmp1 tmp14(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(tmp14, 147456);  // varlen_attention.pto:59:44
-                            TROWEXPAND(tmp14, t141_e_aiv0);  // varlen_attention.pto:59:44
-                            pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                            TROWEXPANDMUL(t163_e_aiv0, t160_e_aiv0, tmp14);  // varlen_attention.pto:59:44
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                            GmView88 t12_own_twinGm88(t12_own_twin + _g124 * 64 * 64, GmView88::Shape(t163_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
-                            TSTORE(t12_own_twinGm88, t163_e_aiv0);  // varlen_attention.pto:59:44
-                            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv15) {  // varlen_attention.pto:55:34
-                                using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView89 mi_sk4_eGm89(mi_sk4_e + _g124 * 64 + 32, GmView89::Shape(t125_e_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t125_e_aiv1, mi_sk4_eGm89);  // varlen_attention.pto:55:34
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv16) {  // varlen_attention.pto:55:34
-                                using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView90 mij_own_twinGm90(mij_own_twin + _g124 * 64 + 32, GmView90::Shape(t126_e_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t126_e_aiv1, mij_own_twinGm90);  // varlen_attention.pto:55:34
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                TMAX(t127_e_aiv1, t125_e_aiv1, t126_e_aiv1);  // varlen_attention.pto:55:34
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView91 mi_new_own_twinGm91(mi_new_own_twin + _g124 * 64 + 32, GmView91::Shape(t127_e_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                TSTORE(mi_new_own_twinGm91, t127_e_aiv1);  // varlen_attention.pto:55:34
-                                pipe_barrier(PIPE_V);
-                                TSUB(t131_e_aiv1, t125_e_aiv1, t127_e_aiv1);  // varlen_attention.pto:56:34
-                                pipe_barrier(PIPE_V);
-                                TEXP(t134_e_aiv1, t131_e_aiv1);  // varlen_attention.pto:56:30
-                                pipe_barrier(PIPE_V);
-                                TSUB(t138_e_aiv1, t126_e_aiv1, t127_e_aiv1);  // varlen_attention.pto:57:34
-                                pipe_barrier(PIPE_V);
-                                TEXP(t141_e_aiv1, t138_e_aiv1);  // varlen_attention.pto:57:30
-                            }
-                            for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv17) {  // varlen_attention.pto:58:34
-                                using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView92 li_sk3_eGm92(li_sk3_e + _g124 * 64 + 32, GmView92::Shape(t144_e_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t144_e_aiv1, li_sk3_eGm92);  // varlen_attention.pto:58:34
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv18) {  // varlen_attention.pto:58:34
-                                TMUL(t145_e_aiv1, t134_e_aiv1, t144_e_aiv1);  // varlen_attention.pto:58:34
-                                using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                GmView93 lij_own_twinGm93(lij_own_twin + _g124 * 64 + 32, GmView93::Shape(t148_e_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
-                                TLOAD(t148_e_aiv1, lij_own_twinGm93);  // varlen_attention.pto:58:44
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                TMUL(t149_e_aiv1, t141_e_aiv1, t148_e_aiv1);  // varlen_attention.pto:58:44
-                                pipe_barrier(PIPE_V);
-                                TADD(t153_e_aiv1, t145_e_aiv1, t149_e_aiv1);  // varlen_attention.pto:58:34
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView94 li_new_own_twinGm94(li_new_own_twin + _g124 * 64 + 32, GmView94::Shape(t153_e_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
-                                TSTORE(li_new_own_twinGm94, t153_e_aiv1);  // varlen_attention.pto:58:34
-                            }
-                            for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv19) {  // varlen_attention.pto:59:34
-                                using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView95 oi_sk5_eGm95(oi_sk5_e + (_g124 * 64 + 32) * 64, GmView95::Shape(t155_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t155_e_aiv1, oi_sk5_eGm95);  // varlen_attention.pto:59:34
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv20) {  // varlen_attention.pto:59:34
-                                TROWEXPAND(t157_e_aiv1, t134_e_aiv1);  // varlen_attention.pto:59:34
-                                pipe_barrier(PIPE_V);
-                                TMUL(t158_e_aiv1, t155_e_aiv1, t157_e_aiv1);  // varlen_attention.pto:59:34
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView96 t11_own_twinGm96(t11_own_twin + (_g124 * 64 + 32) * 64, GmView96::Shape(t158_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                TSTORE(t11_own_twinGm96, t158_e_aiv1);  // varlen_attention.pto:59:34
-                                using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView97 oij_1_own_twinGm97(oij_1_own_twin + (_g124 * 64 + 32) * 64, GmView97::Shape(t160_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
-                                TLOAD(t160_e_aiv1, oij_1_own_twinGm97);  // varlen_attention.pto:59:44
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                TileTmp1 tmp15(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                TASSIGN(tmp15, 147456);  // varlen_attention.pto:59:44
-                                TROWEXPAND(tmp15, t141_e_aiv1);  // varlen_attention.pto:59:44
-                                pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                                TROWEXPANDMUL(t163_e_aiv1, t160_e_aiv1, tmp15);  // varlen_attention.pto:59:44
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView98 t12_own_twinGm98(t12_own_twin + (_g124 * 64 + 32) * 64, GmView98::Shape(t163_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
-                                TSTORE(t12_own_twinGm98, t163_e_aiv1);  // varlen_attention.pto:59:44
-                            }
+                    for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
+                        TileT90Aiv0 t90_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
+                        TASSIGN(t90_aiv0, 0);  // varlen_attention.pto:37:27
+                        TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                        TASSIGN(t90_aiv1, 1024);  // varlen_attention.pto:37:27
+                        TEXPANDS(t90_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
+                        for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv9) {  // varlen_attention.pto:37:27
+                            TEXPANDS(t90_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
                         }
                         pipe_barrier(PIPE_V);
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
+                            TileT80 t80(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
+                            TASSIGN(t80, 0);  // varlen_attention.pto:35:30
+                            TileT81 t81(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
+                            TASSIGN(t81, 0);  // varlen_attention.pto:35:30
+                            using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
+                            GmView55 q_tile_viewGm55(q_tile_view + _g78 * 64 * HD, GmView55::Shape(t81.GetValidRow()), GmView55::Stride(HD));  // varlen_attention.pto:35:30
+                            TLOAD(t81, q_tile_viewGm55);  // varlen_attention.pto:35:30
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
+                            TileT82 t82(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
+                            TASSIGN(t82, 0);  // varlen_attention.pto:35:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
+                            TMOV(t82, t81);  // varlen_attention.pto:35:30
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            TileT83 t83(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
+                            TASSIGN(t83, 0);  // varlen_attention.pto:35:30
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
+                            GmView56 k_tile_viewGm56(k_tile_view + _g79 * 128 * HD, GmView56::Shape(t83.GetValidCol()), GmView56::Stride(HD));  // varlen_attention.pto:35:30
+                            TLOAD(t83, k_tile_viewGm56);  // varlen_attention.pto:35:30
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
+                            TileT84 t84(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
+                            TASSIGN(t84, 0);  // varlen_attention.pto:35:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
+                            TMOV(t84, t83);  // varlen_attention.pto:35:30
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                            TMATMUL(t80, t82, t84);  // varlen_attention.pto:35:30
+                            set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
+                            GmView57 scores_ownGm57(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView57::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
+                            TSTORE(scores_ownGm57, t80);  // varlen_attention.pto:35:30
+                            TileT87Aiv0 t87_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv0, 2048);  // varlen_attention.pto:36:37
+                            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv1, 18432);  // varlen_attention.pto:36:37
+                            TileT88Aiv0 t88_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv0, 34816);  // varlen_attention.pto:36:37
+                            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv1, 51200);  // varlen_attention.pto:36:37
+                            TileT93Aiv0 t93_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv0, 67584);  // varlen_attention.pto:37:27
+                            TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv1, 68608);  // varlen_attention.pto:37:27
+                            using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                            GmView58 scores_ownGm58(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView58::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                            TLOAD(t87_aiv0, scores_ownGm58);  // varlen_attention.pto:36:37
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                            TMULS(t88_aiv0, t87_aiv0, softmax_scale);  // varlen_attention.pto:36:37
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                            using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                            GmView59 scores_scaled_ownGm59(scores_scaled_own + _g78 * 64 * 128 + _g79 * 128, GmView59::Shape(t88_aiv0.GetValidRow(), t88_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                            TSTORE(scores_scaled_ownGm59, t88_aiv0);  // varlen_attention.pto:36:37
+                            pipe_barrier(PIPE_V);
+                            TileTmp0 tmp8;  // varlen_attention.pto:37:27
+                            TASSIGN(tmp8, 147456);  // varlen_attention.pto:37:27
+                            TROWMAX(t93_aiv0, t88_aiv0, tmp8);  // varlen_attention.pto:37:27
+                            pipe_barrier(PIPE_V);
+                            TMAX(t90_aiv0, t90_aiv0, t93_aiv0);  // varlen_attention.pto:37:27
+                            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv10) {  // varlen_attention.pto:36:37
+                                using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView60 scores_ownGm60(scores_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView60::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                TLOAD(t87_aiv1, scores_ownGm60);  // varlen_attention.pto:36:37
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                TMULS(t88_aiv1, t87_aiv1, softmax_scale);  // varlen_attention.pto:36:37
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView61 scores_scaled_ownGm61(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView61::Shape(t88_aiv1.GetValidRow(), t88_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                TSTORE(scores_scaled_ownGm61, t88_aiv1);  // varlen_attention.pto:36:37
+                                pipe_barrier(PIPE_V);
+                                TileTmp0 tmp9;  // varlen_attention.pto:37:27
+                                TASSIGN(tmp9, 147456);  // varlen_attention.pto:37:27
+                                TROWMAX(t93_aiv1, t88_aiv1, tmp9);  // varlen_attention.pto:37:27
+                                pipe_barrier(PIPE_V);
+                                TMAX(t90_aiv1, t90_aiv1, t93_aiv1);  // varlen_attention.pto:37:27
+                            }
+                        }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        TileT105Aiv0 t105_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv0, 2048);  // varlen_attention.pto:39:27
+                        TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv1, 3072);  // varlen_attention.pto:39:27
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                        GmView62 mij_ownGm62(mij_own + _g78 * 64, GmView62::Shape(t90_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
+                        TSTORE(mij_ownGm62, t90_aiv0);  // varlen_attention.pto:37:27
+                        pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TEXPANDS(t105_aiv0, 0.0f);  // varlen_attention.pto:39:27
+                        pipe_barrier(PIPE_V);
+                        for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv11) {  // varlen_attention.pto:37:27
+                            using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                            GmView63 mij_ownGm63(mij_own + _g78 * 64 + 32, GmView63::Shape(t90_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
+                            TSTORE(mij_ownGm63, t90_aiv1);  // varlen_attention.pto:37:27
+                            TEXPANDS(t105_aiv1, 0.0f);  // varlen_attention.pto:39:27
+                        }
+                        pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                        for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
+                            TileT96Aiv0 t96_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv0, 4096);  // varlen_attention.pto:38:31
+                            TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv1, 20480);  // varlen_attention.pto:38:31
+                            TileT103Aiv0 t103_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv0, 36864);  // varlen_attention.pto:38:27
+                            TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv1, 53248);  // varlen_attention.pto:38:27
+                            TileT108Aiv0 t108_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv0, 69632);  // varlen_attention.pto:39:27
+                            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv1, 70656);  // varlen_attention.pto:39:27
+                            using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                            GmView64 scores_scaled_ownGm64(scores_scaled_own + _g78 * 64 * 128 + _g95 * 128, GmView64::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
+                            TLOAD(t96_aiv0, scores_scaled_ownGm64);  // varlen_attention.pto:38:31
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                            TileTmp1 tmp10(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:38:27
+                            TASSIGN(tmp10, 147456);  // varlen_attention.pto:38:27
+                            TROWEXPAND(tmp10, t90_aiv0);  // varlen_attention.pto:38:27
+                            pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                            TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp10);  // varlen_attention.pto:38:27
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                            using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                            GmView65 pij_ownGm65(pij_own + _g78 * 64 * 128 + _g95 * 128, GmView65::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
+                            TSTORE(pij_ownGm65, t103_aiv0);  // varlen_attention.pto:38:27
+                            pipe_barrier(PIPE_V);
+                            TileTmp0 tmp11;  // varlen_attention.pto:39:27
+                            TASSIGN(tmp11, 147456);  // varlen_attention.pto:39:27
+                            TROWSUM(t108_aiv0, t103_aiv0, tmp11);  // varlen_attention.pto:39:27
+                            pipe_barrier(PIPE_V);
+                            TADD(t105_aiv0, t105_aiv0, t108_aiv0);  // varlen_attention.pto:39:27
+                            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv12) {  // varlen_attention.pto:38:31
+                                using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                GmView66 scores_scaled_ownGm66(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView66::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
+                                TLOAD(t96_aiv1, scores_scaled_ownGm66);  // varlen_attention.pto:38:31
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                TileTmp1 tmp12(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
+                                TASSIGN(tmp12, 147456);  // varlen_attention.pto:38:27
+                                TROWEXPAND(tmp12, t90_aiv1);  // varlen_attention.pto:38:27
+                                pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                                TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp12);  // varlen_attention.pto:38:27
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                GmView67 pij_ownGm67(pij_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView67::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
+                                TSTORE(pij_ownGm67, t103_aiv1);  // varlen_attention.pto:38:27
+                                pipe_barrier(PIPE_V);
+                                TileTmp0 tmp13;  // varlen_attention.pto:39:27
+                                TASSIGN(tmp13, 147456);  // varlen_attention.pto:39:27
+                                TROWSUM(t108_aiv1, t103_aiv1, tmp13);  // varlen_attention.pto:39:27
+                                pipe_barrier(PIPE_V);
+                                TADD(t105_aiv1, t105_aiv1, t108_aiv1);  // varlen_attention.pto:39:27
+                            }
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                        GmView68 lij_ownGm68(lij_own + _g78 * 64, GmView68::Shape(t105_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
+                        TSTORE(lij_ownGm68, t105_aiv0);  // varlen_attention.pto:39:27
+                        for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv13) {  // varlen_attention.pto:39:27
+                            using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                            GmView69 lij_ownGm69(lij_own + _g78 * 64 + 32, GmView69::Shape(t105_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
+                            TSTORE(lij_ownGm69, t105_aiv1);  // varlen_attention.pto:39:27
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                        for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
-                            TileT165EAiv0 t165_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t165_e_aiv0, 0);  // varlen_attention.pto:59:34
-                            TileT165EAiv1 t165_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t165_e_aiv1, 8192);  // varlen_attention.pto:59:34
-                            TileT166EAiv0 t166_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t166_e_aiv0, 16384);  // varlen_attention.pto:59:34
-                            TileT166EAiv1 t166_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t166_e_aiv1, 24576);  // varlen_attention.pto:59:34
-                            TileT167EAiv0 t167_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t167_e_aiv0, 32768);  // varlen_attention.pto:59:34
-                            TileT167EAiv1 t167_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t167_e_aiv1, 40960);  // varlen_attention.pto:59:34
-                            TileT169EAiv0 t169_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:66:29
-                            TASSIGN(t169_e_aiv0, 49152);  // varlen_attention.pto:66:29
-                            TileT169EAiv1 t169_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:66:29
-                            TASSIGN(t169_e_aiv1, 50176);  // varlen_attention.pto:66:29
-                            TileT171EAiv0 t171_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:67:29
-                            TASSIGN(t171_e_aiv0, 51200);  // varlen_attention.pto:67:29
-                            TileT171EAiv1 t171_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:67:29
-                            TASSIGN(t171_e_aiv1, 52224);  // varlen_attention.pto:67:29
-                            using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView99 t11_own_twinGm99(t11_own_twin + _g164 * 64 * 64, GmView99::Shape(t165_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t165_e_aiv0, t11_own_twinGm99);  // varlen_attention.pto:59:34
-                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView100 t12_own_twinGm100(t12_own_twin + _g164 * 64 * 64, GmView100::Shape(t166_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t166_e_aiv0, t12_own_twinGm100);  // varlen_attention.pto:59:34
+                        for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
+                            TileT111Aiv0 t111_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t111_aiv0, 0);  // varlen_attention.pto:51:38
+                            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t111_aiv1, 16384);  // varlen_attention.pto:51:38
+                            TileT112Aiv0 t112_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv0, 32768);  // varlen_attention.pto:51:38
+                            TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv1, 40960);  // varlen_attention.pto:51:38
+                            using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                            GmView70 pij_ownGm70(pij_own + _g78 * 64 * 128 + _g110 * 128, GmView70::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                            TLOAD(t111_aiv0, pij_ownGm70);  // varlen_attention.pto:51:38
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            TADD(t167_e_aiv0, t165_e_aiv0, t166_e_aiv0);  // varlen_attention.pto:59:34
+                            TCVT(t112_aiv0, t111_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView101 oi_update_ownGm101(oi_update_own + _g164 * 64 * 64, GmView101::Shape(t167_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                            TSTORE(oi_update_ownGm101, t167_e_aiv0);  // varlen_attention.pto:59:34
-                            using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                            GmView102 li_new_own_twinGm102(li_new_own_twin + _g164 * 64, GmView102::Shape(t169_e_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
-                            TLOAD(t169_e_aiv0, li_new_own_twinGm102);  // varlen_attention.pto:66:29
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                            GmView103 li_update_ownGm103(li_update_own + _g164 * 64, GmView103::Shape(t169_e_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
-                            TSTORE(li_update_ownGm103, t169_e_aiv0);  // varlen_attention.pto:66:29
-                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                            GmView104 mi_new_own_twinGm104(mi_new_own_twin + _g164 * 64, GmView104::Shape(t171_e_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
-                            TLOAD(t171_e_aiv0, mi_new_own_twinGm104);  // varlen_attention.pto:67:29
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                            GmView105 mi_update_ownGm105(mi_update_own + _g164 * 64, GmView105::Shape(t171_e_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
-                            TSTORE(mi_update_ownGm105, t171_e_aiv0);  // varlen_attention.pto:67:29
-                            for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv21) {  // varlen_attention.pto:59:34
-                                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView106 t11_own_twinGm106(t11_own_twin + (_g164 * 64 + 32) * 64, GmView106::Shape(t165_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t165_e_aiv1, t11_own_twinGm106);  // varlen_attention.pto:59:34
-                                using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView107 t12_own_twinGm107(t12_own_twin + (_g164 * 64 + 32) * 64, GmView107::Shape(t166_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t166_e_aiv1, t12_own_twinGm107);  // varlen_attention.pto:59:34
+                            using GmView71 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                            GmView71 t6_ownGm71(t6_own + _g78 * 64 * 128 + _g110 * 128, GmView71::Shape(t112_aiv0.GetValidRow(), t112_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                            TSTORE(t6_ownGm71, t112_aiv0);  // varlen_attention.pto:51:38
+                            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv14) {  // varlen_attention.pto:51:38
+                                using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView72 pij_ownGm72(pij_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView72::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                TLOAD(t111_aiv1, pij_ownGm72);  // varlen_attention.pto:51:38
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TADD(t167_e_aiv1, t165_e_aiv1, t166_e_aiv1);  // varlen_attention.pto:59:34
+                                TCVT(t112_aiv1, t111_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView108 oi_update_ownGm108(oi_update_own + (_g164 * 64 + 32) * 64, GmView108::Shape(t167_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                TSTORE(oi_update_ownGm108, t167_e_aiv1);  // varlen_attention.pto:59:34
-                                using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                GmView109 li_new_own_twinGm109(li_new_own_twin + _g164 * 64 + 32, GmView109::Shape(t169_e_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
-                                TLOAD(t169_e_aiv1, li_new_own_twinGm109);  // varlen_attention.pto:66:29
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                GmView110 li_update_ownGm110(li_update_own + _g164 * 64 + 32, GmView110::Shape(t169_e_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
-                                TSTORE(li_update_ownGm110, t169_e_aiv1);  // varlen_attention.pto:66:29
-                                using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                GmView111 mi_new_own_twinGm111(mi_new_own_twin + _g164 * 64 + 32, GmView111::Shape(t171_e_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
-                                TLOAD(t171_e_aiv1, mi_new_own_twinGm111);  // varlen_attention.pto:67:29
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                GmView112 mi_update_ownGm112(mi_update_own + _g164 * 64 + 32, GmView112::Shape(t171_e_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
-                                TSTORE(mi_update_ownGm112, t171_e_aiv1);  // varlen_attention.pto:67:29
+                                using GmView73 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView73 t6_ownGm73(t6_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView73::Shape(t112_aiv1.GetValidRow(), t112_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                TSTORE(t6_ownGm73, t112_aiv1);  // varlen_attention.pto:51:38
                             }
                         }
                     }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 3, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
-#endif
-                            return;  // varlen_attention.pto:32:35
-                        }
-                        if (!(0 <= k_start + (k_tile_idx_sk * 2 + 2) * 128 && k_start + (k_tile_idx_sk * 2 + 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128))) {  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[0] = 15;  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (k_tile_idx_sk * 2 + 2) * 128);  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128));  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
-#endif
-                            return;  // varlen_attention.pto:33:35
-                        }
-                        if (!(0 <= k_start + (k_tile_idx_sk * 2 + 2) * 128 && k_start + (k_tile_idx_sk * 2 + 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128))) {  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[0] = 16;  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (k_tile_idx_sk * 2 + 2) * 128);  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128));  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
-#endif
-                            return;  // varlen_attention.pto:34:35
-                        }
-                        __gm__ bfloat16_t* q_tile_view_sk0_o = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_o = k + (k_start + (k_tile_idx_sk * 2 + 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
-                        for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
-                            TileT90OAiv0 t90_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
-                            TASSIGN(t90_o_aiv0, 0);  // varlen_attention.pto:37:27
-                            TileT90OAiv1 t90_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                            TASSIGN(t90_o_aiv1, 1024);  // varlen_attention.pto:37:27
-                            TEXPANDS(t90_o_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
-                            for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv22) {  // varlen_attention.pto:37:27
-                                TEXPANDS(t90_o_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
-                            }
-                            pipe_barrier(PIPE_V);
-                            for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
-                                TileT80O t80_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t80_o, 0);  // varlen_attention.pto:35:30
-                                TileT81O t81_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
-                                TASSIGN(t81_o, 0);  // varlen_attention.pto:35:30
-                                using GmView113 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-                                GmView113 q_tile_view_sk0_oGm113(q_tile_view_sk0_o + _g78 * 64 * HD, GmView113::Shape(t81_o.GetValidRow()), GmView113::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t81_o, q_tile_view_sk0_oGm113);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT82O t82_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
-                                TASSIGN(t82_o, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t82_o, t81_o);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                TileT83O t83_o(min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t83_o, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                using GmView114 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-                                GmView114 k_tile_view_sk1_oGm114(k_tile_view_sk1_o + _g79 * 128 * HD, GmView114::Shape(t83_o.GetValidCol()), GmView114::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t83_o, k_tile_view_sk1_oGm114);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT84O t84_o(min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t84_o, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t84_o, t83_o);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                                TMATMUL(t80_o, t82_o, t84_o);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
-                                GmView115 scores_own_twinGm115(scores_own_twin + _g78 * 64 * 128 + _g79 * 128, GmView115::Shape(t80_o.GetValidRow(), t80_o.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_own_twinGm115, t80_o);  // varlen_attention.pto:35:30
-                                TileT87OAiv0 t87_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t87_o_aiv0, 2048);  // varlen_attention.pto:36:37
-                                TileT87OAiv1 t87_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t87_o_aiv1, 18432);  // varlen_attention.pto:36:37
-                                TileT88OAiv0 t88_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t88_o_aiv0, 34816);  // varlen_attention.pto:36:37
-                                TileT88OAiv1 t88_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t88_o_aiv1, 51200);  // varlen_attention.pto:36:37
-                                TileT93OAiv0 t93_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
-                                TASSIGN(t93_o_aiv0, 67584);  // varlen_attention.pto:37:27
-                                TileT93OAiv1 t93_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                                TASSIGN(t93_o_aiv1, 68608);  // varlen_attention.pto:37:27
-                                using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView116 scores_own_twinGm116(scores_own_twin + _g78 * 64 * 128 + _g79 * 128, GmView116::Shape(t87_o_aiv0.GetValidRow(), t87_o_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                TLOAD(t87_o_aiv0, scores_own_twinGm116);  // varlen_attention.pto:36:37
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                TMULS(t88_o_aiv0, t87_o_aiv0, softmax_scale);  // varlen_attention.pto:36:37
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView117 scores_scaled_own_twinGm117(scores_scaled_own_twin + _g78 * 64 * 128 + _g79 * 128, GmView117::Shape(t88_o_aiv0.GetValidRow(), t88_o_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                TSTORE(scores_scaled_own_twinGm117, t88_o_aiv0);  // varlen_attention.pto:36:37
-                                pipe_barrier(PIPE_V);
-                                TileTmp0 tmp16;  // varlen_attention.pto:37:27
-                                TASSIGN(tmp16, 147456);  // varlen_attention.pto:37:27
-                                TROWMAX(t93_o_aiv0, t88_o_aiv0, tmp16);  // varlen_attention.pto:37:27
-                                pipe_barrier(PIPE_V);
-                                TMAX(t90_o_aiv0, t90_o_aiv0, t93_o_aiv0);  // varlen_attention.pto:37:27
-                                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv23) {  // varlen_attention.pto:36:37
-                                    using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView118 scores_own_twinGm118(scores_own_twin + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView118::Shape(t87_o_aiv1.GetValidRow(), t87_o_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TLOAD(t87_o_aiv1, scores_own_twinGm118);  // varlen_attention.pto:36:37
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    TMULS(t88_o_aiv1, t87_o_aiv1, softmax_scale);  // varlen_attention.pto:36:37
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView119 scores_scaled_own_twinGm119(scores_scaled_own_twin + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView119::Shape(t88_o_aiv1.GetValidRow(), t88_o_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TSTORE(scores_scaled_own_twinGm119, t88_o_aiv1);  // varlen_attention.pto:36:37
-                                    pipe_barrier(PIPE_V);
-                                    TileTmp0 tmp17;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp17, 147456);  // varlen_attention.pto:37:27
-                                    TROWMAX(t93_o_aiv1, t88_o_aiv1, tmp17);  // varlen_attention.pto:37:27
-                                    pipe_barrier(PIPE_V);
-                                    TMAX(t90_o_aiv1, t90_o_aiv1, t93_o_aiv1);  // varlen_attention.pto:37:27
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            TileT105OAiv0 t105_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                            TASSIGN(t105_o_aiv0, 2048);  // varlen_attention.pto:39:27
-                            TileT105OAiv1 t105_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                            TASSIGN(t105_o_aiv1, 3072);  // varlen_attention.pto:39:27
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                            GmView120 mij_own_twinGm120(mij_own_twin + _g78 * 64, GmView120::Shape(t90_o_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
-                            TSTORE(mij_own_twinGm120, t90_o_aiv0);  // varlen_attention.pto:37:27
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            TEXPANDS(t105_o_aiv0, 0.0f);  // varlen_attention.pto:39:27
-                            pipe_barrier(PIPE_V);
-                            for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv24) {  // varlen_attention.pto:37:27
-                                using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                GmView121 mij_own_twinGm121(mij_own_twin + _g78 * 64 + 32, GmView121::Shape(t90_o_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
-                                TSTORE(mij_own_twinGm121, t90_o_aiv1);  // varlen_attention.pto:37:27
-                                TEXPANDS(t105_o_aiv1, 0.0f);  // varlen_attention.pto:39:27
-                            }
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
-                                TileT96OAiv0 t96_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t96_o_aiv0, 4096);  // varlen_attention.pto:38:31
-                                TileT96OAiv1 t96_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t96_o_aiv1, 20480);  // varlen_attention.pto:38:31
-                                TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t103_o_aiv0, 36864);  // varlen_attention.pto:38:27
-                                TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t103_o_aiv1, 53248);  // varlen_attention.pto:38:27
-                                TileT108OAiv0 t108_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                                TASSIGN(t108_o_aiv0, 69632);  // varlen_attention.pto:39:27
-                                TileT108OAiv1 t108_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                                TASSIGN(t108_o_aiv1, 70656);  // varlen_attention.pto:39:27
-                                using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                GmView122 scores_scaled_own_twinGm122(scores_scaled_own_twin + _g78 * 64 * 128 + _g95 * 128, GmView122::Shape(t96_o_aiv0.GetValidRow(), t96_o_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
-                                TLOAD(t96_o_aiv0, scores_scaled_own_twinGm122);  // varlen_attention.pto:38:31
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                TileTmp1 tmp18(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:38:27
-                                TASSIGN(tmp18, 147456);  // varlen_attention.pto:38:27
-                                TROWEXPAND(tmp18, t90_o_aiv0);  // varlen_attention.pto:38:27
-                                pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                TROWEXPANDEXPDIF(t103_o_aiv0, t96_o_aiv0, tmp18);  // varlen_attention.pto:38:27
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                GmView123 pij_own_twinGm123(pij_own_twin + _g78 * 64 * 128 + _g95 * 128, GmView123::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
-                                TSTORE(pij_own_twinGm123, t103_o_aiv0);  // varlen_attention.pto:38:27
-                                pipe_barrier(PIPE_V);
-                                TileTmp0 tmp19;  // varlen_attention.pto:39:27
-                                TASSIGN(tmp19, 147456);  // varlen_attention.pto:39:27
-                                TROWSUM(t108_o_aiv0, t103_o_aiv0, tmp19);  // varlen_attention.pto:39:27
-                                pipe_barrier(PIPE_V);
-                                TADD(t105_o_aiv0, t105_o_aiv0, t108_o_aiv0);  // varlen_attention.pto:39:27
-                                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv25) {  // varlen_attention.pto:38:31
-                                    using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                    GmView124 scores_scaled_own_twinGm124(scores_scaled_own_twin + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView124::Shape(t96_o_aiv1.GetValidRow(), t96_o_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
-                                    TLOAD(t96_o_aiv1, scores_scaled_own_twinGm124);  // varlen_attention.pto:38:31
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    TileTmp1 tmp20(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp20, 147456);  // varlen_attention.pto:38:27
-                                    TROWEXPAND(tmp20, t90_o_aiv1);  // varlen_attention.pto:38:27
-                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                    TROWEXPANDEXPDIF(t103_o_aiv1, t96_o_aiv1, tmp20);  // varlen_attention.pto:38:27
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                    GmView125 pij_own_twinGm125(pij_own_twin + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView125::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
-                                    TSTORE(pij_own_twinGm125, t103_o_aiv1);  // varlen_attention.pto:38:27
-                                    pipe_barrier(PIPE_V);
-                                    TileTmp0 tmp21;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp21, 147456);  // varlen_attention.pto:39:27
-                                    TROWSUM(t108_o_aiv1, t103_o_aiv1, tmp21);  // varlen_attention.pto:39:27
-                                    pipe_barrier(PIPE_V);
-                                    TADD(t105_o_aiv1, t105_o_aiv1, t108_o_aiv1);  // varlen_attention.pto:39:27
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                            GmView126 lij_own_twinGm126(lij_own_twin + _g78 * 64, GmView126::Shape(t105_o_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
-                            TSTORE(lij_own_twinGm126, t105_o_aiv0);  // varlen_attention.pto:39:27
-                            for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv26) {  // varlen_attention.pto:39:27
-                                using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                GmView127 lij_own_twinGm127(lij_own_twin + _g78 * 64 + 32, GmView127::Shape(t105_o_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
-                                TSTORE(lij_own_twinGm127, t105_o_aiv1);  // varlen_attention.pto:39:27
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
-                                TileT111OAiv0 t111_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t111_o_aiv0, 0);  // varlen_attention.pto:51:38
-                                TileT111OAiv1 t111_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t111_o_aiv1, 16384);  // varlen_attention.pto:51:38
-                                TileT112OAiv0 t112_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t112_o_aiv0, 32768);  // varlen_attention.pto:51:38
-                                TileT112OAiv1 t112_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t112_o_aiv1, 40960);  // varlen_attention.pto:51:38
-                                using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                GmView128 pij_own_twinGm128(pij_own_twin + _g78 * 64 * 128 + _g110 * 128, GmView128::Shape(t111_o_aiv0.GetValidRow(), t111_o_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                TLOAD(t111_o_aiv0, pij_own_twinGm128);  // varlen_attention.pto:51:38
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TCVT(t112_o_aiv0, t111_o_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                using GmView129 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                GmView129 t6_own_twinGm129(t6_own_twin + _g78 * 64 * 128 + _g110 * 128, GmView129::Shape(t112_o_aiv0.GetValidRow(), t112_o_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                TSTORE(t6_own_twinGm129, t112_o_aiv0);  // varlen_attention.pto:51:38
-                                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv27) {  // varlen_attention.pto:51:38
-                                    using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView130 pij_own_twinGm130(pij_own_twin + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView130::Shape(t111_o_aiv1.GetValidRow(), t111_o_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TLOAD(t111_o_aiv1, pij_own_twinGm130);  // varlen_attention.pto:51:38
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    TCVT(t112_o_aiv1, t111_o_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    using GmView131 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView131 t6_own_twinGm131(t6_own_twin + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView131::Shape(t112_o_aiv1.GetValidRow(), t112_o_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TSTORE(t6_own_twinGm131, t112_o_aiv1);  // varlen_attention.pto:51:38
-                                }
-                            }
-                        }
-                    }
-                    pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -2200,412 +1432,411 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _sk8 = 0; _sk8 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - (k_tile_idx_sk * 2 + 2), 0), 1); ++_sk8) {  // varlen_attention.pto:29:17
-                        for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2 + 1, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
-                            __gm__ bfloat16_t* v_tile_view_sk2_o = v + (k_start + (k_tile_idx_sk * 2 + 1) * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                            for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
-                                TileT114O t114_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t114_o, 0);  // varlen_attention.pto:51:31
-                                TileT115O t115_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t115_o, 0);  // varlen_attention.pto:51:31
-                                using GmView132 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                                GmView132 t6_ownGm132(t6_own + _g113 * 64 * 128, GmView132::Shape(t115_o.GetValidRow(), t115_o.GetValidCol()));  // varlen_attention.pto:51:31
-                                TLOAD(t115_o, t6_ownGm132);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT116O t116_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t116_o, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t116_o, t115_o);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                TileT117O t117_o(min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t117_o, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                using GmView133 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                                GmView133 v_tile_view_sk2_oGm133(v_tile_view_sk2_o, GmView133::Shape(t117_o.GetValidRow()), GmView133::Stride(HD));  // varlen_attention.pto:51:31
-                                TLOAD(t117_o, v_tile_view_sk2_oGm133);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT118O t118_o(min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t118_o, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t118_o, t117_o);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL(t114_o, t116_o, t118_o);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
-                                    TileT120O t120_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                    TASSIGN(t120_o, 0);  // varlen_attention.pto:51:31
-                                    using GmView134 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                                    GmView134 t6_ownGm134(t6_own + _g113 * 64 * 128 + _k119 * 64, GmView134::Shape(t120_o.GetValidRow(), t120_o.GetValidCol()));  // varlen_attention.pto:51:31
-                                    TLOAD(t120_o, t6_ownGm134);  // varlen_attention.pto:51:31
-                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                    TileT121O t121_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                    TASSIGN(t121_o, 0);  // varlen_attention.pto:51:31
-                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                    TMOV(t121_o, t120_o);  // varlen_attention.pto:51:31
-                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                    TileT122O t122_o(min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                    TASSIGN(t122_o, 0);  // varlen_attention.pto:51:31
-                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                    using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                                    GmView135 v_tile_view_sk2_oGm135(v_tile_view_sk2_o + _k119 * 64 * HD, GmView135::Shape(t122_o.GetValidRow()), GmView135::Stride(HD));  // varlen_attention.pto:51:31
-                                    TLOAD(t122_o, v_tile_view_sk2_oGm135);  // varlen_attention.pto:51:31
-                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                    TileT123O t123_o(min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                    TASSIGN(t123_o, 0);  // varlen_attention.pto:51:31
-                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                    TMOV(t123_o, t122_o);  // varlen_attention.pto:51:31
-                                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                    TMATMUL_ACC(t114_o, t114_o, t121_o, t123_o);  // varlen_attention.pto:51:31
-                                }
-                                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                using GmView136 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                                GmView136 oij_1_ownGm136(oij_1_own + _g113 * 64 * 64, GmView136::Shape(t114_o.GetValidRow()));  // varlen_attention.pto:51:31
-                                TSTORE(oij_1_ownGm136, t114_o);  // varlen_attention.pto:51:31
-                            }
-                            __gm__ float* li_sk3_o = li_update_own;  // varlen_attention.pto:52:30
-                            __gm__ float* mi_sk4_o = mi_update_own;  // varlen_attention.pto:53:30
-                            __gm__ float* oi_sk5_o = oi_update_own;  // varlen_attention.pto:54:30
-                            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
-                                TileT125OAiv0 t125_o_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
-                                TASSIGN(t125_o_aiv0, 0);  // varlen_attention.pto:55:34
-                                TileT125OAiv1 t125_o_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                                TASSIGN(t125_o_aiv1, 1024);  // varlen_attention.pto:55:34
-                                TileT126OAiv0 t126_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                                TASSIGN(t126_o_aiv0, 2048);  // varlen_attention.pto:55:34
-                                TileT126OAiv1 t126_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                                TASSIGN(t126_o_aiv1, 3072);  // varlen_attention.pto:55:34
-                                TileT127OAiv0 t127_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                                TASSIGN(t127_o_aiv0, 4096);  // varlen_attention.pto:55:34
-                                TileT127OAiv1 t127_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                                TASSIGN(t127_o_aiv1, 5120);  // varlen_attention.pto:55:34
-                                TileT131OAiv0 t131_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:34
-                                TASSIGN(t131_o_aiv0, 6144);  // varlen_attention.pto:56:34
-                                TileT131OAiv1 t131_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
-                                TASSIGN(t131_o_aiv1, 7168);  // varlen_attention.pto:56:34
-                                TileT134OAiv0 t134_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:30
-                                TASSIGN(t134_o_aiv0, 8192);  // varlen_attention.pto:56:30
-                                TileT134OAiv1 t134_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
-                                TASSIGN(t134_o_aiv1, 9216);  // varlen_attention.pto:56:30
-                                TileT138OAiv0 t138_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:34
-                                TASSIGN(t138_o_aiv0, 10240);  // varlen_attention.pto:57:34
-                                TileT138OAiv1 t138_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
-                                TASSIGN(t138_o_aiv1, 11264);  // varlen_attention.pto:57:34
-                                TileT141OAiv0 t141_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:30
-                                TASSIGN(t141_o_aiv0, 12288);  // varlen_attention.pto:57:30
-                                TileT141OAiv1 t141_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
-                                TASSIGN(t141_o_aiv1, 13312);  // varlen_attention.pto:57:30
-                                TileT144OAiv0 t144_o_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
-                                TASSIGN(t144_o_aiv0, 14336);  // varlen_attention.pto:58:34
-                                TileT144OAiv1 t144_o_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                                TASSIGN(t144_o_aiv1, 15360);  // varlen_attention.pto:58:34
-                                TileT145OAiv0 t145_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                                TASSIGN(t145_o_aiv0, 16384);  // varlen_attention.pto:58:34
-                                TileT145OAiv1 t145_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                                TASSIGN(t145_o_aiv1, 17408);  // varlen_attention.pto:58:34
-                                TileT148OAiv0 t148_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                                TASSIGN(t148_o_aiv0, 18432);  // varlen_attention.pto:58:44
-                                TileT148OAiv1 t148_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                                TASSIGN(t148_o_aiv1, 19456);  // varlen_attention.pto:58:44
-                                TileT149OAiv0 t149_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                                TASSIGN(t149_o_aiv0, 20480);  // varlen_attention.pto:58:44
-                                TileT149OAiv1 t149_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                                TASSIGN(t149_o_aiv1, 21504);  // varlen_attention.pto:58:44
-                                TileT153OAiv0 t153_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                                TASSIGN(t153_o_aiv0, 22528);  // varlen_attention.pto:58:34
-                                TileT153OAiv1 t153_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                                TASSIGN(t153_o_aiv1, 23552);  // varlen_attention.pto:58:34
-                                TileT155OAiv0 t155_o_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t155_o_aiv0, 24576);  // varlen_attention.pto:59:34
-                                TileT155OAiv1 t155_o_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t155_o_aiv1, 32768);  // varlen_attention.pto:59:34
-                                TileT157OAiv0 t157_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t157_o_aiv0, 40960);  // varlen_attention.pto:59:34
-                                TileT157OAiv1 t157_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t157_o_aiv1, 49152);  // varlen_attention.pto:59:34
-                                TileT158OAiv0 t158_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t158_o_aiv0, 57344);  // varlen_attention.pto:59:34
-                                TileT158OAiv1 t158_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t158_o_aiv1, 65536);  // varlen_attention.pto:59:34
-                                TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                                TASSIGN(t160_o_aiv0, 73728);  // varlen_attention.pto:59:44
-                                TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                TASSIGN(t160_o_aiv1, 81920);  // varlen_attention.pto:59:44
-                                TileT163OAiv0 t163_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                                TASSIGN(t163_o_aiv0, 90112);  // varlen_attention.pto:59:44
-                                TileT163OAiv1 t163_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                TASSIGN(t163_o_aiv1, 98304);  // varlen_attention.pto:59:44
-                                using GmView137 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView137 mi_sk4_oGm137(mi_sk4_o + _g124 * 64, GmView137::Shape(t125_o_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t125_o_aiv0, mi_sk4_oGm137);  // varlen_attention.pto:55:34
-                                using GmView138 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView138 mij_ownGm138(mij_own + _g124 * 64, GmView138::Shape(t126_o_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t126_o_aiv0, mij_ownGm138);  // varlen_attention.pto:55:34
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TMAX(t127_o_aiv0, t125_o_aiv0, t126_o_aiv0);  // varlen_attention.pto:55:34
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                using GmView139 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView139 mi_new_ownGm139(mi_new_own + _g124 * 64, GmView139::Shape(t127_o_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                                TSTORE(mi_new_ownGm139, t127_o_aiv0);  // varlen_attention.pto:55:34
-                                pipe_barrier(PIPE_V);
-                                TSUB(t131_o_aiv0, t125_o_aiv0, t127_o_aiv0);  // varlen_attention.pto:56:34
-                                pipe_barrier(PIPE_V);
-                                TEXP(t134_o_aiv0, t131_o_aiv0);  // varlen_attention.pto:56:30
-                                pipe_barrier(PIPE_V);
-                                TSUB(t138_o_aiv0, t126_o_aiv0, t127_o_aiv0);  // varlen_attention.pto:57:34
-                                pipe_barrier(PIPE_V);
-                                TEXP(t141_o_aiv0, t138_o_aiv0);  // varlen_attention.pto:57:30
-                                using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView140 li_sk3_oGm140(li_sk3_o + _g124 * 64, GmView140::Shape(t144_o_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t144_o_aiv0, li_sk3_oGm140);  // varlen_attention.pto:58:34
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TMUL(t145_o_aiv0, t134_o_aiv0, t144_o_aiv0);  // varlen_attention.pto:58:34
-                                using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                GmView141 lij_ownGm141(lij_own + _g124 * 64, GmView141::Shape(t148_o_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
-                                TLOAD(t148_o_aiv0, lij_ownGm141);  // varlen_attention.pto:58:44
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TMUL(t149_o_aiv0, t141_o_aiv0, t148_o_aiv0);  // varlen_attention.pto:58:44
-                                pipe_barrier(PIPE_V);
-                                TADD(t153_o_aiv0, t145_o_aiv0, t149_o_aiv0);  // varlen_attention.pto:58:34
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                using GmView142 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView142 li_new_ownGm142(li_new_own + _g124 * 64, GmView142::Shape(t153_o_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
-                                TSTORE(li_new_ownGm142, t153_o_aiv0);  // varlen_attention.pto:58:34
-                                using GmView143 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView143 oi_sk5_oGm143(oi_sk5_o + _g124 * 64 * 64, GmView143::Shape(t155_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t155_o_aiv0, oi_sk5_oGm143);  // varlen_attention.pto:59:34
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TROWEXPAND(t157_o_aiv0, t134_o_aiv0);  // varlen_attention.pto:59:34
-                                pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TMUL(t158_o_aiv0, t155_o_aiv0, t157_o_aiv0);  // varlen_attention.pto:59:34
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                using GmView144 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView144 t11_ownGm144(t11_own + _g124 * 64 * 64, GmView144::Shape(t158_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                TSTORE(t11_ownGm144, t158_o_aiv0);  // varlen_attention.pto:59:34
-                                using GmView145 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView145 oij_1_ownGm145(oij_1_own + _g124 * 64 * 64, GmView145::Shape(t160_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
-                                TLOAD(t160_o_aiv0, oij_1_ownGm145);  // varlen_attention.pto:59:44
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                TileTmp1 tmp22(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                                TASSIGN(tmp22, 147456);  // varlen_attention.pto:59:44
-                                TROWEXPAND(tmp22, t141_o_aiv0);  // varlen_attention.pto:59:44
-                                pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                                TROWEXPANDMUL(t163_o_aiv0, t160_o_aiv0, tmp22);  // varlen_attention.pto:59:44
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                using GmView146 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView146 t12_ownGm146(t12_own + _g124 * 64 * 64, GmView146::Shape(t163_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
-                                TSTORE(t12_ownGm146, t163_o_aiv0);  // varlen_attention.pto:59:44
-                                for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv28) {  // varlen_attention.pto:55:34
-                                    using GmView147 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                    GmView147 mi_sk4_oGm147(mi_sk4_o + _g124 * 64 + 32, GmView147::Shape(t125_o_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                    TLOAD(t125_o_aiv1, mi_sk4_oGm147);  // varlen_attention.pto:55:34
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv29) {  // varlen_attention.pto:55:34
-                                    using GmView148 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                    GmView148 mij_ownGm148(mij_own + _g124 * 64 + 32, GmView148::Shape(t126_o_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                    TLOAD(t126_o_aiv1, mij_ownGm148);  // varlen_attention.pto:55:34
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    TMAX(t127_o_aiv1, t125_o_aiv1, t126_o_aiv1);  // varlen_attention.pto:55:34
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    using GmView149 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                    GmView149 mi_new_ownGm149(mi_new_own + _g124 * 64 + 32, GmView149::Shape(t127_o_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                    TSTORE(mi_new_ownGm149, t127_o_aiv1);  // varlen_attention.pto:55:34
-                                    pipe_barrier(PIPE_V);
-                                    TSUB(t131_o_aiv1, t125_o_aiv1, t127_o_aiv1);  // varlen_attention.pto:56:34
-                                    pipe_barrier(PIPE_V);
-                                    TEXP(t134_o_aiv1, t131_o_aiv1);  // varlen_attention.pto:56:30
-                                    pipe_barrier(PIPE_V);
-                                    TSUB(t138_o_aiv1, t126_o_aiv1, t127_o_aiv1);  // varlen_attention.pto:57:34
-                                    pipe_barrier(PIPE_V);
-                                    TEXP(t141_o_aiv1, t138_o_aiv1);  // varlen_attention.pto:57:30
-                                }
-                                for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv30) {  // varlen_attention.pto:58:34
-                                    using GmView150 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                    GmView150 li_sk3_oGm150(li_sk3_o + _g124 * 64 + 32, GmView150::Shape(t144_o_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
-                                    TLOAD(t144_o_aiv1, li_sk3_oGm150);  // varlen_attention.pto:58:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv31) {  // varlen_attention.pto:58:34
-                                    TMUL(t145_o_aiv1, t134_o_aiv1, t144_o_aiv1);  // varlen_attention.pto:58:34
-                                    using GmView151 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                    GmView151 lij_ownGm151(lij_own + _g124 * 64 + 32, GmView151::Shape(t148_o_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
-                                    TLOAD(t148_o_aiv1, lij_ownGm151);  // varlen_attention.pto:58:44
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    TMUL(t149_o_aiv1, t141_o_aiv1, t148_o_aiv1);  // varlen_attention.pto:58:44
-                                    pipe_barrier(PIPE_V);
-                                    TADD(t153_o_aiv1, t145_o_aiv1, t149_o_aiv1);  // varlen_attention.pto:58:34
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    using GmView152 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                    GmView152 li_new_ownGm152(li_new_own + _g124 * 64 + 32, GmView152::Shape(t153_o_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
-                                    TSTORE(li_new_ownGm152, t153_o_aiv1);  // varlen_attention.pto:58:34
-                                }
-                                for (int64_t _aiv32 = 0; _aiv32 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv32) {  // varlen_attention.pto:59:34
-                                    using GmView153 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView153 oi_sk5_oGm153(oi_sk5_o + (_g124 * 64 + 32) * 64, GmView153::Shape(t155_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TLOAD(t155_o_aiv1, oi_sk5_oGm153);  // varlen_attention.pto:59:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                for (int64_t _aiv33 = 0; _aiv33 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv33) {  // varlen_attention.pto:59:34
-                                    TROWEXPAND(t157_o_aiv1, t134_o_aiv1);  // varlen_attention.pto:59:34
-                                    pipe_barrier(PIPE_V);
-                                    TMUL(t158_o_aiv1, t155_o_aiv1, t157_o_aiv1);  // varlen_attention.pto:59:34
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    using GmView154 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView154 t11_ownGm154(t11_own + (_g124 * 64 + 32) * 64, GmView154::Shape(t158_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TSTORE(t11_ownGm154, t158_o_aiv1);  // varlen_attention.pto:59:34
-                                    using GmView155 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                    GmView155 oij_1_ownGm155(oij_1_own + (_g124 * 64 + 32) * 64, GmView155::Shape(t160_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
-                                    TLOAD(t160_o_aiv1, oij_1_ownGm155);  // varlen_attention.pto:59:44
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    TileTmp1 tmp23(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                    TASSIGN(tmp23, 147456);  // varlen_attention.pto:59:44
-                                    TROWEXPAND(tmp23, t141_o_aiv1);  // varlen_attention.pto:59:44
-                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                                    TROWEXPANDMUL(t163_o_aiv1, t160_o_aiv1, tmp23);  // varlen_attention.pto:59:44
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    using GmView156 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                    GmView156 t12_ownGm156(t12_own + (_g124 * 64 + 32) * 64, GmView156::Shape(t163_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
-                                    TSTORE(t12_ownGm156, t163_o_aiv1);  // varlen_attention.pto:59:44
-                                }
-                            }
+                    for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
+                        TileT114 t114(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64));  // varlen_attention.pto:51:31
+                        TASSIGN(t114, 0);  // varlen_attention.pto:51:31
+                        TileT115 t115(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
+                        TASSIGN(t115, 0);  // varlen_attention.pto:51:31
+                        using GmView74 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                        GmView74 t6_ownGm74(t6_own + _g113 * 64 * 128, GmView74::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
+                        TLOAD(t115, t6_ownGm74);  // varlen_attention.pto:51:31
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        TileT116 t116(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
+                        TASSIGN(t116, 0);  // varlen_attention.pto:51:31
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        TMOV(t116, t115);  // varlen_attention.pto:51:31
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT117 t117(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
+                        TASSIGN(t117, 0);  // varlen_attention.pto:51:31
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView75 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                        GmView75 v_tile_viewGm75(v_tile_view, GmView75::Shape(t117.GetValidRow()), GmView75::Stride(HD));  // varlen_attention.pto:51:31
+                        TLOAD(t117, v_tile_viewGm75);  // varlen_attention.pto:51:31
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        TileT118 t118(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
+                        TASSIGN(t118, 0);  // varlen_attention.pto:51:31
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        TMOV(t118, t117);  // varlen_attention.pto:51:31
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL(t114, t116, t118);  // varlen_attention.pto:51:31
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
+                            TileT120 t120(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
+                            TASSIGN(t120, 0);  // varlen_attention.pto:51:31
+                            using GmView76 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                            GmView76 t6_ownGm76(t6_own + _g113 * 64 * 128 + _k119 * 64, GmView76::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t120, t6_ownGm76);  // varlen_attention.pto:51:31
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                            TileT121 t121(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
+                            TASSIGN(t121, 0);  // varlen_attention.pto:51:31
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                            TMOV(t121, t120);  // varlen_attention.pto:51:31
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            TileT122 t122(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
+                            TASSIGN(t122, 0);  // varlen_attention.pto:51:31
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                            GmView77 v_tile_viewGm77(v_tile_view + _k119 * 64 * HD, GmView77::Shape(t122.GetValidRow()), GmView77::Stride(HD));  // varlen_attention.pto:51:31
+                            TLOAD(t122, v_tile_viewGm77);  // varlen_attention.pto:51:31
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                            TileT123 t123(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
+                            TASSIGN(t123, 0);  // varlen_attention.pto:51:31
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                            TMOV(t123, t122);  // varlen_attention.pto:51:31
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t114, t114, t121, t123);  // varlen_attention.pto:51:31
+                        }
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
+                        GmView78 oij_1_ownGm78(oij_1_own + _g113 * 64 * 64, GmView78::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
+                        TSTORE(oij_1_ownGm78, t114);  // varlen_attention.pto:51:31
+                    }
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
+                    __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
+                    __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
+                    pipe_barrier(PIPE_V);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
+                        TileT125Aiv0 t125_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t125_aiv0, 0);  // varlen_attention.pto:55:34
+                        TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t125_aiv1, 1024);  // varlen_attention.pto:55:34
+                        TileT126Aiv0 t126_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv0, 2048);  // varlen_attention.pto:55:34
+                        TileT126Aiv1 t126_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv1, 3072);  // varlen_attention.pto:55:34
+                        TileT127Aiv0 t127_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv0, 4096);  // varlen_attention.pto:55:34
+                        TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv1, 5120);  // varlen_attention.pto:55:34
+                        TileT131Aiv0 t131_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv0, 6144);  // varlen_attention.pto:56:34
+                        TileT131Aiv1 t131_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv1, 7168);  // varlen_attention.pto:56:34
+                        TileT134Aiv0 t134_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv0, 8192);  // varlen_attention.pto:56:30
+                        TileT134Aiv1 t134_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv1, 9216);  // varlen_attention.pto:56:30
+                        TileT138Aiv0 t138_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv0, 10240);  // varlen_attention.pto:57:34
+                        TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv1, 11264);  // varlen_attention.pto:57:34
+                        TileT141Aiv0 t141_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv0, 12288);  // varlen_attention.pto:57:30
+                        TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv1, 13312);  // varlen_attention.pto:57:30
+                        TileT144Aiv0 t144_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv0, 14336);  // varlen_attention.pto:58:34
+                        TileT144Aiv1 t144_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv1, 15360);  // varlen_attention.pto:58:34
+                        TileT145Aiv0 t145_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv0, 16384);  // varlen_attention.pto:58:34
+                        TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv1, 17408);  // varlen_attention.pto:58:34
+                        TileT148Aiv0 t148_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv0, 18432);  // varlen_attention.pto:58:44
+                        TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv1, 19456);  // varlen_attention.pto:58:44
+                        TileT149Aiv0 t149_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv0, 20480);  // varlen_attention.pto:58:44
+                        TileT149Aiv1 t149_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv1, 21504);  // varlen_attention.pto:58:44
+                        TileT153Aiv0 t153_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv0, 22528);  // varlen_attention.pto:58:34
+                        TileT153Aiv1 t153_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv1, 23552);  // varlen_attention.pto:58:34
+                        TileT155Aiv0 t155_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv0, 24576);  // varlen_attention.pto:59:34
+                        TileT155Aiv1 t155_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv1, 32768);  // varlen_attention.pto:59:34
+                        TileT157Aiv0 t157_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv0, 40960);  // varlen_attention.pto:59:34
+                        TileT157Aiv1 t157_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv1, 49152);  // varlen_attention.pto:59:34
+                        TileT158Aiv0 t158_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv0, 57344);  // varlen_attention.pto:59:34
+                        TileT158Aiv1 t158_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv1, 65536);  // varlen_attention.pto:59:34
+                        TileT160Aiv0 t160_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv0, 73728);  // varlen_attention.pto:59:44
+                        TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv1, 81920);  // varlen_attention.pto:59:44
+                        TileT163Aiv0 t163_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv0, 90112);  // varlen_attention.pto:59:44
+                        TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv1, 98304);  // varlen_attention.pto:59:44
+                        using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                        GmView79 miGm79(mi + _g124 * 64, GmView79::Shape(t125_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                        TLOAD(t125_aiv0, miGm79);  // varlen_attention.pto:55:34
+                        using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                        GmView80 mij_ownGm80(mij_own + _g124 * 64, GmView80::Shape(t126_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                        TLOAD(t126_aiv0, mij_ownGm80);  // varlen_attention.pto:55:34
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TMAX(t127_aiv0, t125_aiv0, t126_aiv0);  // varlen_attention.pto:55:34
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                        GmView81 mi_new_ownGm81(mi_new_own + _g124 * 64, GmView81::Shape(t127_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                        TSTORE(mi_new_ownGm81, t127_aiv0);  // varlen_attention.pto:55:34
+                        pipe_barrier(PIPE_V);
+                        TSUB(t131_aiv0, t125_aiv0, t127_aiv0);  // varlen_attention.pto:56:34
+                        pipe_barrier(PIPE_V);
+                        TEXP(t134_aiv0, t131_aiv0);  // varlen_attention.pto:56:30
+                        pipe_barrier(PIPE_V);
+                        TSUB(t138_aiv0, t126_aiv0, t127_aiv0);  // varlen_attention.pto:57:34
+                        pipe_barrier(PIPE_V);
+                        TEXP(t141_aiv0, t138_aiv0);  // varlen_attention.pto:57:30
+                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                        GmView82 liGm82(li + _g124 * 64, GmView82::Shape(t144_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                        TLOAD(t144_aiv0, liGm82);  // varlen_attention.pto:58:34
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TMUL(t145_aiv0, t134_aiv0, t144_aiv0);  // varlen_attention.pto:58:34
+                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                        GmView83 lij_ownGm83(lij_own + _g124 * 64, GmView83::Shape(t148_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
+                        TLOAD(t148_aiv0, lij_ownGm83);  // varlen_attention.pto:58:44
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TMUL(t149_aiv0, t141_aiv0, t148_aiv0);  // varlen_attention.pto:58:44
+                        pipe_barrier(PIPE_V);
+                        TADD(t153_aiv0, t145_aiv0, t149_aiv0);  // varlen_attention.pto:58:34
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                        GmView84 li_new_ownGm84(li_new_own + _g124 * 64, GmView84::Shape(t153_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                        TSTORE(li_new_ownGm84, t153_aiv0);  // varlen_attention.pto:58:34
+                        using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                        GmView85 oiGm85(oi + _g124 * 64 * 64, GmView85::Shape(t155_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                        TLOAD(t155_aiv0, oiGm85);  // varlen_attention.pto:59:34
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TROWEXPAND(t157_aiv0, t134_aiv0);  // varlen_attention.pto:59:34
+                        pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TMUL(t158_aiv0, t155_aiv0, t157_aiv0);  // varlen_attention.pto:59:34
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                        GmView86 t11_ownGm86(t11_own + _g124 * 64 * 64, GmView86::Shape(t158_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                        TSTORE(t11_ownGm86, t158_aiv0);  // varlen_attention.pto:59:34
+                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                        GmView87 oij_1_ownGm87(oij_1_own + _g124 * 64 * 64, GmView87::Shape(t160_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                        TLOAD(t160_aiv0, oij_1_ownGm87);  // varlen_attention.pto:59:44
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        TileTmp1 tmp14(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                        TASSIGN(tmp14, 147456);  // varlen_attention.pto:59:44
+                        TROWEXPAND(tmp14, t141_aiv0);  // varlen_attention.pto:59:44
+                        pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                        TROWEXPANDMUL(t163_aiv0, t160_aiv0, tmp14);  // varlen_attention.pto:59:44
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                        GmView88 t12_ownGm88(t12_own + _g124 * 64 * 64, GmView88::Shape(t163_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                        TSTORE(t12_ownGm88, t163_aiv0);  // varlen_attention.pto:59:44
+                        for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv15) {  // varlen_attention.pto:55:34
+                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView89 miGm89(mi + _g124 * 64 + 32, GmView89::Shape(t125_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t125_aiv1, miGm89);  // varlen_attention.pto:55:34
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv16) {  // varlen_attention.pto:55:34
+                            using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView90 mij_ownGm90(mij_own + _g124 * 64 + 32, GmView90::Shape(t126_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t126_aiv1, mij_ownGm90);  // varlen_attention.pto:55:34
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            TMAX(t127_aiv1, t125_aiv1, t126_aiv1);  // varlen_attention.pto:55:34
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView91 mi_new_ownGm91(mi_new_own + _g124 * 64 + 32, GmView91::Shape(t127_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                            TSTORE(mi_new_ownGm91, t127_aiv1);  // varlen_attention.pto:55:34
                             pipe_barrier(PIPE_V);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            TSUB(t131_aiv1, t125_aiv1, t127_aiv1);  // varlen_attention.pto:56:34
+                            pipe_barrier(PIPE_V);
+                            TEXP(t134_aiv1, t131_aiv1);  // varlen_attention.pto:56:30
+                            pipe_barrier(PIPE_V);
+                            TSUB(t138_aiv1, t126_aiv1, t127_aiv1);  // varlen_attention.pto:57:34
+                            pipe_barrier(PIPE_V);
+                            TEXP(t141_aiv1, t138_aiv1);  // varlen_attention.pto:57:30
+                        }
+                        for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv17) {  // varlen_attention.pto:58:34
+                            using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                            GmView92 liGm92(li + _g124 * 64 + 32, GmView92::Shape(t144_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t144_aiv1, liGm92);  // varlen_attention.pto:58:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv18) {  // varlen_attention.pto:58:34
+                            TMUL(t145_aiv1, t134_aiv1, t144_aiv1);  // varlen_attention.pto:58:34
+                            using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                            GmView93 lij_ownGm93(lij_own + _g124 * 64 + 32, GmView93::Shape(t148_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
+                            TLOAD(t148_aiv1, lij_ownGm93);  // varlen_attention.pto:58:44
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            TMUL(t149_aiv1, t141_aiv1, t148_aiv1);  // varlen_attention.pto:58:44
+                            pipe_barrier(PIPE_V);
+                            TADD(t153_aiv1, t145_aiv1, t149_aiv1);  // varlen_attention.pto:58:34
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                            GmView94 li_new_ownGm94(li_new_own + _g124 * 64 + 32, GmView94::Shape(t153_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                            TSTORE(li_new_ownGm94, t153_aiv1);  // varlen_attention.pto:58:34
+                        }
+                        for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv19) {  // varlen_attention.pto:59:34
+                            using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView95 oiGm95(oi + (_g124 * 64 + 32) * 64, GmView95::Shape(t155_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t155_aiv1, oiGm95);  // varlen_attention.pto:59:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv20) {  // varlen_attention.pto:59:34
+                            TROWEXPAND(t157_aiv1, t134_aiv1);  // varlen_attention.pto:59:34
+                            pipe_barrier(PIPE_V);
+                            TMUL(t158_aiv1, t155_aiv1, t157_aiv1);  // varlen_attention.pto:59:34
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView96 t11_ownGm96(t11_own + (_g124 * 64 + 32) * 64, GmView96::Shape(t158_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(t11_ownGm96, t158_aiv1);  // varlen_attention.pto:59:34
+                            using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                            GmView97 oij_1_ownGm97(oij_1_own + (_g124 * 64 + 32) * 64, GmView97::Shape(t160_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                            TLOAD(t160_aiv1, oij_1_ownGm97);  // varlen_attention.pto:59:44
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            TileTmp1 tmp15(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                            TASSIGN(tmp15, 147456);  // varlen_attention.pto:59:44
+                            TROWEXPAND(tmp15, t141_aiv1);  // varlen_attention.pto:59:44
+                            pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                            TROWEXPANDMUL(t163_aiv1, t160_aiv1, tmp15);  // varlen_attention.pto:59:44
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                            GmView98 t12_ownGm98(t12_own + (_g124 * 64 + 32) * 64, GmView98::Shape(t163_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                            TSTORE(t12_ownGm98, t163_aiv1);  // varlen_attention.pto:59:44
+                        }
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
+                        TileT165Aiv0 t165_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t165_aiv0, 0);  // varlen_attention.pto:59:34
+                        TileT165Aiv1 t165_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t165_aiv1, 8192);  // varlen_attention.pto:59:34
+                        TileT166Aiv0 t166_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv0, 16384);  // varlen_attention.pto:59:34
+                        TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv1, 24576);  // varlen_attention.pto:59:34
+                        TileT167Aiv0 t167_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv0, 32768);  // varlen_attention.pto:59:34
+                        TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv1, 40960);  // varlen_attention.pto:59:34
+                        TileT169Aiv0 t169_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv0, 49152);  // varlen_attention.pto:66:29
+                        TileT169Aiv1 t169_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv1, 50176);  // varlen_attention.pto:66:29
+                        TileT171Aiv0 t171_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv0, 51200);  // varlen_attention.pto:67:29
+                        TileT171Aiv1 t171_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv1, 52224);  // varlen_attention.pto:67:29
+                        using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                        GmView99 t11_ownGm99(t11_own + _g164 * 64 * 64, GmView99::Shape(t165_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                        TLOAD(t165_aiv0, t11_ownGm99);  // varlen_attention.pto:59:34
+                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                        GmView100 t12_ownGm100(t12_own + _g164 * 64 * 64, GmView100::Shape(t166_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                        TLOAD(t166_aiv0, t12_ownGm100);  // varlen_attention.pto:59:34
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        TADD(t167_aiv0, t165_aiv0, t166_aiv0);  // varlen_attention.pto:59:34
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                        GmView101 oi_update_ownGm101(oi_update_own + _g164 * 64 * 64, GmView101::Shape(t167_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                        TSTORE(oi_update_ownGm101, t167_aiv0);  // varlen_attention.pto:59:34
+                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                        GmView102 li_new_ownGm102(li_new_own + _g164 * 64, GmView102::Shape(t169_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
+                        TLOAD(t169_aiv0, li_new_ownGm102);  // varlen_attention.pto:66:29
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                        GmView103 li_update_ownGm103(li_update_own + _g164 * 64, GmView103::Shape(t169_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
+                        TSTORE(li_update_ownGm103, t169_aiv0);  // varlen_attention.pto:66:29
+                        using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                        GmView104 mi_new_ownGm104(mi_new_own + _g164 * 64, GmView104::Shape(t171_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
+                        TLOAD(t171_aiv0, mi_new_ownGm104);  // varlen_attention.pto:67:29
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                        GmView105 mi_update_ownGm105(mi_update_own + _g164 * 64, GmView105::Shape(t171_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
+                        TSTORE(mi_update_ownGm105, t171_aiv0);  // varlen_attention.pto:67:29
+                        for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv21) {  // varlen_attention.pto:59:34
+                            using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView106 t11_ownGm106(t11_own + (_g164 * 64 + 32) * 64, GmView106::Shape(t165_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t165_aiv1, t11_ownGm106);  // varlen_attention.pto:59:34
+                            using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView107 t12_ownGm107(t12_own + (_g164 * 64 + 32) * 64, GmView107::Shape(t166_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t166_aiv1, t12_ownGm107);  // varlen_attention.pto:59:34
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
-                                TileT165OAiv0 t165_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t165_o_aiv0, 0);  // varlen_attention.pto:59:34
-                                TileT165OAiv1 t165_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t165_o_aiv1, 8192);  // varlen_attention.pto:59:34
-                                TileT166OAiv0 t166_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t166_o_aiv0, 16384);  // varlen_attention.pto:59:34
-                                TileT166OAiv1 t166_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t166_o_aiv1, 24576);  // varlen_attention.pto:59:34
-                                TileT167OAiv0 t167_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t167_o_aiv0, 32768);  // varlen_attention.pto:59:34
-                                TileT167OAiv1 t167_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t167_o_aiv1, 40960);  // varlen_attention.pto:59:34
-                                TileT169OAiv0 t169_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:66:29
-                                TASSIGN(t169_o_aiv0, 49152);  // varlen_attention.pto:66:29
-                                TileT169OAiv1 t169_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:66:29
-                                TASSIGN(t169_o_aiv1, 50176);  // varlen_attention.pto:66:29
-                                TileT171OAiv0 t171_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:67:29
-                                TASSIGN(t171_o_aiv0, 51200);  // varlen_attention.pto:67:29
-                                TileT171OAiv1 t171_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:67:29
-                                TASSIGN(t171_o_aiv1, 52224);  // varlen_attention.pto:67:29
-                                using GmView157 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView157 t11_ownGm157(t11_own + _g164 * 64 * 64, GmView157::Shape(t165_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t165_o_aiv0, t11_ownGm157);  // varlen_attention.pto:59:34
-                                using GmView158 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView158 t12_ownGm158(t12_own + _g164 * 64 * 64, GmView158::Shape(t166_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t166_o_aiv0, t12_ownGm158);  // varlen_attention.pto:59:34
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TADD(t167_o_aiv0, t165_o_aiv0, t166_o_aiv0);  // varlen_attention.pto:59:34
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                using GmView159 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView159 oi_update_ownGm159(oi_update_own + _g164 * 64 * 64, GmView159::Shape(t167_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                TSTORE(oi_update_ownGm159, t167_o_aiv0);  // varlen_attention.pto:59:34
-                                using GmView160 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                GmView160 li_new_ownGm160(li_new_own + _g164 * 64, GmView160::Shape(t169_o_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
-                                TLOAD(t169_o_aiv0, li_new_ownGm160);  // varlen_attention.pto:66:29
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                using GmView161 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                GmView161 li_update_ownGm161(li_update_own + _g164 * 64, GmView161::Shape(t169_o_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
-                                TSTORE(li_update_ownGm161, t169_o_aiv0);  // varlen_attention.pto:66:29
-                                using GmView162 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                GmView162 mi_new_ownGm162(mi_new_own + _g164 * 64, GmView162::Shape(t171_o_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
-                                TLOAD(t171_o_aiv0, mi_new_ownGm162);  // varlen_attention.pto:67:29
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                using GmView163 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                GmView163 mi_update_ownGm163(mi_update_own + _g164 * 64, GmView163::Shape(t171_o_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
-                                TSTORE(mi_update_ownGm163, t171_o_aiv0);  // varlen_attention.pto:67:29
-                                for (int64_t _aiv34 = 0; _aiv34 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv34) {  // varlen_attention.pto:59:34
-                                    using GmView164 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView164 t11_ownGm164(t11_own + (_g164 * 64 + 32) * 64, GmView164::Shape(t165_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TLOAD(t165_o_aiv1, t11_ownGm164);  // varlen_attention.pto:59:34
-                                    using GmView165 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView165 t12_ownGm165(t12_own + (_g164 * 64 + 32) * 64, GmView165::Shape(t166_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TLOAD(t166_o_aiv1, t12_ownGm165);  // varlen_attention.pto:59:34
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                    TADD(t167_o_aiv1, t165_o_aiv1, t166_o_aiv1);  // varlen_attention.pto:59:34
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                    using GmView166 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView166 oi_update_ownGm166(oi_update_own + (_g164 * 64 + 32) * 64, GmView166::Shape(t167_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TSTORE(oi_update_ownGm166, t167_o_aiv1);  // varlen_attention.pto:59:34
-                                    using GmView167 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                    GmView167 li_new_ownGm167(li_new_own + _g164 * 64 + 32, GmView167::Shape(t169_o_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
-                                    TLOAD(t169_o_aiv1, li_new_ownGm167);  // varlen_attention.pto:66:29
-                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                    using GmView168 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                    GmView168 li_update_ownGm168(li_update_own + _g164 * 64 + 32, GmView168::Shape(t169_o_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
-                                    TSTORE(li_update_ownGm168, t169_o_aiv1);  // varlen_attention.pto:66:29
-                                    using GmView169 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                    GmView169 mi_new_ownGm169(mi_new_own + _g164 * 64 + 32, GmView169::Shape(t171_o_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
-                                    TLOAD(t171_o_aiv1, mi_new_ownGm169);  // varlen_attention.pto:67:29
-                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                    using GmView170 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                    GmView170 mi_update_ownGm170(mi_update_own + _g164 * 64 + 32, GmView170::Shape(t171_o_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
-                                    TSTORE(mi_update_ownGm170, t171_o_aiv1);  // varlen_attention.pto:67:29
-                                }
-                            }
+                            TADD(t167_aiv1, t165_aiv1, t166_aiv1);  // varlen_attention.pto:59:34
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView108 oi_update_ownGm108(oi_update_own + (_g164 * 64 + 32) * 64, GmView108::Shape(t167_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(oi_update_ownGm108, t167_aiv1);  // varlen_attention.pto:59:34
+                            using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                            GmView109 li_new_ownGm109(li_new_own + _g164 * 64 + 32, GmView109::Shape(t169_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
+                            TLOAD(t169_aiv1, li_new_ownGm109);  // varlen_attention.pto:66:29
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                            GmView110 li_update_ownGm110(li_update_own + _g164 * 64 + 32, GmView110::Shape(t169_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
+                            TSTORE(li_update_ownGm110, t169_aiv1);  // varlen_attention.pto:66:29
+                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                            GmView111 mi_new_ownGm111(mi_new_own + _g164 * 64 + 32, GmView111::Shape(t171_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
+                            TLOAD(t171_aiv1, mi_new_ownGm111);  // varlen_attention.pto:67:29
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                            GmView112 mi_update_ownGm112(mi_update_own + _g164 * 64 + 32, GmView112::Shape(t171_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
+                            TSTORE(mi_update_ownGm112, t171_aiv1);  // varlen_attention.pto:67:29
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
@@ -2613,9 +1844,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 }
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
@@ -2652,7 +1880,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
@@ -2663,7 +1891,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* q_tile_view_last = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 && k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128))) {  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[0] = 18;  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[0] = 15;  // varlen_attention.pto:33:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 128) - 1) * 128);  // varlen_attention.pto:33:35
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128));  // varlen_attention.pto:33:35
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
@@ -2674,7 +1902,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* k_tile_view_last = k + (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 && k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128))) {  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[0] = 16;  // varlen_attention.pto:34:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 128) - 1) * 128);  // varlen_attention.pto:34:35
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128));  // varlen_attention.pto:34:35
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
@@ -2690,7 +1918,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT184Aiv1 t184_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
                             TASSIGN(t184_aiv1, 1024);  // varlen_attention.pto:37:27
                             TEXPANDS(t184_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
-                            for (int64_t _aiv35 = 0; _aiv35 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv35) {  // varlen_attention.pto:37:27
+                            for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv22) {  // varlen_attention.pto:37:27
                                 TEXPANDS(t184_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
                             }
                             pipe_barrier(PIPE_V);
@@ -2699,9 +1927,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t174, 0);  // varlen_attention.pto:35:30
                                 TileT175 t175(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:35:30
                                 TASSIGN(t175, 0);  // varlen_attention.pto:35:30
-                                using GmView171 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-                                GmView171 q_tile_view_lastGm171(q_tile_view_last + _g172 * 64 * HD, GmView171::Shape(t175.GetValidRow()), GmView171::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t175, q_tile_view_lastGm171);  // varlen_attention.pto:35:30
+                                using GmView113 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
+                                GmView113 q_tile_view_lastGm113(q_tile_view_last + _g172 * 64 * HD, GmView113::Shape(t175.GetValidRow()), GmView113::Stride(HD));  // varlen_attention.pto:35:30
+                                TLOAD(t175, q_tile_view_lastGm113);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT176 t176(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:35:30
                                 TASSIGN(t176, 0);  // varlen_attention.pto:35:30
@@ -2711,9 +1939,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT177 t177(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t177, 0);  // varlen_attention.pto:35:30
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                using GmView172 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-                                GmView172 k_tile_view_lastGm172(k_tile_view_last + _g173 * 128 * HD, GmView172::Shape(t177.GetValidCol()), GmView172::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t177, k_tile_view_lastGm172);  // varlen_attention.pto:35:30
+                                using GmView114 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
+                                GmView114 k_tile_view_lastGm114(k_tile_view_last + _g173 * 128 * HD, GmView114::Shape(t177.GetValidCol()), GmView114::Stride(HD));  // varlen_attention.pto:35:30
+                                TLOAD(t177, k_tile_view_lastGm114);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT178 t178(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t178, 0);  // varlen_attention.pto:35:30
@@ -2724,9 +1952,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TMATMUL(t174, t176, t178);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                using GmView173 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
-                                GmView173 scores_last_ownGm173(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView173::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_last_ownGm173, t174);  // varlen_attention.pto:35:30
+                                using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
+                                GmView115 scores_last_ownGm115(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView115::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
+                                TSTORE(scores_last_ownGm115, t174);  // varlen_attention.pto:35:30
                                 TileT181Aiv0 t181_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
                                 TASSIGN(t181_aiv0, 2048);  // varlen_attention.pto:36:37
                                 TileT181Aiv1 t181_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
@@ -2739,39 +1967,39 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t187_aiv0, 67584);  // varlen_attention.pto:37:27
                                 TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
                                 TASSIGN(t187_aiv1, 68608);  // varlen_attention.pto:37:27
-                                using GmView174 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView174 scores_last_ownGm174(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView174::Shape(t181_aiv0.GetValidRow(), t181_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                TLOAD(t181_aiv0, scores_last_ownGm174);  // varlen_attention.pto:36:37
+                                using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView116 scores_last_ownGm116(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView116::Shape(t181_aiv0.GetValidRow(), t181_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                TLOAD(t181_aiv0, scores_last_ownGm116);  // varlen_attention.pto:36:37
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TMULS(t182_aiv0, t181_aiv0, softmax_scale);  // varlen_attention.pto:36:37
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                using GmView175 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                GmView175 scores_scaled_last_ownGm175(scores_scaled_last_own + _g172 * 64 * 128 + _g173 * 128, GmView175::Shape(t182_aiv0.GetValidRow(), t182_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                TSTORE(scores_scaled_last_ownGm175, t182_aiv0);  // varlen_attention.pto:36:37
+                                using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView117 scores_scaled_last_ownGm117(scores_scaled_last_own + _g172 * 64 * 128 + _g173 * 128, GmView117::Shape(t182_aiv0.GetValidRow(), t182_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                TSTORE(scores_scaled_last_ownGm117, t182_aiv0);  // varlen_attention.pto:36:37
                                 pipe_barrier(PIPE_V);
-                                TileTmp0 tmp24;  // varlen_attention.pto:37:27
-                                TASSIGN(tmp24, 147456);  // varlen_attention.pto:37:27
-                                TROWMAX(t187_aiv0, t182_aiv0, tmp24);  // varlen_attention.pto:37:27
+                                TileTmp0 tmp16;  // varlen_attention.pto:37:27
+                                TASSIGN(tmp16, 147456);  // varlen_attention.pto:37:27
+                                TROWMAX(t187_aiv0, t182_aiv0, tmp16);  // varlen_attention.pto:37:27
                                 pipe_barrier(PIPE_V);
                                 TMAX(t184_aiv0, t184_aiv0, t187_aiv0);  // varlen_attention.pto:37:27
-                                for (int64_t _aiv36 = 0; _aiv36 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv36) {  // varlen_attention.pto:36:37
-                                    using GmView176 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView176 scores_last_ownGm176(scores_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView176::Shape(t181_aiv1.GetValidRow(), t181_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TLOAD(t181_aiv1, scores_last_ownGm176);  // varlen_attention.pto:36:37
+                                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv23) {  // varlen_attention.pto:36:37
+                                    using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView118 scores_last_ownGm118(scores_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView118::Shape(t181_aiv1.GetValidRow(), t181_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TLOAD(t181_aiv1, scores_last_ownGm118);  // varlen_attention.pto:36:37
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     TMULS(t182_aiv1, t181_aiv1, softmax_scale);  // varlen_attention.pto:36:37
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                    using GmView177 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView177 scores_scaled_last_ownGm177(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView177::Shape(t182_aiv1.GetValidRow(), t182_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TSTORE(scores_scaled_last_ownGm177, t182_aiv1);  // varlen_attention.pto:36:37
+                                    using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView119 scores_scaled_last_ownGm119(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView119::Shape(t182_aiv1.GetValidRow(), t182_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TSTORE(scores_scaled_last_ownGm119, t182_aiv1);  // varlen_attention.pto:36:37
                                     pipe_barrier(PIPE_V);
-                                    TileTmp0 tmp25;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp25, 147456);  // varlen_attention.pto:37:27
-                                    TROWMAX(t187_aiv1, t182_aiv1, tmp25);  // varlen_attention.pto:37:27
+                                    TileTmp0 tmp17;  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp17, 147456);  // varlen_attention.pto:37:27
+                                    TROWMAX(t187_aiv1, t182_aiv1, tmp17);  // varlen_attention.pto:37:27
                                     pipe_barrier(PIPE_V);
                                     TMAX(t184_aiv1, t184_aiv1, t187_aiv1);  // varlen_attention.pto:37:27
                                 }
@@ -2787,17 +2015,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT199Aiv1 t199_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
                             TASSIGN(t199_aiv1, 3072);  // varlen_attention.pto:39:27
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            using GmView178 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                            GmView178 mij_last_ownGm178(mij_last_own + _g172 * 64, GmView178::Shape(t184_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
-                            TSTORE(mij_last_ownGm178, t184_aiv0);  // varlen_attention.pto:37:27
+                            using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                            GmView120 mij_last_ownGm120(mij_last_own + _g172 * 64, GmView120::Shape(t184_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
+                            TSTORE(mij_last_ownGm120, t184_aiv0);  // varlen_attention.pto:37:27
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             TEXPANDS(t199_aiv0, 0.0f);  // varlen_attention.pto:39:27
                             pipe_barrier(PIPE_V);
-                            for (int64_t _aiv37 = 0; _aiv37 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv37) {  // varlen_attention.pto:37:27
-                                using GmView179 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                GmView179 mij_last_ownGm179(mij_last_own + _g172 * 64 + 32, GmView179::Shape(t184_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
-                                TSTORE(mij_last_ownGm179, t184_aiv1);  // varlen_attention.pto:37:27
+                            for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv24) {  // varlen_attention.pto:37:27
+                                using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                                GmView121 mij_last_ownGm121(mij_last_own + _g172 * 64 + 32, GmView121::Shape(t184_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
+                                TSTORE(mij_last_ownGm121, t184_aiv1);  // varlen_attention.pto:37:27
                                 TEXPANDS(t199_aiv1, 0.0f);  // varlen_attention.pto:39:27
                             }
                             pipe_barrier(PIPE_V);
@@ -2817,47 +2045,47 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t202_aiv0, 69632);  // varlen_attention.pto:39:27
                                 TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
                                 TASSIGN(t202_aiv1, 70656);  // varlen_attention.pto:39:27
-                                using GmView180 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                GmView180 scores_scaled_last_ownGm180(scores_scaled_last_own + _g172 * 64 * 128 + _g189 * 128, GmView180::Shape(t190_aiv0.GetValidRow(), t190_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
-                                TLOAD(t190_aiv0, scores_scaled_last_ownGm180);  // varlen_attention.pto:38:31
+                                using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                GmView122 scores_scaled_last_ownGm122(scores_scaled_last_own + _g172 * 64 * 128 + _g189 * 128, GmView122::Shape(t190_aiv0.GetValidRow(), t190_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
+                                TLOAD(t190_aiv0, scores_scaled_last_ownGm122);  // varlen_attention.pto:38:31
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                TileTmp1 tmp26(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:38:27
-                                TASSIGN(tmp26, 147456);  // varlen_attention.pto:38:27
-                                TROWEXPAND(tmp26, t184_aiv0);  // varlen_attention.pto:38:27
+                                TileTmp1 tmp18(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:38:27
+                                TASSIGN(tmp18, 147456);  // varlen_attention.pto:38:27
+                                TROWEXPAND(tmp18, t184_aiv0);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                TROWEXPANDEXPDIF(t197_aiv0, t190_aiv0, tmp26);  // varlen_attention.pto:38:27
+                                TROWEXPANDEXPDIF(t197_aiv0, t190_aiv0, tmp18);  // varlen_attention.pto:38:27
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                using GmView181 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                GmView181 pij_last_ownGm181(pij_last_own + _g172 * 64 * 128 + _g189 * 128, GmView181::Shape(t197_aiv0.GetValidRow(), t197_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
-                                TSTORE(pij_last_ownGm181, t197_aiv0);  // varlen_attention.pto:38:27
+                                using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                GmView123 pij_last_ownGm123(pij_last_own + _g172 * 64 * 128 + _g189 * 128, GmView123::Shape(t197_aiv0.GetValidRow(), t197_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
+                                TSTORE(pij_last_ownGm123, t197_aiv0);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);
-                                TileTmp0 tmp27;  // varlen_attention.pto:39:27
-                                TASSIGN(tmp27, 147456);  // varlen_attention.pto:39:27
-                                TROWSUM(t202_aiv0, t197_aiv0, tmp27);  // varlen_attention.pto:39:27
+                                TileTmp0 tmp19;  // varlen_attention.pto:39:27
+                                TASSIGN(tmp19, 147456);  // varlen_attention.pto:39:27
+                                TROWSUM(t202_aiv0, t197_aiv0, tmp19);  // varlen_attention.pto:39:27
                                 pipe_barrier(PIPE_V);
                                 TADD(t199_aiv0, t199_aiv0, t202_aiv0);  // varlen_attention.pto:39:27
-                                for (int64_t _aiv38 = 0; _aiv38 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv38) {  // varlen_attention.pto:38:31
-                                    using GmView182 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                    GmView182 scores_scaled_last_ownGm182(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView182::Shape(t190_aiv1.GetValidRow(), t190_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
-                                    TLOAD(t190_aiv1, scores_scaled_last_ownGm182);  // varlen_attention.pto:38:31
+                                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv25) {  // varlen_attention.pto:38:31
+                                    using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                    GmView124 scores_scaled_last_ownGm124(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView124::Shape(t190_aiv1.GetValidRow(), t190_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
+                                    TLOAD(t190_aiv1, scores_scaled_last_ownGm124);  // varlen_attention.pto:38:31
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                    TileTmp1 tmp28(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp28, 147456);  // varlen_attention.pto:38:27
-                                    TROWEXPAND(tmp28, t184_aiv1);  // varlen_attention.pto:38:27
+                                    TileTmp1 tmp20(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp20, 147456);  // varlen_attention.pto:38:27
+                                    TROWEXPAND(tmp20, t184_aiv1);  // varlen_attention.pto:38:27
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                    TROWEXPANDEXPDIF(t197_aiv1, t190_aiv1, tmp28);  // varlen_attention.pto:38:27
+                                    TROWEXPANDEXPDIF(t197_aiv1, t190_aiv1, tmp20);  // varlen_attention.pto:38:27
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                                    using GmView183 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                    GmView183 pij_last_ownGm183(pij_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView183::Shape(t197_aiv1.GetValidRow(), t197_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
-                                    TSTORE(pij_last_ownGm183, t197_aiv1);  // varlen_attention.pto:38:27
+                                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                    GmView125 pij_last_ownGm125(pij_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView125::Shape(t197_aiv1.GetValidRow(), t197_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
+                                    TSTORE(pij_last_ownGm125, t197_aiv1);  // varlen_attention.pto:38:27
                                     pipe_barrier(PIPE_V);
-                                    TileTmp0 tmp29;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp29, 147456);  // varlen_attention.pto:39:27
-                                    TROWSUM(t202_aiv1, t197_aiv1, tmp29);  // varlen_attention.pto:39:27
+                                    TileTmp0 tmp21;  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp21, 147456);  // varlen_attention.pto:39:27
+                                    TROWSUM(t202_aiv1, t197_aiv1, tmp21);  // varlen_attention.pto:39:27
                                     pipe_barrier(PIPE_V);
                                     TADD(t199_aiv1, t199_aiv1, t202_aiv1);  // varlen_attention.pto:39:27
                                 }
@@ -2869,13 +2097,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                            using GmView184 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                            GmView184 lij_last_ownGm184(lij_last_own + _g172 * 64, GmView184::Shape(t199_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
-                            TSTORE(lij_last_ownGm184, t199_aiv0);  // varlen_attention.pto:39:27
-                            for (int64_t _aiv39 = 0; _aiv39 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv39) {  // varlen_attention.pto:39:27
-                                using GmView185 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                GmView185 lij_last_ownGm185(lij_last_own + _g172 * 64 + 32, GmView185::Shape(t199_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
-                                TSTORE(lij_last_ownGm185, t199_aiv1);  // varlen_attention.pto:39:27
+                            using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                            GmView126 lij_last_ownGm126(lij_last_own + _g172 * 64, GmView126::Shape(t199_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
+                            TSTORE(lij_last_ownGm126, t199_aiv0);  // varlen_attention.pto:39:27
+                            for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv26) {  // varlen_attention.pto:39:27
+                                using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                                GmView127 lij_last_ownGm127(lij_last_own + _g172 * 64 + 32, GmView127::Shape(t199_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
+                                TSTORE(lij_last_ownGm127, t199_aiv1);  // varlen_attention.pto:39:27
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
@@ -2893,29 +2121,29 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t206_aiv0, 32768);  // varlen_attention.pto:51:38
                                 TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
                                 TASSIGN(t206_aiv1, 40960);  // varlen_attention.pto:51:38
-                                using GmView186 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                GmView186 pij_last_ownGm186(pij_last_own + _g172 * 64 * 128 + _g204 * 128, GmView186::Shape(t205_aiv0.GetValidRow(), t205_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                TLOAD(t205_aiv0, pij_last_ownGm186);  // varlen_attention.pto:51:38
+                                using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView128 pij_last_ownGm128(pij_last_own + _g172 * 64 * 128 + _g204 * 128, GmView128::Shape(t205_aiv0.GetValidRow(), t205_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                TLOAD(t205_aiv0, pij_last_ownGm128);  // varlen_attention.pto:51:38
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 TCVT(t206_aiv0, t205_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                using GmView187 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                GmView187 t6_last_ownGm187(t6_last_own + _g172 * 64 * 128 + _g204 * 128, GmView187::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                TSTORE(t6_last_ownGm187, t206_aiv0);  // varlen_attention.pto:51:38
-                                for (int64_t _aiv40 = 0; _aiv40 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv40) {  // varlen_attention.pto:51:38
-                                    using GmView188 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView188 pij_last_ownGm188(pij_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView188::Shape(t205_aiv1.GetValidRow(), t205_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TLOAD(t205_aiv1, pij_last_ownGm188);  // varlen_attention.pto:51:38
+                                using GmView129 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView129 t6_last_ownGm129(t6_last_own + _g172 * 64 * 128 + _g204 * 128, GmView129::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                TSTORE(t6_last_ownGm129, t206_aiv0);  // varlen_attention.pto:51:38
+                                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv27) {  // varlen_attention.pto:51:38
+                                    using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView130 pij_last_ownGm130(pij_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView130::Shape(t205_aiv1.GetValidRow(), t205_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TLOAD(t205_aiv1, pij_last_ownGm130);  // varlen_attention.pto:51:38
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     TCVT(t206_aiv1, t205_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                    using GmView189 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView189 t6_last_ownGm189(t6_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView189::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TSTORE(t6_last_ownGm189, t206_aiv1);  // varlen_attention.pto:51:38
+                                    using GmView131 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView131 t6_last_ownGm131(t6_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView131::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TSTORE(t6_last_ownGm131, t206_aiv1);  // varlen_attention.pto:51:38
                                 }
                             }
                         }
@@ -2941,9 +2169,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t208, 0);  // varlen_attention.pto:51:31
                             TileT209 t209(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t209, 0);  // varlen_attention.pto:51:31
-                            using GmView190 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                            GmView190 t6_last_ownGm190(t6_last_own + _g207 * 64 * 128, GmView190::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t209, t6_last_ownGm190);  // varlen_attention.pto:51:31
+                            using GmView132 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                            GmView132 t6_last_ownGm132(t6_last_own + _g207 * 64 * 128, GmView132::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t209, t6_last_ownGm132);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT210 t210(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t210, 0);  // varlen_attention.pto:51:31
@@ -2953,9 +2181,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT211 t211(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t211, 0);  // varlen_attention.pto:51:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                            using GmView191 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                            GmView191 v_tile_view_lastGm191(v_tile_view_last, GmView191::Shape(t211.GetValidRow()), GmView191::Stride(HD));  // varlen_attention.pto:51:31
-                            TLOAD(t211, v_tile_view_lastGm191);  // varlen_attention.pto:51:31
+                            using GmView133 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                            GmView133 v_tile_view_lastGm133(v_tile_view_last, GmView133::Shape(t211.GetValidRow()), GmView133::Stride(HD));  // varlen_attention.pto:51:31
+                            TLOAD(t211, v_tile_view_lastGm133);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT212 t212(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t212, 0);  // varlen_attention.pto:51:31
@@ -2971,9 +2199,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             for (int64_t _k213 = 1; _k213 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 63) / 64; ++_k213) {  // varlen_attention.pto:51:31
                                 TileT214 t214(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t214, 0);  // varlen_attention.pto:51:31
-                                using GmView192 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                                GmView192 t6_last_ownGm192(t6_last_own + _g207 * 64 * 128 + _k213 * 64, GmView192::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
-                                TLOAD(t214, t6_last_ownGm192);  // varlen_attention.pto:51:31
+                                using GmView134 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                                GmView134 t6_last_ownGm134(t6_last_own + _g207 * 64 * 128 + _k213 * 64, GmView134::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
+                                TLOAD(t214, t6_last_ownGm134);  // varlen_attention.pto:51:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT215 t215(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t215, 0);  // varlen_attention.pto:51:31
@@ -2983,9 +2211,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT216 t216(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t216, 0);  // varlen_attention.pto:51:31
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                using GmView193 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                                GmView193 v_tile_view_lastGm193(v_tile_view_last + _k213 * 64 * HD, GmView193::Shape(t216.GetValidRow()), GmView193::Stride(HD));  // varlen_attention.pto:51:31
-                                TLOAD(t216, v_tile_view_lastGm193);  // varlen_attention.pto:51:31
+                                using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                                GmView135 v_tile_view_lastGm135(v_tile_view_last + _k213 * 64 * HD, GmView135::Shape(t216.GetValidRow()), GmView135::Stride(HD));  // varlen_attention.pto:51:31
+                                TLOAD(t216, v_tile_view_lastGm135);  // varlen_attention.pto:51:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT217 t217(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t217, 0);  // varlen_attention.pto:51:31
@@ -2997,15 +2225,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView194 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                            GmView194 oij_1_last_ownGm194(oij_1_last_own + _g207 * 64 * 64, GmView194::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
-                            TSTORE(oij_1_last_ownGm194, t208);  // varlen_attention.pto:51:31
+                            using GmView136 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
+                            GmView136 oij_1_last_ownGm136(oij_1_last_own + _g207 * 64 * 64, GmView136::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
+                            TSTORE(oij_1_last_ownGm136, t208);  // varlen_attention.pto:51:31
                         }
                         __gm__ float* li_last = li_update_own;  // varlen_attention.pto:52:30
                         __gm__ float* mi_last = mi_update_own;  // varlen_attention.pto:53:30
                         __gm__ float* oi_last = oi_update_own;  // varlen_attention.pto:54:30
                         if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:61:29
-                            (&status[4 * block_index])[0] = 20;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
@@ -3020,7 +2248,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:61:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:61:29
-                            (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 18;  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
@@ -3035,7 +2263,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:61:29
                         }
                         if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:62:29
-                            (&status[4 * block_index])[0] = 22;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
@@ -3050,7 +2278,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:62:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:62:29
-                            (&status[4 * block_index])[0] = 23;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 20;  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
@@ -3065,7 +2293,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:62:29
                         }
                         if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:63:29
-                            (&status[4 * block_index])[0] = 24;  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
@@ -3166,12 +2394,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t273_aiv0, 139264);  // varlen_attention.pto:63:71
                             TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:71
                             TASSIGN(t273_aiv1, 143360);  // varlen_attention.pto:63:71
-                            using GmView195 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView195 mi_lastGm195(mi_last + _g218 * 64, GmView195::Shape(t219_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                            TLOAD(t219_aiv0, mi_lastGm195);  // varlen_attention.pto:55:34
-                            using GmView196 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                            GmView196 mij_last_ownGm196(mij_last_own + _g218 * 64, GmView196::Shape(t220_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                            TLOAD(t220_aiv0, mij_last_ownGm196);  // varlen_attention.pto:55:34
+                            using GmView137 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView137 mi_lastGm137(mi_last + _g218 * 64, GmView137::Shape(t219_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t219_aiv0, mi_lastGm137);  // varlen_attention.pto:55:34
+                            using GmView138 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView138 mij_last_ownGm138(mij_last_own + _g218 * 64, GmView138::Shape(t220_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t220_aiv0, mij_last_ownGm138);  // varlen_attention.pto:55:34
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TMAX(t221_aiv0, t219_aiv0, t220_aiv0);  // varlen_attention.pto:55:34
@@ -3183,16 +2411,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TSUB(t232_aiv0, t220_aiv0, t221_aiv0);  // varlen_attention.pto:57:34
                             pipe_barrier(PIPE_V);
                             TEXP(t235_aiv0, t232_aiv0);  // varlen_attention.pto:57:30
-                            using GmView197 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                            GmView197 li_lastGm197(li_last + _g218 * 64, GmView197::Shape(t238_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
-                            TLOAD(t238_aiv0, li_lastGm197);  // varlen_attention.pto:58:34
+                            using GmView139 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                            GmView139 li_lastGm139(li_last + _g218 * 64, GmView139::Shape(t238_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t238_aiv0, li_lastGm139);  // varlen_attention.pto:58:34
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TMUL(t239_aiv0, t228_aiv0, t238_aiv0);  // varlen_attention.pto:58:34
-                            using GmView198 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                            GmView198 lij_last_ownGm198(lij_last_own + _g218 * 64, GmView198::Shape(t242_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
-                            TLOAD(t242_aiv0, lij_last_ownGm198);  // varlen_attention.pto:58:44
+                            using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                            GmView140 lij_last_ownGm140(lij_last_own + _g218 * 64, GmView140::Shape(t242_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
+                            TLOAD(t242_aiv0, lij_last_ownGm140);  // varlen_attention.pto:58:44
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -3200,59 +2428,59 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             pipe_barrier(PIPE_V);
                             TADD(t247_aiv0, t239_aiv0, t243_aiv0);  // varlen_attention.pto:58:34
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            using GmView199 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                            GmView199 oi_lastGm199(oi_last + _g218 * 64 * 64, GmView199::Shape(t249_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                            TLOAD(t249_aiv0, oi_lastGm199);  // varlen_attention.pto:59:34
+                            using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView141 oi_lastGm141(oi_last + _g218 * 64 * 64, GmView141::Shape(t249_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t249_aiv0, oi_lastGm141);  // varlen_attention.pto:59:34
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TROWEXPAND(t251_aiv0, t228_aiv0);  // varlen_attention.pto:59:34
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TMUL(t252_aiv0, t249_aiv0, t251_aiv0);  // varlen_attention.pto:59:34
-                            using GmView200 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                            GmView200 oij_1_last_ownGm200(oij_1_last_own + _g218 * 64 * 64, GmView200::Shape(t254_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
-                            TLOAD(t254_aiv0, oij_1_last_ownGm200);  // varlen_attention.pto:59:44
+                            using GmView142 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                            GmView142 oij_1_last_ownGm142(oij_1_last_own + _g218 * 64 * 64, GmView142::Shape(t254_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                            TLOAD(t254_aiv0, oij_1_last_ownGm142);  // varlen_attention.pto:59:44
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            TileTmp1 tmp30(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(tmp30, 147456);  // varlen_attention.pto:59:44
-                            TROWEXPAND(tmp30, t235_aiv0);  // varlen_attention.pto:59:44
+                            TileTmp1 tmp22(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
+                            TASSIGN(tmp22, 147456);  // varlen_attention.pto:59:44
+                            TROWEXPAND(tmp22, t235_aiv0);  // varlen_attention.pto:59:44
                             pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                            TROWEXPANDMUL(t257_aiv0, t254_aiv0, tmp30);  // varlen_attention.pto:59:44
+                            TROWEXPANDMUL(t257_aiv0, t254_aiv0, tmp22);  // varlen_attention.pto:59:44
                             pipe_barrier(PIPE_V);
                             TADD(t261_aiv0, t252_aiv0, t257_aiv0);  // varlen_attention.pto:59:34
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            using GmView201 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
-                            GmView201 l_outputGm201(l_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView201::Shape(t247_aiv0.GetValidRow()), GmView201::Stride(NH));  // varlen_attention.pto:61:29
-                            TSTORE(l_outputGm201, t247_aiv0);  // varlen_attention.pto:61:29
-                            using GmView202 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
-                            GmView202 m_outputGm202(m_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView202::Shape(t221_aiv0.GetValidRow()), GmView202::Stride(NH));  // varlen_attention.pto:62:29
-                            TSTORE(m_outputGm202, t221_aiv0);  // varlen_attention.pto:62:29
+                            using GmView143 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
+                            GmView143 l_outputGm143(l_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView143::Shape(t247_aiv0.GetValidRow()), GmView143::Stride(NH));  // varlen_attention.pto:61:29
+                            TSTORE(l_outputGm143, t247_aiv0);  // varlen_attention.pto:61:29
+                            using GmView144 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
+                            GmView144 m_outputGm144(m_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView144::Shape(t221_aiv0.GetValidRow()), GmView144::Stride(NH));  // varlen_attention.pto:62:29
+                            TSTORE(m_outputGm144, t221_aiv0);  // varlen_attention.pto:62:29
                             pipe_barrier(PIPE_V);
-                            TileTmp1 tmp31(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
-                            TASSIGN(tmp31, 147456);  // varlen_attention.pto:63:76
-                            TROWEXPAND(tmp31, t247_aiv0);  // varlen_attention.pto:63:76
+                            TileTmp1 tmp23(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
+                            TASSIGN(tmp23, 147456);  // varlen_attention.pto:63:76
+                            TROWEXPAND(tmp23, t247_aiv0);  // varlen_attention.pto:63:76
                             pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
-                            TROWEXPANDDIV(t270_aiv0, t261_aiv0, tmp31);  // varlen_attention.pto:63:76
+                            TROWEXPANDDIV(t270_aiv0, t261_aiv0, tmp23);  // varlen_attention.pto:63:76
                             pipe_barrier(PIPE_V);
                             TCVT(t273_aiv0, t270_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            using GmView203 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
-                            GmView203 outputGm203(output + (q_start + q_tile_idx * 64 + _g218 * 64) * HD + h * 64, GmView203::Shape(t273_aiv0.GetValidRow()), GmView203::Stride(HD));  // varlen_attention.pto:63:71
-                            TSTORE(outputGm203, t273_aiv0);  // varlen_attention.pto:63:71
-                            for (int64_t _aiv41 = 0; _aiv41 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv41) {  // varlen_attention.pto:55:34
-                                using GmView204 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView204 mi_lastGm204(mi_last + _g218 * 64 + 32, GmView204::Shape(t219_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t219_aiv1, mi_lastGm204);  // varlen_attention.pto:55:34
+                            using GmView145 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
+                            GmView145 outputGm145(output + (q_start + q_tile_idx * 64 + _g218 * 64) * HD + h * 64, GmView145::Shape(t273_aiv0.GetValidRow()), GmView145::Stride(HD));  // varlen_attention.pto:63:71
+                            TSTORE(outputGm145, t273_aiv0);  // varlen_attention.pto:63:71
+                            for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv28) {  // varlen_attention.pto:55:34
+                                using GmView146 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView146 mi_lastGm146(mi_last + _g218 * 64 + 32, GmView146::Shape(t219_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t219_aiv1, mi_lastGm146);  // varlen_attention.pto:55:34
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            for (int64_t _aiv42 = 0; _aiv42 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv42) {  // varlen_attention.pto:55:34
-                                using GmView205 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView205 mij_last_ownGm205(mij_last_own + _g218 * 64 + 32, GmView205::Shape(t220_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t220_aiv1, mij_last_ownGm205);  // varlen_attention.pto:55:34
+                            for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv29) {  // varlen_attention.pto:55:34
+                                using GmView147 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView147 mij_last_ownGm147(mij_last_own + _g218 * 64 + 32, GmView147::Shape(t220_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t220_aiv1, mij_last_ownGm147);  // varlen_attention.pto:55:34
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TMAX(t221_aiv1, t219_aiv1, t220_aiv1);  // varlen_attention.pto:55:34
@@ -3265,19 +2493,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 pipe_barrier(PIPE_V);
                                 TEXP(t235_aiv1, t232_aiv1);  // varlen_attention.pto:57:30
                             }
-                            for (int64_t _aiv43 = 0; _aiv43 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv43) {  // varlen_attention.pto:58:34
-                                using GmView206 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView206 li_lastGm206(li_last + _g218 * 64 + 32, GmView206::Shape(t238_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t238_aiv1, li_lastGm206);  // varlen_attention.pto:58:34
+                            for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv30) {  // varlen_attention.pto:58:34
+                                using GmView148 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                                GmView148 li_lastGm148(li_last + _g218 * 64 + 32, GmView148::Shape(t238_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                                TLOAD(t238_aiv1, li_lastGm148);  // varlen_attention.pto:58:34
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            for (int64_t _aiv44 = 0; _aiv44 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv44) {  // varlen_attention.pto:58:34
+                            for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv31) {  // varlen_attention.pto:58:34
                                 TMUL(t239_aiv1, t228_aiv1, t238_aiv1);  // varlen_attention.pto:58:34
-                                using GmView207 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                GmView207 lij_last_ownGm207(lij_last_own + _g218 * 64 + 32, GmView207::Shape(t242_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
-                                TLOAD(t242_aiv1, lij_last_ownGm207);  // varlen_attention.pto:58:44
+                                using GmView149 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                                GmView149 lij_last_ownGm149(lij_last_own + _g218 * 64 + 32, GmView149::Shape(t242_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
+                                TLOAD(t242_aiv1, lij_last_ownGm149);  // varlen_attention.pto:58:44
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TMUL(t243_aiv1, t235_aiv1, t242_aiv1);  // varlen_attention.pto:58:44
@@ -3285,50 +2513,50 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TADD(t247_aiv1, t239_aiv1, t243_aiv1);  // varlen_attention.pto:58:34
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            for (int64_t _aiv45 = 0; _aiv45 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv45) {  // varlen_attention.pto:59:34
-                                using GmView208 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView208 oi_lastGm208(oi_last + (_g218 * 64 + 32) * 64, GmView208::Shape(t249_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t249_aiv1, oi_lastGm208);  // varlen_attention.pto:59:34
+                            for (int64_t _aiv32 = 0; _aiv32 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv32) {  // varlen_attention.pto:59:34
+                                using GmView150 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView150 oi_lastGm150(oi_last + (_g218 * 64 + 32) * 64, GmView150::Shape(t249_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t249_aiv1, oi_lastGm150);  // varlen_attention.pto:59:34
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            for (int64_t _aiv46 = 0; _aiv46 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv46) {  // varlen_attention.pto:59:34
+                            for (int64_t _aiv33 = 0; _aiv33 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv33) {  // varlen_attention.pto:59:34
                                 TROWEXPAND(t251_aiv1, t228_aiv1);  // varlen_attention.pto:59:34
                                 pipe_barrier(PIPE_V);
                                 TMUL(t252_aiv1, t249_aiv1, t251_aiv1);  // varlen_attention.pto:59:34
-                                using GmView209 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView209 oij_1_last_ownGm209(oij_1_last_own + (_g218 * 64 + 32) * 64, GmView209::Shape(t254_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
-                                TLOAD(t254_aiv1, oij_1_last_ownGm209);  // varlen_attention.pto:59:44
+                                using GmView151 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                                GmView151 oij_1_last_ownGm151(oij_1_last_own + (_g218 * 64 + 32) * 64, GmView151::Shape(t254_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                                TLOAD(t254_aiv1, oij_1_last_ownGm151);  // varlen_attention.pto:59:44
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                                TileTmp1 tmp32(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                TASSIGN(tmp32, 147456);  // varlen_attention.pto:59:44
-                                TROWEXPAND(tmp32, t235_aiv1);  // varlen_attention.pto:59:44
+                                TileTmp1 tmp24(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                                TASSIGN(tmp24, 147456);  // varlen_attention.pto:59:44
+                                TROWEXPAND(tmp24, t235_aiv1);  // varlen_attention.pto:59:44
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                                TROWEXPANDMUL(t257_aiv1, t254_aiv1, tmp32);  // varlen_attention.pto:59:44
+                                TROWEXPANDMUL(t257_aiv1, t254_aiv1, tmp24);  // varlen_attention.pto:59:44
                                 pipe_barrier(PIPE_V);
                                 TADD(t261_aiv1, t252_aiv1, t257_aiv1);  // varlen_attention.pto:59:34
-                                using GmView210 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
-                                GmView210 l_outputGm210(l_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView210::Shape(t247_aiv1.GetValidRow()), GmView210::Stride(NH));  // varlen_attention.pto:61:29
-                                TSTORE(l_outputGm210, t247_aiv1);  // varlen_attention.pto:61:29
-                                using GmView211 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
-                                GmView211 m_outputGm211(m_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView211::Shape(t221_aiv1.GetValidRow()), GmView211::Stride(NH));  // varlen_attention.pto:62:29
-                                TSTORE(m_outputGm211, t221_aiv1);  // varlen_attention.pto:62:29
+                                using GmView152 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
+                                GmView152 l_outputGm152(l_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView152::Shape(t247_aiv1.GetValidRow()), GmView152::Stride(NH));  // varlen_attention.pto:61:29
+                                TSTORE(l_outputGm152, t247_aiv1);  // varlen_attention.pto:61:29
+                                using GmView153 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
+                                GmView153 m_outputGm153(m_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView153::Shape(t221_aiv1.GetValidRow()), GmView153::Stride(NH));  // varlen_attention.pto:62:29
+                                TSTORE(m_outputGm153, t221_aiv1);  // varlen_attention.pto:62:29
                                 pipe_barrier(PIPE_V);
-                                TileTmp1 tmp33(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
-                                TASSIGN(tmp33, 147456);  // varlen_attention.pto:63:76
-                                TROWEXPAND(tmp33, t247_aiv1);  // varlen_attention.pto:63:76
+                                TileTmp1 tmp25(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
+                                TASSIGN(tmp25, 147456);  // varlen_attention.pto:63:76
+                                TROWEXPAND(tmp25, t247_aiv1);  // varlen_attention.pto:63:76
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
-                                TROWEXPANDDIV(t270_aiv1, t261_aiv1, tmp33);  // varlen_attention.pto:63:76
+                                TROWEXPANDDIV(t270_aiv1, t261_aiv1, tmp25);  // varlen_attention.pto:63:76
                                 pipe_barrier(PIPE_V);
                                 TCVT(t273_aiv1, t270_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:63:71
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                                using GmView212 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
-                                GmView212 outputGm212(output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * HD + h * 64, GmView212::Shape(t273_aiv1.GetValidRow()), GmView212::Stride(HD));  // varlen_attention.pto:63:71
-                                TSTORE(outputGm212, t273_aiv1);  // varlen_attention.pto:63:71
+                                using GmView154 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
+                                GmView154 outputGm154(output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * HD + h * 64, GmView154::Shape(t273_aiv1.GetValidRow()), GmView154::Stride(HD));  // varlen_attention.pto:63:71
+                                TSTORE(outputGm154, t273_aiv1);  // varlen_attention.pto:63:71
                             }
                         }
                     }
@@ -3785,17 +3013,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-                __gm__ float* scores_own_twin = scores_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* scores_scaled_own_twin = scores_scaled_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* mij_own_twin = mij_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ float* pij_own_twin = pij_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* lij_own_twin = lij_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ bfloat16_t* t6_own_twin = t6_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* oij_1_own_twin = oij_1_twin + block_index * 64 * 64;  // varlen_attention.pto:16:5
-                __gm__ float* mi_new_own_twin = mi_new_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ float* li_new_own_twin = li_new_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ float* t11_own_twin = t11_twin + block_index * 64 * 64;  // varlen_attention.pto:16:5
-                __gm__ float* t12_own_twin = t12_twin + block_index * 64 * 64;  // varlen_attention.pto:16:5
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
@@ -3805,323 +3022,117 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t k_tile_idx_sk = 0; k_tile_idx_sk < ceil_div(ceil_div(s1 - k_start, 128) - 1, 2); ++k_tile_idx_sk) {  // varlen_attention.pto:29:17
+                for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 128) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
+                    if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+#endif
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag_dev(4);  // varlen_attention.pto:32:35
+                        wait_flag_dev(6);  // varlen_attention.pto:32:35
+                        return;  // varlen_attention.pto:32:35
+                    }
+                    __gm__ bfloat16_t* q_tile_view = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
+                    if (!(0 <= k_start + k_tile_idx * 128 && k_start + k_tile_idx * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128))) {  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[0] = 12;  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 128);  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128));  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+#endif
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag_dev(4);  // varlen_attention.pto:33:35
+                        wait_flag_dev(6);  // varlen_attention.pto:33:35
+                        return;  // varlen_attention.pto:33:35
+                    }
+                    __gm__ bfloat16_t* k_tile_view = k + (k_start + k_tile_idx * 128) * HD + h * 64;  // varlen_attention.pto:33:35
+                    if (!(0 <= k_start + k_tile_idx * 128 && k_start + k_tile_idx * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128))) {  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[0] = 13;  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 128);  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128));  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+#endif
+                        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag_dev(4);  // varlen_attention.pto:34:35
+                        wait_flag_dev(6);  // varlen_attention.pto:34:35
+                        return;  // varlen_attention.pto:34:35
+                    }
+                    __gm__ bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 128) * HD + h * 64;  // varlen_attention.pto:34:35
                     wait_flag_dev(4);
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 2, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
-#endif
-                            wait_flag_dev(7);  // varlen_attention.pto:32:35
-                            wait_flag_dev(8);  // varlen_attention.pto:32:35
-                            wait_flag_dev(9);  // varlen_attention.pto:32:35
-                            wait_flag_dev(6);  // varlen_attention.pto:32:35
-                            return;  // varlen_attention.pto:32:35
+                    for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
+                        for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv9) {  // varlen_attention.pto:37:27
                         }
-                        if (!(0 <= k_start + (1 + k_tile_idx_sk * 2) * 128 && k_start + (1 + k_tile_idx_sk * 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128))) {  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[0] = 12;  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (1 + k_tile_idx_sk * 2) * 128);  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128));  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
-#endif
-                            wait_flag_dev(7);  // varlen_attention.pto:33:35
-                            wait_flag_dev(8);  // varlen_attention.pto:33:35
-                            wait_flag_dev(9);  // varlen_attention.pto:33:35
-                            wait_flag_dev(6);  // varlen_attention.pto:33:35
-                            return;  // varlen_attention.pto:33:35
+                        for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
+                            TileT80 t80(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
+                            TASSIGN(t80, 0);  // varlen_attention.pto:35:30
+                            TileT81 t81(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
+                            TASSIGN(t81, 0);  // varlen_attention.pto:35:30
+                            using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
+                            GmView55 q_tile_viewGm55(q_tile_view + _g78 * 64 * HD, GmView55::Shape(t81.GetValidRow()), GmView55::Stride(HD));  // varlen_attention.pto:35:30
+                            TLOAD(t81, q_tile_viewGm55);  // varlen_attention.pto:35:30
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
+                            TileT82 t82(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
+                            TASSIGN(t82, 0);  // varlen_attention.pto:35:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
+                            TMOV(t82, t81);  // varlen_attention.pto:35:30
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            TileT83 t83(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
+                            TASSIGN(t83, 0);  // varlen_attention.pto:35:30
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                            using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
+                            GmView56 k_tile_viewGm56(k_tile_view + _g79 * 128 * HD, GmView56::Shape(t83.GetValidCol()), GmView56::Stride(HD));  // varlen_attention.pto:35:30
+                            TLOAD(t83, k_tile_viewGm56);  // varlen_attention.pto:35:30
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
+                            TileT84 t84(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
+                            TASSIGN(t84, 0);  // varlen_attention.pto:35:30
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
+                            TMOV(t84, t83);  // varlen_attention.pto:35:30
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                            TMATMUL(t80, t82, t84);  // varlen_attention.pto:35:30
+                            set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
+                            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
+                            GmView57 scores_ownGm57(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView57::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
+                            TSTORE(scores_ownGm57, t80);  // varlen_attention.pto:35:30
+                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
+                            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv10) {  // varlen_attention.pto:36:37
+                            }
                         }
-                        if (!(0 <= k_start + (1 + k_tile_idx_sk * 2) * 128 && k_start + (1 + k_tile_idx_sk * 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128))) {  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[0] = 13;  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (1 + k_tile_idx_sk * 2) * 128);  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128));  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
-#endif
-                            wait_flag_dev(7);  // varlen_attention.pto:34:35
-                            wait_flag_dev(8);  // varlen_attention.pto:34:35
-                            wait_flag_dev(9);  // varlen_attention.pto:34:35
-                            wait_flag_dev(6);  // varlen_attention.pto:34:35
-                            return;  // varlen_attention.pto:34:35
+                        for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv11) {  // varlen_attention.pto:37:27
                         }
-                        __gm__ bfloat16_t* q_tile_view_sk0_e = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_e = k + (k_start + (1 + k_tile_idx_sk * 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
-                        for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
-                            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv9) {  // varlen_attention.pto:37:27
+                        for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
+                            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv12) {  // varlen_attention.pto:38:31
                             }
-                            for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
-                                TileT80E t80_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t80_e, 0);  // varlen_attention.pto:35:30
-                                TileT81E t81_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
-                                TASSIGN(t81_e, 0);  // varlen_attention.pto:35:30
-                                using GmView55 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-                                GmView55 q_tile_view_sk0_eGm55(q_tile_view_sk0_e + _g78 * 64 * HD, GmView55::Shape(t81_e.GetValidRow()), GmView55::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t81_e, q_tile_view_sk0_eGm55);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT82E t82_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
-                                TASSIGN(t82_e, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t82_e, t81_e);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                TileT83E t83_e(min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t83_e, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                using GmView56 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-                                GmView56 k_tile_view_sk1_eGm56(k_tile_view_sk1_e + _g79 * 128 * HD, GmView56::Shape(t83_e.GetValidCol()), GmView56::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t83_e, k_tile_view_sk1_eGm56);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT84E t84_e(min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t84_e, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t84_e, t83_e);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                                TMATMUL(t80_e, t82_e, t84_e);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
-                                GmView57 scores_ownGm57(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView57::Shape(t80_e.GetValidRow(), t80_e.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_ownGm57, t80_e);  // varlen_attention.pto:35:30
-                                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
-                                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv10) {  // varlen_attention.pto:36:37
-                                }
-                            }
-                            for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv11) {  // varlen_attention.pto:37:27
-                            }
-                            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
-                                for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv12) {  // varlen_attention.pto:38:31
-                                }
-                            }
-                            for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv13) {  // varlen_attention.pto:39:27
-                            }
-                            for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
-                                for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv14) {  // varlen_attention.pto:51:38
-                                }
+                        }
+                        for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv13) {  // varlen_attention.pto:39:27
+                        }
+                        for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
+                            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv14) {  // varlen_attention.pto:51:38
                             }
                         }
                     }
-                    wait_flag_dev(7);
                     wait_flag_dev(6);
-                    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
-                        __gm__ bfloat16_t* v_tile_view_sk2_e = v + (k_start + k_tile_idx_sk * 2 * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                        for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
-                            TileT114E t114_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64));  // varlen_attention.pto:51:31
-                            TASSIGN(t114_e, 0);  // varlen_attention.pto:51:31
-                            TileT115E t115_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                            TASSIGN(t115_e, 0);  // varlen_attention.pto:51:31
-                            using GmView74 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                            GmView74 t6_own_twinGm74(t6_own_twin + _g113 * 64 * 128, GmView74::Shape(t115_e.GetValidRow(), t115_e.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t115_e, t6_own_twinGm74);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TileT116E t116_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                            TASSIGN(t116_e, 0);  // varlen_attention.pto:51:31
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TMOV(t116_e, t115_e);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            TileT117E t117_e(min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                            TASSIGN(t117_e, 0);  // varlen_attention.pto:51:31
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            using GmView75 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                            GmView75 v_tile_view_sk2_eGm75(v_tile_view_sk2_e, GmView75::Shape(t117_e.GetValidRow()), GmView75::Stride(HD));  // varlen_attention.pto:51:31
-                            TLOAD(t117_e, v_tile_view_sk2_eGm75);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TileT118E t118_e(min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                            TASSIGN(t118_e, 0);  // varlen_attention.pto:51:31
-                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                            TMOV(t118_e, t117_e);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                            TMATMUL(t114_e, t116_e, t118_e);  // varlen_attention.pto:51:31
-                            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
-                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
-                                TileT120E t120_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t120_e, 0);  // varlen_attention.pto:51:31
-                                using GmView76 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                                GmView76 t6_own_twinGm76(t6_own_twin + _g113 * 64 * 128 + _k119 * 64, GmView76::Shape(t120_e.GetValidRow(), t120_e.GetValidCol()));  // varlen_attention.pto:51:31
-                                TLOAD(t120_e, t6_own_twinGm76);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT121E t121_e(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t121_e, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t121_e, t120_e);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                TileT122E t122_e(min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t122_e, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                                GmView77 v_tile_view_sk2_eGm77(v_tile_view_sk2_e + _k119 * 64 * HD, GmView77::Shape(t122_e.GetValidRow()), GmView77::Stride(HD));  // varlen_attention.pto:51:31
-                                TLOAD(t122_e, v_tile_view_sk2_eGm77);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT123E t123_e(min_i64(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t123_e, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t123_e, t122_e);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL_ACC(t114_e, t114_e, t121_e, t123_e);  // varlen_attention.pto:51:31
-                            }
-                            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                            GmView78 oij_1_own_twinGm78(oij_1_own_twin + _g113 * 64 * 64, GmView78::Shape(t114_e.GetValidRow()));  // varlen_attention.pto:51:31
-                            TSTORE(oij_1_own_twinGm78, t114_e);  // varlen_attention.pto:51:31
-                        }
-                        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(12) << 8)));
-                        __gm__ float* li_sk3_e = li_update_own;  // varlen_attention.pto:52:30
-                        __gm__ float* mi_sk4_e = mi_update_own;  // varlen_attention.pto:53:30
-                        __gm__ float* oi_sk5_e = oi_update_own;  // varlen_attention.pto:54:30
-                        for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
-                            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv15) {  // varlen_attention.pto:55:34
-                            }
-                            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv16) {  // varlen_attention.pto:55:34
-                            }
-                            for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv17) {  // varlen_attention.pto:58:34
-                            }
-                            for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv18) {  // varlen_attention.pto:58:34
-                            }
-                            for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv19) {  // varlen_attention.pto:59:34
-                            }
-                            for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv20) {  // varlen_attention.pto:59:34
-                            }
-                        }
-                        for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
-                            for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv21) {  // varlen_attention.pto:59:34
-                            }
-                        }
-                    }
-                    wait_flag_dev(8);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
-                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 3, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
-#endif
-                            wait_flag_dev(4);  // varlen_attention.pto:32:35
-                            wait_flag_dev(7);  // varlen_attention.pto:32:35
-                            wait_flag_dev(9);  // varlen_attention.pto:32:35
-                            wait_flag_dev(10);  // varlen_attention.pto:32:35
-                            return;  // varlen_attention.pto:32:35
-                        }
-                        if (!(0 <= k_start + (k_tile_idx_sk * 2 + 2) * 128 && k_start + (k_tile_idx_sk * 2 + 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128))) {  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[0] = 15;  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (k_tile_idx_sk * 2 + 2) * 128);  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128));  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
-#endif
-                            wait_flag_dev(4);  // varlen_attention.pto:33:35
-                            wait_flag_dev(7);  // varlen_attention.pto:33:35
-                            wait_flag_dev(9);  // varlen_attention.pto:33:35
-                            wait_flag_dev(10);  // varlen_attention.pto:33:35
-                            return;  // varlen_attention.pto:33:35
-                        }
-                        if (!(0 <= k_start + (k_tile_idx_sk * 2 + 2) * 128 && k_start + (k_tile_idx_sk * 2 + 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128))) {  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[0] = 16;  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (k_tile_idx_sk * 2 + 2) * 128);  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128));  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
-#endif
-                            wait_flag_dev(4);  // varlen_attention.pto:34:35
-                            wait_flag_dev(7);  // varlen_attention.pto:34:35
-                            wait_flag_dev(9);  // varlen_attention.pto:34:35
-                            wait_flag_dev(10);  // varlen_attention.pto:34:35
-                            return;  // varlen_attention.pto:34:35
-                        }
-                        __gm__ bfloat16_t* q_tile_view_sk0_o = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_o = k + (k_start + (k_tile_idx_sk * 2 + 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
-                        for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
-                            for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv22) {  // varlen_attention.pto:37:27
-                            }
-                            for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
-                                TileT80O t80_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t80_o, 0);  // varlen_attention.pto:35:30
-                                TileT81O t81_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
-                                TASSIGN(t81_o, 0);  // varlen_attention.pto:35:30
-                                using GmView113 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-                                GmView113 q_tile_view_sk0_oGm113(q_tile_view_sk0_o + _g78 * 64 * HD, GmView113::Shape(t81_o.GetValidRow()), GmView113::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t81_o, q_tile_view_sk0_oGm113);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT82O t82_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64));  // varlen_attention.pto:35:30
-                                TASSIGN(t82_o, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t82_o, t81_o);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                TileT83O t83_o(min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t83_o, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                                using GmView114 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-                                GmView114 k_tile_view_sk1_oGm114(k_tile_view_sk1_o + _g79 * 128 * HD, GmView114::Shape(t83_o.GetValidCol()), GmView114::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t83_o, k_tile_view_sk1_oGm114);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TileT84O t84_o(min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:35:30
-                                TASSIGN(t84_o, 0);  // varlen_attention.pto:35:30
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID4);
-                                TMOV(t84_o, t83_o);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                                TMATMUL(t80_o, t82_o, t84_o);  // varlen_attention.pto:35:30
-                                set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
-                                GmView115 scores_own_twinGm115(scores_own_twin + _g78 * 64 * 128 + _g79 * 128, GmView115::Shape(t80_o.GetValidRow(), t80_o.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_own_twinGm115, t80_o);  // varlen_attention.pto:35:30
-                                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(11) << 8)));
-                                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv23) {  // varlen_attention.pto:36:37
-                                }
-                            }
-                            for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv24) {  // varlen_attention.pto:37:27
-                            }
-                            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
-                                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv25) {  // varlen_attention.pto:38:31
-                                }
-                            }
-                            for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv26) {  // varlen_attention.pto:39:27
-                            }
-                            for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
-                                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv27) {  // varlen_attention.pto:51:38
-                                }
-                            }
-                        }
-                    }
-                    wait_flag_dev(9);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -4134,108 +3145,100 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                    wait_flag_dev(7);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    wait_flag_dev(10);
-                    for (int64_t _sk8 = 0; _sk8 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - (k_tile_idx_sk * 2 + 2), 0), 1); ++_sk8) {  // varlen_attention.pto:29:17
-                        for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2 + 1, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
-                            __gm__ bfloat16_t* v_tile_view_sk2_o = v + (k_start + (k_tile_idx_sk * 2 + 1) * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                            for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
-                                TileT114O t114_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t114_o, 0);  // varlen_attention.pto:51:31
-                                TileT115O t115_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t115_o, 0);  // varlen_attention.pto:51:31
-                                using GmView132 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                                GmView132 t6_ownGm132(t6_own + _g113 * 64 * 128, GmView132::Shape(t115_o.GetValidRow(), t115_o.GetValidCol()));  // varlen_attention.pto:51:31
-                                TLOAD(t115_o, t6_ownGm132);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT116O t116_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t116_o, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t116_o, t115_o);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                TileT117O t117_o(min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t117_o, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                using GmView133 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                                GmView133 v_tile_view_sk2_oGm133(v_tile_view_sk2_o, GmView133::Shape(t117_o.GetValidRow()), GmView133::Stride(HD));  // varlen_attention.pto:51:31
-                                TLOAD(t117_o, v_tile_view_sk2_oGm133);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TileT118O t118_o(min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
-                                TASSIGN(t118_o, 0);  // varlen_attention.pto:51:31
-                                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                TMOV(t118_o, t117_o);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                TMATMUL(t114_o, t116_o, t118_o);  // varlen_attention.pto:51:31
-                                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
-                                    TileT120O t120_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                    TASSIGN(t120_o, 0);  // varlen_attention.pto:51:31
-                                    using GmView134 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                                    GmView134 t6_ownGm134(t6_own + _g113 * 64 * 128 + _k119 * 64, GmView134::Shape(t120_o.GetValidRow(), t120_o.GetValidCol()));  // varlen_attention.pto:51:31
-                                    TLOAD(t120_o, t6_ownGm134);  // varlen_attention.pto:51:31
-                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                    TileT121O t121_o(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                    TASSIGN(t121_o, 0);  // varlen_attention.pto:51:31
-                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                    TMOV(t121_o, t120_o);  // varlen_attention.pto:51:31
-                                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                    TileT122O t122_o(min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                    TASSIGN(t122_o, 0);  // varlen_attention.pto:51:31
-                                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                                    using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                                    GmView135 v_tile_view_sk2_oGm135(v_tile_view_sk2_o + _k119 * 64 * HD, GmView135::Shape(t122_o.GetValidRow()), GmView135::Stride(HD));  // varlen_attention.pto:51:31
-                                    TLOAD(t122_o, v_tile_view_sk2_oGm135);  // varlen_attention.pto:51:31
-                                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                    TileT123O t123_o(min_i64(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
-                                    TASSIGN(t123_o, 0);  // varlen_attention.pto:51:31
-                                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
-                                    TMOV(t123_o, t122_o);  // varlen_attention.pto:51:31
-                                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                                    TMATMUL_ACC(t114_o, t114_o, t121_o, t123_o);  // varlen_attention.pto:51:31
-                                }
-                                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                                using GmView136 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                                GmView136 oij_1_ownGm136(oij_1_own + _g113 * 64 * 64, GmView136::Shape(t114_o.GetValidRow()));  // varlen_attention.pto:51:31
-                                TSTORE(oij_1_ownGm136, t114_o);  // varlen_attention.pto:51:31
-                            }
-                            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
-                            __gm__ float* li_sk3_o = li_update_own;  // varlen_attention.pto:52:30
-                            __gm__ float* mi_sk4_o = mi_update_own;  // varlen_attention.pto:53:30
-                            __gm__ float* oi_sk5_o = oi_update_own;  // varlen_attention.pto:54:30
-                            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
-                                for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv28) {  // varlen_attention.pto:55:34
-                                }
-                                for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv29) {  // varlen_attention.pto:55:34
-                                }
-                                for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv30) {  // varlen_attention.pto:58:34
-                                }
-                                for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv31) {  // varlen_attention.pto:58:34
-                                }
-                                for (int64_t _aiv32 = 0; _aiv32 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv32) {  // varlen_attention.pto:59:34
-                                }
-                                for (int64_t _aiv33 = 0; _aiv33 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv33) {  // varlen_attention.pto:59:34
-                                }
-                            }
-                            for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
-                                for (int64_t _aiv34 = 0; _aiv34 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv34) {  // varlen_attention.pto:59:34
-                                }
-                            }
+                    for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
+                        TileT114 t114(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64));  // varlen_attention.pto:51:31
+                        TASSIGN(t114, 0);  // varlen_attention.pto:51:31
+                        TileT115 t115(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
+                        TASSIGN(t115, 0);  // varlen_attention.pto:51:31
+                        using GmView74 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                        GmView74 t6_ownGm74(t6_own + _g113 * 64 * 128, GmView74::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
+                        TLOAD(t115, t6_ownGm74);  // varlen_attention.pto:51:31
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        TileT116 t116(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
+                        TASSIGN(t116, 0);  // varlen_attention.pto:51:31
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        TMOV(t116, t115);  // varlen_attention.pto:51:31
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TileT117 t117(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
+                        TASSIGN(t117, 0);  // varlen_attention.pto:51:31
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        using GmView75 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                        GmView75 v_tile_viewGm75(v_tile_view, GmView75::Shape(t117.GetValidRow()), GmView75::Stride(HD));  // varlen_attention.pto:51:31
+                        TLOAD(t117, v_tile_viewGm75);  // varlen_attention.pto:51:31
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        TileT118 t118(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
+                        TASSIGN(t118, 0);  // varlen_attention.pto:51:31
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                        TMOV(t118, t117);  // varlen_attention.pto:51:31
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL(t114, t116, t118);  // varlen_attention.pto:51:31
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
+                            TileT120 t120(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
+                            TASSIGN(t120, 0);  // varlen_attention.pto:51:31
+                            using GmView76 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                            GmView76 t6_ownGm76(t6_own + _g113 * 64 * 128 + _k119 * 64, GmView76::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t120, t6_ownGm76);  // varlen_attention.pto:51:31
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                            TileT121 t121(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g113 * 64, 64), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
+                            TASSIGN(t121, 0);  // varlen_attention.pto:51:31
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                            TMOV(t121, t120);  // varlen_attention.pto:51:31
+                            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            TileT122 t122(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
+                            TASSIGN(t122, 0);  // varlen_attention.pto:51:31
+                            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                            using GmView77 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                            GmView77 v_tile_viewGm77(v_tile_view + _k119 * 64 * HD, GmView77::Shape(t122.GetValidRow()), GmView77::Stride(HD));  // varlen_attention.pto:51:31
+                            TLOAD(t122, v_tile_viewGm77);  // varlen_attention.pto:51:31
+                            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                            TileT123 t123(min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _k119 * 64, 64));  // varlen_attention.pto:51:31
+                            TASSIGN(t123, 0);  // varlen_attention.pto:51:31
+                            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID3);
+                            TMOV(t123, t122);  // varlen_attention.pto:51:31
+                            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                            TMATMUL_ACC(t114, t114, t121, t123);  // varlen_attention.pto:51:31
                         }
+                        set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
+                        GmView78 oij_1_ownGm78(oij_1_own + _g113 * 64 * 64, GmView78::Shape(t114.GetValidRow()));  // varlen_attention.pto:51:31
+                        TSTORE(oij_1_ownGm78, t114);  // varlen_attention.pto:51:31
                     }
+                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
+                    __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
+                    __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
+                    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
+                        for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv15) {  // varlen_attention.pto:55:34
+                        }
+                        for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv16) {  // varlen_attention.pto:55:34
+                        }
+                        for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv17) {  // varlen_attention.pto:58:34
+                        }
+                        for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv18) {  // varlen_attention.pto:58:34
+                        }
+                        for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv19) {  // varlen_attention.pto:59:34
+                        }
+                        for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv20) {  // varlen_attention.pto:59:34
+                        }
+                    }
+                    for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
+                        for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv21) {  // varlen_attention.pto:59:34
+                        }
+                    }
                 }
-                wait_flag_dev(9);
-                wait_flag_dev(8);
-                wait_flag_dev(7);
                 wait_flag_dev(6);
                 wait_flag_dev(4);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -4253,7 +3256,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
@@ -4265,7 +3268,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* q_tile_view_last = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 && k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128))) {  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[0] = 18;  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[0] = 15;  // varlen_attention.pto:33:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 128) - 1) * 128);  // varlen_attention.pto:33:35
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128));  // varlen_attention.pto:33:35
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
@@ -4277,7 +3280,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* k_tile_view_last = k + (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 && k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128))) {  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[0] = 16;  // varlen_attention.pto:34:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 128) - 1) * 128);  // varlen_attention.pto:34:35
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128));  // varlen_attention.pto:34:35
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
@@ -4289,16 +3292,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* v_tile_view_last = v + (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128) * HD + h * 64;  // varlen_attention.pto:34:35
                         for (int64_t _g172 = 0; _g172 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g172) {  // varlen_attention.pto:35:30
-                            for (int64_t _aiv35 = 0; _aiv35 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv35) {  // varlen_attention.pto:37:27
+                            for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv22) {  // varlen_attention.pto:37:27
                             }
                             for (int64_t _g173 = 0; _g173 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g173) {  // varlen_attention.pto:35:30
                                 TileT174 t174(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t174, 0);  // varlen_attention.pto:35:30
                                 TileT175 t175(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:35:30
                                 TASSIGN(t175, 0);  // varlen_attention.pto:35:30
-                                using GmView171 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
-                                GmView171 q_tile_view_lastGm171(q_tile_view_last + _g172 * 64 * HD, GmView171::Shape(t175.GetValidRow()), GmView171::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t175, q_tile_view_lastGm171);  // varlen_attention.pto:35:30
+                                using GmView113 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
+                                GmView113 q_tile_view_lastGm113(q_tile_view_last + _g172 * 64 * HD, GmView113::Shape(t175.GetValidRow()), GmView113::Stride(HD));  // varlen_attention.pto:35:30
+                                TLOAD(t175, q_tile_view_lastGm113);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT176 t176(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64));  // varlen_attention.pto:35:30
                                 TASSIGN(t176, 0);  // varlen_attention.pto:35:30
@@ -4308,9 +3311,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT177 t177(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t177, 0);  // varlen_attention.pto:35:30
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                                using GmView172 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
-                                GmView172 k_tile_view_lastGm172(k_tile_view_last + _g173 * 128 * HD, GmView172::Shape(t177.GetValidCol()), GmView172::Stride(HD));  // varlen_attention.pto:35:30
-                                TLOAD(t177, k_tile_view_lastGm172);  // varlen_attention.pto:35:30
+                                using GmView114 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
+                                GmView114 k_tile_view_lastGm114(k_tile_view_last + _g173 * 128 * HD, GmView114::Shape(t177.GetValidCol()), GmView114::Stride(HD));  // varlen_attention.pto:35:30
+                                TLOAD(t177, k_tile_view_lastGm114);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
                                 TileT178 t178(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:35:30
                                 TASSIGN(t178, 0);  // varlen_attention.pto:35:30
@@ -4321,23 +3324,23 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TMATMUL(t174, t176, t178);  // varlen_attention.pto:35:30
                                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
                                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID1);
-                                using GmView173 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
-                                GmView173 scores_last_ownGm173(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView173::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
-                                TSTORE(scores_last_ownGm173, t174);  // varlen_attention.pto:35:30
+                                using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:35:30
+                                GmView115 scores_last_ownGm115(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView115::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
+                                TSTORE(scores_last_ownGm115, t174);  // varlen_attention.pto:35:30
                                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-                                for (int64_t _aiv36 = 0; _aiv36 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv36) {  // varlen_attention.pto:36:37
+                                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv23) {  // varlen_attention.pto:36:37
                                 }
                             }
-                            for (int64_t _aiv37 = 0; _aiv37 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv37) {  // varlen_attention.pto:37:27
+                            for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv24) {  // varlen_attention.pto:37:27
                             }
                             for (int64_t _g189 = 0; _g189 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g189) {  // varlen_attention.pto:38:31
-                                for (int64_t _aiv38 = 0; _aiv38 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv38) {  // varlen_attention.pto:38:31
+                                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv25) {  // varlen_attention.pto:38:31
                                 }
                             }
-                            for (int64_t _aiv39 = 0; _aiv39 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv39) {  // varlen_attention.pto:39:27
+                            for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv26) {  // varlen_attention.pto:39:27
                             }
                             for (int64_t _g204 = 0; _g204 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g204) {  // varlen_attention.pto:51:38
-                                for (int64_t _aiv40 = 0; _aiv40 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv40) {  // varlen_attention.pto:51:38
+                                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv27) {  // varlen_attention.pto:51:38
                                 }
                             }
                         }
@@ -4359,9 +3362,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t208, 0);  // varlen_attention.pto:51:31
                             TileT209 t209(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t209, 0);  // varlen_attention.pto:51:31
-                            using GmView190 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                            GmView190 t6_last_ownGm190(t6_last_own + _g207 * 64 * 128, GmView190::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
-                            TLOAD(t209, t6_last_ownGm190);  // varlen_attention.pto:51:31
+                            using GmView132 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                            GmView132 t6_last_ownGm132(t6_last_own + _g207 * 64 * 128, GmView132::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
+                            TLOAD(t209, t6_last_ownGm132);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT210 t210(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t210, 0);  // varlen_attention.pto:51:31
@@ -4371,9 +3374,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT211 t211(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t211, 0);  // varlen_attention.pto:51:31
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                            using GmView191 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                            GmView191 v_tile_view_lastGm191(v_tile_view_last, GmView191::Shape(t211.GetValidRow()), GmView191::Stride(HD));  // varlen_attention.pto:51:31
-                            TLOAD(t211, v_tile_view_lastGm191);  // varlen_attention.pto:51:31
+                            using GmView133 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                            GmView133 v_tile_view_lastGm133(v_tile_view_last, GmView133::Shape(t211.GetValidRow()), GmView133::Stride(HD));  // varlen_attention.pto:51:31
+                            TLOAD(t211, v_tile_view_lastGm133);  // varlen_attention.pto:51:31
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                             TileT212 t212(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)), 64));  // varlen_attention.pto:51:31
                             TASSIGN(t212, 0);  // varlen_attention.pto:51:31
@@ -4389,9 +3392,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             for (int64_t _k213 = 1; _k213 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 63) / 64; ++_k213) {  // varlen_attention.pto:51:31
                                 TileT214 t214(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t214, 0);  // varlen_attention.pto:51:31
-                                using GmView192 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
-                                GmView192 t6_last_ownGm192(t6_last_own + _g207 * 64 * 128 + _k213 * 64, GmView192::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
-                                TLOAD(t214, t6_last_ownGm192);  // varlen_attention.pto:51:31
+                                using GmView134 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:31
+                                GmView134 t6_last_ownGm134(t6_last_own + _g207 * 64 * 128 + _k213 * 64, GmView134::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
+                                TLOAD(t214, t6_last_ownGm134);  // varlen_attention.pto:51:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT215 t215(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g207 * 64, 64), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t215, 0);  // varlen_attention.pto:51:31
@@ -4401,9 +3404,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT216 t216(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t216, 0);  // varlen_attention.pto:51:31
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                                using GmView193 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
-                                GmView193 v_tile_view_lastGm193(v_tile_view_last + _k213 * 64 * HD, GmView193::Shape(t216.GetValidRow()), GmView193::Stride(HD));  // varlen_attention.pto:51:31
-                                TLOAD(t216, v_tile_view_lastGm193);  // varlen_attention.pto:51:31
+                                using GmView135 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
+                                GmView135 v_tile_view_lastGm135(v_tile_view_last + _k213 * 64 * HD, GmView135::Shape(t216.GetValidRow()), GmView135::Stride(HD));  // varlen_attention.pto:51:31
+                                TLOAD(t216, v_tile_view_lastGm135);  // varlen_attention.pto:51:31
                                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                                 TileT217 t217(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _k213 * 64, 64));  // varlen_attention.pto:51:31
                                 TASSIGN(t217, 0);  // varlen_attention.pto:51:31
@@ -4415,16 +3418,16 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                            using GmView194 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
-                            GmView194 oij_1_last_ownGm194(oij_1_last_own + _g207 * 64 * 64, GmView194::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
-                            TSTORE(oij_1_last_ownGm194, t208);  // varlen_attention.pto:51:31
+                            using GmView136 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:51:31
+                            GmView136 oij_1_last_ownGm136(oij_1_last_own + _g207 * 64 * 64, GmView136::Shape(t208.GetValidRow()));  // varlen_attention.pto:51:31
+                            TSTORE(oij_1_last_ownGm136, t208);  // varlen_attention.pto:51:31
                         }
                         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
                         __gm__ float* li_last = li_update_own;  // varlen_attention.pto:52:30
                         __gm__ float* mi_last = mi_update_own;  // varlen_attention.pto:53:30
                         __gm__ float* oi_last = oi_update_own;  // varlen_attention.pto:54:30
                         if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:61:29
-                            (&status[4 * block_index])[0] = 20;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
@@ -4435,7 +3438,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:61:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:61:29
-                            (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 18;  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
@@ -4446,7 +3449,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:61:29
                         }
                         if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:62:29
-                            (&status[4 * block_index])[0] = 22;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
@@ -4457,7 +3460,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:62:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:62:29
-                            (&status[4 * block_index])[0] = 23;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 20;  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
@@ -4468,7 +3471,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:62:29
                         }
                         if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:63:29
-                            (&status[4 * block_index])[0] = 24;  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
@@ -4479,17 +3482,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:63:29
                         }
                         for (int64_t _g218 = 0; _g218 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g218) {  // varlen_attention.pto:55:34
-                            for (int64_t _aiv41 = 0; _aiv41 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv41) {  // varlen_attention.pto:55:34
+                            for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv28) {  // varlen_attention.pto:55:34
                             }
-                            for (int64_t _aiv42 = 0; _aiv42 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv42) {  // varlen_attention.pto:55:34
+                            for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv29) {  // varlen_attention.pto:55:34
                             }
-                            for (int64_t _aiv43 = 0; _aiv43 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv43) {  // varlen_attention.pto:58:34
+                            for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv30) {  // varlen_attention.pto:58:34
                             }
-                            for (int64_t _aiv44 = 0; _aiv44 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv44) {  // varlen_attention.pto:58:34
+                            for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv31) {  // varlen_attention.pto:58:34
                             }
-                            for (int64_t _aiv45 = 0; _aiv45 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv45) {  // varlen_attention.pto:59:34
+                            for (int64_t _aiv32 = 0; _aiv32 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv32) {  // varlen_attention.pto:59:34
                             }
-                            for (int64_t _aiv46 = 0; _aiv46 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv46) {  // varlen_attention.pto:59:34
+                            for (int64_t _aiv33 = 0; _aiv33 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv33) {  // varlen_attention.pto:59:34
                             }
                         }
                     }
@@ -5276,24 +4279,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                 }
+                pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                __gm__ float* scores_own_twin = scores_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* scores_scaled_own_twin = scores_scaled_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* mij_own_twin = mij_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ float* pij_own_twin = pij_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* lij_own_twin = lij_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ bfloat16_t* t6_own_twin = t6_twin + block_index * 64 * 128;  // varlen_attention.pto:16:5
-                __gm__ float* oij_1_own_twin = oij_1_twin + block_index * 64 * 64;  // varlen_attention.pto:16:5
-                __gm__ float* mi_new_own_twin = mi_new_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ float* li_new_own_twin = li_new_twin + block_index * 64;  // varlen_attention.pto:16:5
-                __gm__ float* t11_own_twin = t11_twin + block_index * 64 * 64;  // varlen_attention.pto:16:5
-                __gm__ float* t12_own_twin = t12_twin + block_index * 64 * 64;  // varlen_attention.pto:16:5
-                pipe_barrier(PIPE_V);
                 wait_flag_dev(5);
                 wait_flag_dev(4);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -5302,10 +4294,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
-                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
-                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
+                ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -5313,8 +4302,68 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                for (int64_t k_tile_idx_sk = 0; k_tile_idx_sk < ceil_div(ceil_div(s1 - k_start, 128) - 1, 2); ++k_tile_idx_sk) {  // varlen_attention.pto:29:17
+                for (int64_t k_tile_idx = 1; k_tile_idx < ceil_div(s1 - k_start, 128) - 1; ++k_tile_idx) {  // varlen_attention.pto:29:17
                     pipe_barrier(PIPE_V);
+                    if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
+#endif
+                        wait_flag_dev(1);  // varlen_attention.pto:32:35
+                        wait_flag_dev(3);  // varlen_attention.pto:32:35
+                        wait_flag_dev(5);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:32:35
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:32:35
+                        return;  // varlen_attention.pto:32:35
+                    }
+                    __gm__ bfloat16_t* q_tile_view = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
+                    if (!(0 <= k_start + k_tile_idx * 128 && k_start + k_tile_idx * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128))) {  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[0] = 12;  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 128);  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128));  // varlen_attention.pto:33:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
+#endif
+                        wait_flag_dev(1);  // varlen_attention.pto:33:35
+                        wait_flag_dev(3);  // varlen_attention.pto:33:35
+                        wait_flag_dev(5);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:33:35
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:33:35
+                        return;  // varlen_attention.pto:33:35
+                    }
+                    __gm__ bfloat16_t* k_tile_view = k + (k_start + k_tile_idx * 128) * HD + h * 64;  // varlen_attention.pto:33:35
+                    if (!(0 <= k_start + k_tile_idx * 128 && k_start + k_tile_idx * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128))) {  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[0] = 13;  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + k_tile_idx * 128);  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128));  // varlen_attention.pto:34:35
+                        (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+                        dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
+#endif
+                        wait_flag_dev(1);  // varlen_attention.pto:34:35
+                        wait_flag_dev(3);  // varlen_attention.pto:34:35
+                        wait_flag_dev(5);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);  // varlen_attention.pto:34:35
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:34:35
+                        return;  // varlen_attention.pto:34:35
+                    }
+                    __gm__ bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 128) * HD + h * 64;  // varlen_attention.pto:34:35
                     wait_flag_dev(5);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -5322,1522 +4371,713 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 2, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[0] = 11;  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
-#endif
-                            wait_flag_dev(1);  // varlen_attention.pto:32:35
-                            wait_flag_dev(3);  // varlen_attention.pto:32:35
-                            return;  // varlen_attention.pto:32:35
+                    for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
+                        TileT90Aiv0 t90_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
+                        TASSIGN(t90_aiv0, 0);  // varlen_attention.pto:37:27
+                        TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                        TASSIGN(t90_aiv1, 1024);  // varlen_attention.pto:37:27
+                        if (ptodsl_aiv0) {
+                            TEXPANDS(t90_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
                         }
-                        if (!(0 <= k_start + (1 + k_tile_idx_sk * 2) * 128 && k_start + (1 + k_tile_idx_sk * 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128))) {  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[0] = 12;  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (1 + k_tile_idx_sk * 2) * 128);  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128));  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
-#endif
-                            wait_flag_dev(1);  // varlen_attention.pto:33:35
-                            wait_flag_dev(3);  // varlen_attention.pto:33:35
-                            return;  // varlen_attention.pto:33:35
-                        }
-                        if (!(0 <= k_start + (1 + k_tile_idx_sk * 2) * 128 && k_start + (1 + k_tile_idx_sk * 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128))) {  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[0] = 13;  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (1 + k_tile_idx_sk * 2) * 128);  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128));  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
-#endif
-                            wait_flag_dev(1);  // varlen_attention.pto:34:35
-                            wait_flag_dev(3);  // varlen_attention.pto:34:35
-                            return;  // varlen_attention.pto:34:35
-                        }
-                        __gm__ bfloat16_t* q_tile_view_sk0_e = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_e = k + (k_start + (1 + k_tile_idx_sk * 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
-                        for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
-                            TileT90EAiv0 t90_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
-                            TASSIGN(t90_e_aiv0, 0);  // varlen_attention.pto:37:27
-                            TileT90EAiv1 t90_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                            TASSIGN(t90_e_aiv1, 1024);  // varlen_attention.pto:37:27
-                            if (ptodsl_aiv0) {
-                                TEXPANDS(t90_e_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
-                            }
-                            for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv9) {  // varlen_attention.pto:37:27
-                                if (!ptodsl_aiv0) {
-                                    TEXPANDS(t90_e_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
-                                }
-                            }
-                            pipe_barrier(PIPE_V);
-                            for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
-                                TileT87EAiv0 t87_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t87_e_aiv0, 2048);  // varlen_attention.pto:36:37
-                                TileT87EAiv1 t87_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t87_e_aiv1, 18432);  // varlen_attention.pto:36:37
-                                TileT88EAiv0 t88_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t88_e_aiv0, 34816);  // varlen_attention.pto:36:37
-                                TileT88EAiv1 t88_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t88_e_aiv1, 51200);  // varlen_attention.pto:36:37
-                                TileT93EAiv0 t93_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
-                                TASSIGN(t93_e_aiv0, 67584);  // varlen_attention.pto:37:27
-                                TileT93EAiv1 t93_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                                TASSIGN(t93_e_aiv1, 68608);  // varlen_attention.pto:37:27
-                                wait_flag_dev(11);
-                                if (ptodsl_aiv0) {
-                                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView58 scores_ownGm58(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView58::Shape(t87_e_aiv0.GetValidRow(), t87_e_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TLOAD(t87_e_aiv0, scores_ownGm58);  // varlen_attention.pto:36:37
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                if (ptodsl_aiv0) {
-                                    TMULS(t88_e_aiv0, t87_e_aiv0, softmax_scale);  // varlen_attention.pto:36:37
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                if (ptodsl_aiv0) {
-                                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView59 scores_scaled_ownGm59(scores_scaled_own + _g78 * 64 * 128 + _g79 * 128, GmView59::Shape(t88_e_aiv0.GetValidRow(), t88_e_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TSTORE(scores_scaled_ownGm59, t88_e_aiv0);  // varlen_attention.pto:36:37
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TileTmp0 tmp8;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp8, 147456);  // varlen_attention.pto:37:27
-                                    TROWMAX(t93_e_aiv0, t88_e_aiv0, tmp8);  // varlen_attention.pto:37:27
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TMAX(t90_e_aiv0, t90_e_aiv0, t93_e_aiv0);  // varlen_attention.pto:37:27
-                                }
-                                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv10) {  // varlen_attention.pto:36:37
-                                    if (!ptodsl_aiv0) {
-                                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                        GmView60 scores_ownGm60(scores_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView60::Shape(t87_e_aiv1.GetValidRow(), t87_e_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                        TLOAD(t87_e_aiv1, scores_ownGm60);  // varlen_attention.pto:36:37
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    if (!ptodsl_aiv0) {
-                                        TMULS(t88_e_aiv1, t87_e_aiv1, softmax_scale);  // varlen_attention.pto:36:37
-                                    }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                        GmView61 scores_scaled_ownGm61(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView61::Shape(t88_e_aiv1.GetValidRow(), t88_e_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                        TSTORE(scores_scaled_ownGm61, t88_e_aiv1);  // varlen_attention.pto:36:37
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TileTmp0 tmp9;  // varlen_attention.pto:37:27
-                                        TASSIGN(tmp9, 147456);  // varlen_attention.pto:37:27
-                                        TROWMAX(t93_e_aiv1, t88_e_aiv1, tmp9);  // varlen_attention.pto:37:27
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TMAX(t90_e_aiv1, t90_e_aiv1, t93_e_aiv1);  // varlen_attention.pto:37:27
-                                    }
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            TileT105EAiv0 t105_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                            TASSIGN(t105_e_aiv0, 2048);  // varlen_attention.pto:39:27
-                            TileT105EAiv1 t105_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                            TASSIGN(t105_e_aiv1, 3072);  // varlen_attention.pto:39:27
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            if (ptodsl_aiv0) {
-                                using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                GmView62 mij_ownGm62(mij_own + _g78 * 64, GmView62::Shape(t90_e_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
-                                TSTORE(mij_ownGm62, t90_e_aiv0);  // varlen_attention.pto:37:27
-                            }
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            if (ptodsl_aiv0) {
-                                TEXPANDS(t105_e_aiv0, 0.0f);  // varlen_attention.pto:39:27
-                            }
-                            pipe_barrier(PIPE_V);
-                            for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv11) {  // varlen_attention.pto:37:27
-                                if (!ptodsl_aiv0) {
-                                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                    GmView63 mij_ownGm63(mij_own + _g78 * 64 + 32, GmView63::Shape(t90_e_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
-                                    TSTORE(mij_ownGm63, t90_e_aiv1);  // varlen_attention.pto:37:27
-                                    TEXPANDS(t105_e_aiv1, 0.0f);  // varlen_attention.pto:39:27
-                                }
-                            }
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
-                                TileT96EAiv0 t96_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t96_e_aiv0, 4096);  // varlen_attention.pto:38:31
-                                TileT96EAiv1 t96_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t96_e_aiv1, 20480);  // varlen_attention.pto:38:31
-                                TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t103_e_aiv0, 36864);  // varlen_attention.pto:38:27
-                                TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t103_e_aiv1, 53248);  // varlen_attention.pto:38:27
-                                TileT108EAiv0 t108_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                                TASSIGN(t108_e_aiv0, 69632);  // varlen_attention.pto:39:27
-                                TileT108EAiv1 t108_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                                TASSIGN(t108_e_aiv1, 70656);  // varlen_attention.pto:39:27
-                                if (ptodsl_aiv0) {
-                                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                    GmView64 scores_scaled_ownGm64(scores_scaled_own + _g78 * 64 * 128 + _g95 * 128, GmView64::Shape(t96_e_aiv0.GetValidRow(), t96_e_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
-                                    TLOAD(t96_e_aiv0, scores_scaled_ownGm64);  // varlen_attention.pto:38:31
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                if (ptodsl_aiv0) {
-                                    TileTmp1 tmp10(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp10, 147456);  // varlen_attention.pto:38:27
-                                    TROWEXPAND(tmp10, t90_e_aiv0);  // varlen_attention.pto:38:27
-                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                    TROWEXPANDEXPDIF(t103_e_aiv0, t96_e_aiv0, tmp10);  // varlen_attention.pto:38:27
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                if (ptodsl_aiv0) {
-                                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                    GmView65 pij_ownGm65(pij_own + _g78 * 64 * 128 + _g95 * 128, GmView65::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
-                                    TSTORE(pij_ownGm65, t103_e_aiv0);  // varlen_attention.pto:38:27
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TileTmp0 tmp11;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp11, 147456);  // varlen_attention.pto:39:27
-                                    TROWSUM(t108_e_aiv0, t103_e_aiv0, tmp11);  // varlen_attention.pto:39:27
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TADD(t105_e_aiv0, t105_e_aiv0, t108_e_aiv0);  // varlen_attention.pto:39:27
-                                }
-                                for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv12) {  // varlen_attention.pto:38:31
-                                    if (!ptodsl_aiv0) {
-                                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                        GmView66 scores_scaled_ownGm66(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView66::Shape(t96_e_aiv1.GetValidRow(), t96_e_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
-                                        TLOAD(t96_e_aiv1, scores_scaled_ownGm66);  // varlen_attention.pto:38:31
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    if (!ptodsl_aiv0) {
-                                        TileTmp1 tmp12(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                        TASSIGN(tmp12, 147456);  // varlen_attention.pto:38:27
-                                        TROWEXPAND(tmp12, t90_e_aiv1);  // varlen_attention.pto:38:27
-                                        pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                        TROWEXPANDEXPDIF(t103_e_aiv1, t96_e_aiv1, tmp12);  // varlen_attention.pto:38:27
-                                    }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                        GmView67 pij_ownGm67(pij_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView67::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
-                                        TSTORE(pij_ownGm67, t103_e_aiv1);  // varlen_attention.pto:38:27
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TileTmp0 tmp13;  // varlen_attention.pto:39:27
-                                        TASSIGN(tmp13, 147456);  // varlen_attention.pto:39:27
-                                        TROWSUM(t108_e_aiv1, t103_e_aiv1, tmp13);  // varlen_attention.pto:39:27
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TADD(t105_e_aiv1, t105_e_aiv1, t108_e_aiv1);  // varlen_attention.pto:39:27
-                                    }
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            if (ptodsl_aiv0) {
-                                using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                GmView68 lij_ownGm68(lij_own + _g78 * 64, GmView68::Shape(t105_e_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
-                                TSTORE(lij_ownGm68, t105_e_aiv0);  // varlen_attention.pto:39:27
-                            }
-                            for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv13) {  // varlen_attention.pto:39:27
-                                if (!ptodsl_aiv0) {
-                                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                    GmView69 lij_ownGm69(lij_own + _g78 * 64 + 32, GmView69::Shape(t105_e_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
-                                    TSTORE(lij_ownGm69, t105_e_aiv1);  // varlen_attention.pto:39:27
-                                }
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
-                                TileT111EAiv0 t111_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t111_e_aiv0, 0);  // varlen_attention.pto:51:38
-                                TileT111EAiv1 t111_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t111_e_aiv1, 16384);  // varlen_attention.pto:51:38
-                                TileT112EAiv0 t112_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t112_e_aiv0, 32768);  // varlen_attention.pto:51:38
-                                TileT112EAiv1 t112_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 256, s1 - k_start) - (1 + k_tile_idx_sk * 2) * 128, min_i64(max_i64(v_TK - (k_start + (1 + k_tile_idx_sk * 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t112_e_aiv1, 40960);  // varlen_attention.pto:51:38
-                                if (ptodsl_aiv0) {
-                                    using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView70 pij_ownGm70(pij_own + _g78 * 64 * 128 + _g110 * 128, GmView70::Shape(t111_e_aiv0.GetValidRow(), t111_e_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TLOAD(t111_e_aiv0, pij_ownGm70);  // varlen_attention.pto:51:38
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    TCVT(t112_e_aiv0, t111_e_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    using GmView71 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView71 t6_ownGm71(t6_own + _g78 * 64 * 128 + _g110 * 128, GmView71::Shape(t112_e_aiv0.GetValidRow(), t112_e_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TSTORE(t6_ownGm71, t112_e_aiv0);  // varlen_attention.pto:51:38
-                                }
-                                for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv14) {  // varlen_attention.pto:51:38
-                                    if (!ptodsl_aiv0) {
-                                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                        GmView72 pij_ownGm72(pij_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView72::Shape(t111_e_aiv1.GetValidRow(), t111_e_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                        TLOAD(t111_e_aiv1, pij_ownGm72);  // varlen_attention.pto:51:38
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    if (!ptodsl_aiv0) {
-                                        TCVT(t112_e_aiv1, t111_e_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
-                                    }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView73 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                        GmView73 t6_ownGm73(t6_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView73::Shape(t112_e_aiv1.GetValidRow(), t112_e_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                        TSTORE(t6_ownGm73, t112_e_aiv1);  // varlen_attention.pto:51:38
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    pipe_barrier(PIPE_V);
-                    ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(10) << 8)));
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
-                        __gm__ bfloat16_t* v_tile_view_sk2_e = v + (k_start + k_tile_idx_sk * 2 * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                        for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
-                            for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64((1 + k_tile_idx_sk * 2) * 128, s1 - k_start) - k_tile_idx_sk * 2 * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx_sk * 2 * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
-                            }
-                        }
-                        __gm__ float* li_sk3_e = li_update_own;  // varlen_attention.pto:52:30
-                        __gm__ float* mi_sk4_e = mi_update_own;  // varlen_attention.pto:53:30
-                        __gm__ float* oi_sk5_e = oi_update_own;  // varlen_attention.pto:54:30
-                        wait_flag_dev(12);
-                        for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
-                            TileT125EAiv0 t125_e_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
-                            TASSIGN(t125_e_aiv0, 0);  // varlen_attention.pto:55:34
-                            TileT125EAiv1 t125_e_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t125_e_aiv1, 1024);  // varlen_attention.pto:55:34
-                            TileT126EAiv0 t126_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                            TASSIGN(t126_e_aiv0, 2048);  // varlen_attention.pto:55:34
-                            TileT126EAiv1 t126_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t126_e_aiv1, 3072);  // varlen_attention.pto:55:34
-                            TileT127EAiv0 t127_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                            TASSIGN(t127_e_aiv0, 4096);  // varlen_attention.pto:55:34
-                            TileT127EAiv1 t127_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t127_e_aiv1, 5120);  // varlen_attention.pto:55:34
-                            TileT131EAiv0 t131_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:34
-                            TASSIGN(t131_e_aiv0, 6144);  // varlen_attention.pto:56:34
-                            TileT131EAiv1 t131_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
-                            TASSIGN(t131_e_aiv1, 7168);  // varlen_attention.pto:56:34
-                            TileT134EAiv0 t134_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:30
-                            TASSIGN(t134_e_aiv0, 8192);  // varlen_attention.pto:56:30
-                            TileT134EAiv1 t134_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
-                            TASSIGN(t134_e_aiv1, 9216);  // varlen_attention.pto:56:30
-                            TileT138EAiv0 t138_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:34
-                            TASSIGN(t138_e_aiv0, 10240);  // varlen_attention.pto:57:34
-                            TileT138EAiv1 t138_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
-                            TASSIGN(t138_e_aiv1, 11264);  // varlen_attention.pto:57:34
-                            TileT141EAiv0 t141_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:30
-                            TASSIGN(t141_e_aiv0, 12288);  // varlen_attention.pto:57:30
-                            TileT141EAiv1 t141_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
-                            TASSIGN(t141_e_aiv1, 13312);  // varlen_attention.pto:57:30
-                            TileT144EAiv0 t144_e_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t144_e_aiv0, 14336);  // varlen_attention.pto:58:34
-                            TileT144EAiv1 t144_e_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t144_e_aiv1, 15360);  // varlen_attention.pto:58:34
-                            TileT145EAiv0 t145_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t145_e_aiv0, 16384);  // varlen_attention.pto:58:34
-                            TileT145EAiv1 t145_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t145_e_aiv1, 17408);  // varlen_attention.pto:58:34
-                            TileT148EAiv0 t148_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                            TASSIGN(t148_e_aiv0, 18432);  // varlen_attention.pto:58:44
-                            TileT148EAiv1 t148_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                            TASSIGN(t148_e_aiv1, 19456);  // varlen_attention.pto:58:44
-                            TileT149EAiv0 t149_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                            TASSIGN(t149_e_aiv0, 20480);  // varlen_attention.pto:58:44
-                            TileT149EAiv1 t149_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                            TASSIGN(t149_e_aiv1, 21504);  // varlen_attention.pto:58:44
-                            TileT153EAiv0 t153_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t153_e_aiv0, 22528);  // varlen_attention.pto:58:34
-                            TileT153EAiv1 t153_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t153_e_aiv1, 23552);  // varlen_attention.pto:58:34
-                            TileT155EAiv0 t155_e_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t155_e_aiv0, 24576);  // varlen_attention.pto:59:34
-                            TileT155EAiv1 t155_e_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t155_e_aiv1, 32768);  // varlen_attention.pto:59:34
-                            TileT157EAiv0 t157_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t157_e_aiv0, 40960);  // varlen_attention.pto:59:34
-                            TileT157EAiv1 t157_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t157_e_aiv1, 49152);  // varlen_attention.pto:59:34
-                            TileT158EAiv0 t158_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t158_e_aiv0, 57344);  // varlen_attention.pto:59:34
-                            TileT158EAiv1 t158_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t158_e_aiv1, 65536);  // varlen_attention.pto:59:34
-                            TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(t160_e_aiv0, 73728);  // varlen_attention.pto:59:44
-                            TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                            TASSIGN(t160_e_aiv1, 81920);  // varlen_attention.pto:59:44
-                            TileT163EAiv0 t163_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(t163_e_aiv0, 90112);  // varlen_attention.pto:59:44
-                            TileT163EAiv1 t163_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                            TASSIGN(t163_e_aiv1, 98304);  // varlen_attention.pto:59:44
-                            if (ptodsl_aiv0) {
-                                using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView79 mi_sk4_eGm79(mi_sk4_e + _g124 * 64, GmView79::Shape(t125_e_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t125_e_aiv0, mi_sk4_eGm79);  // varlen_attention.pto:55:34
-                                using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView80 mij_own_twinGm80(mij_own_twin + _g124 * 64, GmView80::Shape(t126_e_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t126_e_aiv0, mij_own_twinGm80);  // varlen_attention.pto:55:34
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                TMAX(t127_e_aiv0, t125_e_aiv0, t126_e_aiv0);  // varlen_attention.pto:55:34
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView81 mi_new_own_twinGm81(mi_new_own_twin + _g124 * 64, GmView81::Shape(t127_e_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                                TSTORE(mi_new_own_twinGm81, t127_e_aiv0);  // varlen_attention.pto:55:34
-                            }
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TSUB(t131_e_aiv0, t125_e_aiv0, t127_e_aiv0);  // varlen_attention.pto:56:34
-                            }
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TEXP(t134_e_aiv0, t131_e_aiv0);  // varlen_attention.pto:56:30
-                            }
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TSUB(t138_e_aiv0, t126_e_aiv0, t127_e_aiv0);  // varlen_attention.pto:57:34
-                            }
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TEXP(t141_e_aiv0, t138_e_aiv0);  // varlen_attention.pto:57:30
-                                using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView82 li_sk3_eGm82(li_sk3_e + _g124 * 64, GmView82::Shape(t144_e_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t144_e_aiv0, li_sk3_eGm82);  // varlen_attention.pto:58:34
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                TMUL(t145_e_aiv0, t134_e_aiv0, t144_e_aiv0);  // varlen_attention.pto:58:34
-                                using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                GmView83 lij_own_twinGm83(lij_own_twin + _g124 * 64, GmView83::Shape(t148_e_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
-                                TLOAD(t148_e_aiv0, lij_own_twinGm83);  // varlen_attention.pto:58:44
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                TMUL(t149_e_aiv0, t141_e_aiv0, t148_e_aiv0);  // varlen_attention.pto:58:44
-                            }
-                            pipe_barrier(PIPE_V);
-                            if (ptodsl_aiv0) {
-                                TADD(t153_e_aiv0, t145_e_aiv0, t149_e_aiv0);  // varlen_attention.pto:58:34
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView84 li_new_own_twinGm84(li_new_own_twin + _g124 * 64, GmView84::Shape(t153_e_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
-                                TSTORE(li_new_own_twinGm84, t153_e_aiv0);  // varlen_attention.pto:58:34
-                                using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView85 oi_sk5_eGm85(oi_sk5_e + _g124 * 64 * 64, GmView85::Shape(t155_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t155_e_aiv0, oi_sk5_eGm85);  // varlen_attention.pto:59:34
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                TROWEXPAND(t157_e_aiv0, t134_e_aiv0);  // varlen_attention.pto:59:34
-                            }
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                TMUL(t158_e_aiv0, t155_e_aiv0, t157_e_aiv0);  // varlen_attention.pto:59:34
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView86 t11_own_twinGm86(t11_own_twin + _g124 * 64 * 64, GmView86::Shape(t158_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                TSTORE(t11_own_twinGm86, t158_e_aiv0);  // varlen_attention.pto:59:34
-                                using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView87 oij_1_own_twinGm87(oij_1_own_twin + _g124 * 64 * 64, GmView87::Shape(t160_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
-                                TLOAD(t160_e_aiv0, oij_1_own_twinGm87);  // varlen_attention.pto:59:44
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                TileTmp1 tmp14(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                                TASSIGN(tmp14, 147456);  // varlen_attention.pto:59:44
-                                TROWEXPAND(tmp14, t141_e_aiv0);  // varlen_attention.pto:59:44
-                                pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                                TROWEXPANDMUL(t163_e_aiv0, t160_e_aiv0, tmp14);  // varlen_attention.pto:59:44
-                            }
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                            if (ptodsl_aiv0) {
-                                using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView88 t12_own_twinGm88(t12_own_twin + _g124 * 64 * 64, GmView88::Shape(t163_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
-                                TSTORE(t12_own_twinGm88, t163_e_aiv0);  // varlen_attention.pto:59:44
-                            }
-                            for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv15) {  // varlen_attention.pto:55:34
-                                if (!ptodsl_aiv0) {
-                                    using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                    GmView89 mi_sk4_eGm89(mi_sk4_e + _g124 * 64 + 32, GmView89::Shape(t125_e_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                    TLOAD(t125_e_aiv1, mi_sk4_eGm89);  // varlen_attention.pto:55:34
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv16) {  // varlen_attention.pto:55:34
-                                if (!ptodsl_aiv0) {
-                                    using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                    GmView90 mij_own_twinGm90(mij_own_twin + _g124 * 64 + 32, GmView90::Shape(t126_e_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                    TLOAD(t126_e_aiv1, mij_own_twinGm90);  // varlen_attention.pto:55:34
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                if (!ptodsl_aiv0) {
-                                    TMAX(t127_e_aiv1, t125_e_aiv1, t126_e_aiv1);  // varlen_attention.pto:55:34
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                if (!ptodsl_aiv0) {
-                                    using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                    GmView91 mi_new_own_twinGm91(mi_new_own_twin + _g124 * 64 + 32, GmView91::Shape(t127_e_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                    TSTORE(mi_new_own_twinGm91, t127_e_aiv1);  // varlen_attention.pto:55:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (!ptodsl_aiv0) {
-                                    TSUB(t131_e_aiv1, t125_e_aiv1, t127_e_aiv1);  // varlen_attention.pto:56:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (!ptodsl_aiv0) {
-                                    TEXP(t134_e_aiv1, t131_e_aiv1);  // varlen_attention.pto:56:30
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (!ptodsl_aiv0) {
-                                    TSUB(t138_e_aiv1, t126_e_aiv1, t127_e_aiv1);  // varlen_attention.pto:57:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (!ptodsl_aiv0) {
-                                    TEXP(t141_e_aiv1, t138_e_aiv1);  // varlen_attention.pto:57:30
-                                }
-                            }
-                            for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv17) {  // varlen_attention.pto:58:34
-                                if (!ptodsl_aiv0) {
-                                    using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                    GmView92 li_sk3_eGm92(li_sk3_e + _g124 * 64 + 32, GmView92::Shape(t144_e_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
-                                    TLOAD(t144_e_aiv1, li_sk3_eGm92);  // varlen_attention.pto:58:34
-                                }
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv18) {  // varlen_attention.pto:58:34
-                                if (!ptodsl_aiv0) {
-                                    TMUL(t145_e_aiv1, t134_e_aiv1, t144_e_aiv1);  // varlen_attention.pto:58:34
-                                    using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                    GmView93 lij_own_twinGm93(lij_own_twin + _g124 * 64 + 32, GmView93::Shape(t148_e_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
-                                    TLOAD(t148_e_aiv1, lij_own_twinGm93);  // varlen_attention.pto:58:44
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                if (!ptodsl_aiv0) {
-                                    TMUL(t149_e_aiv1, t141_e_aiv1, t148_e_aiv1);  // varlen_attention.pto:58:44
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (!ptodsl_aiv0) {
-                                    TADD(t153_e_aiv1, t145_e_aiv1, t149_e_aiv1);  // varlen_attention.pto:58:34
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                if (!ptodsl_aiv0) {
-                                    using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                    GmView94 li_new_own_twinGm94(li_new_own_twin + _g124 * 64 + 32, GmView94::Shape(t153_e_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
-                                    TSTORE(li_new_own_twinGm94, t153_e_aiv1);  // varlen_attention.pto:58:34
-                                }
-                            }
-                            for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv19) {  // varlen_attention.pto:59:34
-                                if (!ptodsl_aiv0) {
-                                    using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView95 oi_sk5_eGm95(oi_sk5_e + (_g124 * 64 + 32) * 64, GmView95::Shape(t155_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TLOAD(t155_e_aiv1, oi_sk5_eGm95);  // varlen_attention.pto:59:34
-                                }
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                            for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv20) {  // varlen_attention.pto:59:34
-                                if (!ptodsl_aiv0) {
-                                    TROWEXPAND(t157_e_aiv1, t134_e_aiv1);  // varlen_attention.pto:59:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (!ptodsl_aiv0) {
-                                    TMUL(t158_e_aiv1, t155_e_aiv1, t157_e_aiv1);  // varlen_attention.pto:59:34
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                if (!ptodsl_aiv0) {
-                                    using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView96 t11_own_twinGm96(t11_own_twin + (_g124 * 64 + 32) * 64, GmView96::Shape(t158_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TSTORE(t11_own_twinGm96, t158_e_aiv1);  // varlen_attention.pto:59:34
-                                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                    GmView97 oij_1_own_twinGm97(oij_1_own_twin + (_g124 * 64 + 32) * 64, GmView97::Shape(t160_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
-                                    TLOAD(t160_e_aiv1, oij_1_own_twinGm97);  // varlen_attention.pto:59:44
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                if (!ptodsl_aiv0) {
-                                    TileTmp1 tmp15(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                    TASSIGN(tmp15, 147456);  // varlen_attention.pto:59:44
-                                    TROWEXPAND(tmp15, t141_e_aiv1);  // varlen_attention.pto:59:44
-                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                                    TROWEXPANDMUL(t163_e_aiv1, t160_e_aiv1, tmp15);  // varlen_attention.pto:59:44
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                if (!ptodsl_aiv0) {
-                                    using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                    GmView98 t12_own_twinGm98(t12_own_twin + (_g124 * 64 + 32) * 64, GmView98::Shape(t163_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
-                                    TSTORE(t12_own_twinGm98, t163_e_aiv1);  // varlen_attention.pto:59:44
-                                }
+                        for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv9) {  // varlen_attention.pto:37:27
+                            if (!ptodsl_aiv0) {
+                                TEXPANDS(t90_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
                             }
                         }
                         pipe_barrier(PIPE_V);
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
+                            TileT87Aiv0 t87_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv0, 2048);  // varlen_attention.pto:36:37
+                            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv1, 18432);  // varlen_attention.pto:36:37
+                            TileT88Aiv0 t88_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv0, 34816);  // varlen_attention.pto:36:37
+                            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv1, 51200);  // varlen_attention.pto:36:37
+                            TileT93Aiv0 t93_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv0, 67584);  // varlen_attention.pto:37:27
+                            TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv1, 68608);  // varlen_attention.pto:37:27
+                            wait_flag_dev(8);
+                            if (ptodsl_aiv0) {
+                                using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView58 scores_ownGm58(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView58::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                TLOAD(t87_aiv0, scores_ownGm58);  // varlen_attention.pto:36:37
+                            }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                            if (ptodsl_aiv0) {
+                                TMULS(t88_aiv0, t87_aiv0, softmax_scale);  // varlen_attention.pto:36:37
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                            if (ptodsl_aiv0) {
+                                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                GmView59 scores_scaled_ownGm59(scores_scaled_own + _g78 * 64 * 128 + _g79 * 128, GmView59::Shape(t88_aiv0.GetValidRow(), t88_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                TSTORE(scores_scaled_ownGm59, t88_aiv0);  // varlen_attention.pto:36:37
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TileTmp0 tmp8;  // varlen_attention.pto:37:27
+                                TASSIGN(tmp8, 147456);  // varlen_attention.pto:37:27
+                                TROWMAX(t93_aiv0, t88_aiv0, tmp8);  // varlen_attention.pto:37:27
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TMAX(t90_aiv0, t90_aiv0, t93_aiv0);  // varlen_attention.pto:37:27
+                            }
+                            for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv10) {  // varlen_attention.pto:36:37
+                                if (!ptodsl_aiv0) {
+                                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView60 scores_ownGm60(scores_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView60::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TLOAD(t87_aiv1, scores_ownGm60);  // varlen_attention.pto:36:37
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                if (!ptodsl_aiv0) {
+                                    TMULS(t88_aiv1, t87_aiv1, softmax_scale);  // varlen_attention.pto:36:37
+                                }
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                if (!ptodsl_aiv0) {
+                                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView61 scores_scaled_ownGm61(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView61::Shape(t88_aiv1.GetValidRow(), t88_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TSTORE(scores_scaled_ownGm61, t88_aiv1);  // varlen_attention.pto:36:37
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TileTmp0 tmp9;  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp9, 147456);  // varlen_attention.pto:37:27
+                                    TROWMAX(t93_aiv1, t88_aiv1, tmp9);  // varlen_attention.pto:37:27
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TMAX(t90_aiv1, t90_aiv1, t93_aiv1);  // varlen_attention.pto:37:27
+                                }
+                            }
+                        }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        TileT105Aiv0 t105_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv0, 2048);  // varlen_attention.pto:39:27
+                        TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv1, 3072);  // varlen_attention.pto:39:27
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                            GmView62 mij_ownGm62(mij_own + _g78 * 64, GmView62::Shape(t90_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
+                            TSTORE(mij_ownGm62, t90_aiv0);  // varlen_attention.pto:37:27
+                        }
+                        pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TEXPANDS(t105_aiv0, 0.0f);  // varlen_attention.pto:39:27
+                        }
+                        pipe_barrier(PIPE_V);
+                        for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv11) {  // varlen_attention.pto:37:27
+                            if (!ptodsl_aiv0) {
+                                using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                                GmView63 mij_ownGm63(mij_own + _g78 * 64 + 32, GmView63::Shape(t90_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
+                                TSTORE(mij_ownGm63, t90_aiv1);  // varlen_attention.pto:37:27
+                                TEXPANDS(t105_aiv1, 0.0f);  // varlen_attention.pto:39:27
+                            }
+                        }
+                        pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                        for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
+                            TileT96Aiv0 t96_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv0, 4096);  // varlen_attention.pto:38:31
+                            TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv1, 20480);  // varlen_attention.pto:38:31
+                            TileT103Aiv0 t103_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv0, 36864);  // varlen_attention.pto:38:27
+                            TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv1, 53248);  // varlen_attention.pto:38:27
+                            TileT108Aiv0 t108_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv0, 69632);  // varlen_attention.pto:39:27
+                            TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv1, 70656);  // varlen_attention.pto:39:27
+                            if (ptodsl_aiv0) {
+                                using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                GmView64 scores_scaled_ownGm64(scores_scaled_own + _g78 * 64 * 128 + _g95 * 128, GmView64::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
+                                TLOAD(t96_aiv0, scores_scaled_ownGm64);  // varlen_attention.pto:38:31
+                            }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                            if (ptodsl_aiv0) {
+                                TileTmp1 tmp10(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:38:27
+                                TASSIGN(tmp10, 147456);  // varlen_attention.pto:38:27
+                                TROWEXPAND(tmp10, t90_aiv0);  // varlen_attention.pto:38:27
+                                pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                                TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp10);  // varlen_attention.pto:38:27
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                            if (ptodsl_aiv0) {
+                                using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                GmView65 pij_ownGm65(pij_own + _g78 * 64 * 128 + _g95 * 128, GmView65::Shape(t103_aiv0.GetValidRow(), t103_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
+                                TSTORE(pij_ownGm65, t103_aiv0);  // varlen_attention.pto:38:27
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TileTmp0 tmp11;  // varlen_attention.pto:39:27
+                                TASSIGN(tmp11, 147456);  // varlen_attention.pto:39:27
+                                TROWSUM(t108_aiv0, t103_aiv0, tmp11);  // varlen_attention.pto:39:27
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (ptodsl_aiv0) {
+                                TADD(t105_aiv0, t105_aiv0, t108_aiv0);  // varlen_attention.pto:39:27
+                            }
+                            for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv12) {  // varlen_attention.pto:38:31
+                                if (!ptodsl_aiv0) {
+                                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                    GmView66 scores_scaled_ownGm66(scores_scaled_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView66::Shape(t96_aiv1.GetValidRow(), t96_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
+                                    TLOAD(t96_aiv1, scores_scaled_ownGm66);  // varlen_attention.pto:38:31
+                                }
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                if (!ptodsl_aiv0) {
+                                    TileTmp1 tmp12(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp12, 147456);  // varlen_attention.pto:38:27
+                                    TROWEXPAND(tmp12, t90_aiv1);  // varlen_attention.pto:38:27
+                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
+                                    TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp12);  // varlen_attention.pto:38:27
+                                }
+                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
+                                if (!ptodsl_aiv0) {
+                                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                    GmView67 pij_ownGm67(pij_own + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView67::Shape(t103_aiv1.GetValidRow(), t103_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
+                                    TSTORE(pij_ownGm67, t103_aiv1);  // varlen_attention.pto:38:27
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TileTmp0 tmp13;  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp13, 147456);  // varlen_attention.pto:39:27
+                                    TROWSUM(t108_aiv1, t103_aiv1, tmp13);  // varlen_attention.pto:39:27
+                                }
+                                pipe_barrier(PIPE_V);
+                                if (!ptodsl_aiv0) {
+                                    TADD(t105_aiv1, t105_aiv1, t108_aiv1);  // varlen_attention.pto:39:27
+                                }
+                            }
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                            GmView68 lij_ownGm68(lij_own + _g78 * 64, GmView68::Shape(t105_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
+                            TSTORE(lij_ownGm68, t105_aiv0);  // varlen_attention.pto:39:27
+                        }
+                        for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv13) {  // varlen_attention.pto:39:27
+                            if (!ptodsl_aiv0) {
+                                using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                                GmView69 lij_ownGm69(lij_own + _g78 * 64 + 32, GmView69::Shape(t105_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
+                                TSTORE(lij_ownGm69, t105_aiv1);  // varlen_attention.pto:39:27
+                            }
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                        for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
-                            TileT165EAiv0 t165_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t165_e_aiv0, 0);  // varlen_attention.pto:59:34
-                            TileT165EAiv1 t165_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t165_e_aiv1, 8192);  // varlen_attention.pto:59:34
-                            TileT166EAiv0 t166_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t166_e_aiv0, 16384);  // varlen_attention.pto:59:34
-                            TileT166EAiv1 t166_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t166_e_aiv1, 24576);  // varlen_attention.pto:59:34
-                            TileT167EAiv0 t167_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t167_e_aiv0, 32768);  // varlen_attention.pto:59:34
-                            TileT167EAiv1 t167_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t167_e_aiv1, 40960);  // varlen_attention.pto:59:34
-                            TileT169EAiv0 t169_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:66:29
-                            TASSIGN(t169_e_aiv0, 49152);  // varlen_attention.pto:66:29
-                            TileT169EAiv1 t169_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:66:29
-                            TASSIGN(t169_e_aiv1, 50176);  // varlen_attention.pto:66:29
-                            TileT171EAiv0 t171_e_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:67:29
-                            TASSIGN(t171_e_aiv0, 51200);  // varlen_attention.pto:67:29
-                            TileT171EAiv1 t171_e_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:67:29
-                            TASSIGN(t171_e_aiv1, 52224);  // varlen_attention.pto:67:29
+                        for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
+                            TileT111Aiv0 t111_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t111_aiv0, 0);  // varlen_attention.pto:51:38
+                            TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t111_aiv1, 16384);  // varlen_attention.pto:51:38
+                            TileT112Aiv0 t112_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv0, 32768);  // varlen_attention.pto:51:38
+                            TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv1, 40960);  // varlen_attention.pto:51:38
                             if (ptodsl_aiv0) {
-                                using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView99 t11_own_twinGm99(t11_own_twin + _g164 * 64 * 64, GmView99::Shape(t165_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t165_e_aiv0, t11_own_twinGm99);  // varlen_attention.pto:59:34
-                                using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView100 t12_own_twinGm100(t12_own_twin + _g164 * 64 * 64, GmView100::Shape(t166_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t166_e_aiv0, t12_own_twinGm100);  // varlen_attention.pto:59:34
+                                using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView70 pij_ownGm70(pij_own + _g78 * 64 * 128 + _g110 * 128, GmView70::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                TLOAD(t111_aiv0, pij_ownGm70);  // varlen_attention.pto:51:38
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             if (ptodsl_aiv0) {
-                                TADD(t167_e_aiv0, t165_e_aiv0, t166_e_aiv0);  // varlen_attention.pto:59:34
+                                TCVT(t112_aiv0, t111_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             if (ptodsl_aiv0) {
-                                using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView101 oi_update_ownGm101(oi_update_own + _g164 * 64 * 64, GmView101::Shape(t167_e_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                TSTORE(oi_update_ownGm101, t167_e_aiv0);  // varlen_attention.pto:59:34
-                                using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                GmView102 li_new_own_twinGm102(li_new_own_twin + _g164 * 64, GmView102::Shape(t169_e_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
-                                TLOAD(t169_e_aiv0, li_new_own_twinGm102);  // varlen_attention.pto:66:29
+                                using GmView71 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                GmView71 t6_ownGm71(t6_own + _g78 * 64 * 128 + _g110 * 128, GmView71::Shape(t112_aiv0.GetValidRow(), t112_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                TSTORE(t6_ownGm71, t112_aiv0);  // varlen_attention.pto:51:38
                             }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            if (ptodsl_aiv0) {
-                                using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                GmView103 li_update_ownGm103(li_update_own + _g164 * 64, GmView103::Shape(t169_e_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
-                                TSTORE(li_update_ownGm103, t169_e_aiv0);  // varlen_attention.pto:66:29
-                                using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                GmView104 mi_new_own_twinGm104(mi_new_own_twin + _g164 * 64, GmView104::Shape(t171_e_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
-                                TLOAD(t171_e_aiv0, mi_new_own_twinGm104);  // varlen_attention.pto:67:29
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            if (ptodsl_aiv0) {
-                                using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                GmView105 mi_update_ownGm105(mi_update_own + _g164 * 64, GmView105::Shape(t171_e_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
-                                TSTORE(mi_update_ownGm105, t171_e_aiv0);  // varlen_attention.pto:67:29
-                            }
-                            for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv21) {  // varlen_attention.pto:59:34
+                            for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv14) {  // varlen_attention.pto:51:38
                                 if (!ptodsl_aiv0) {
-                                    using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView106 t11_own_twinGm106(t11_own_twin + (_g164 * 64 + 32) * 64, GmView106::Shape(t165_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TLOAD(t165_e_aiv1, t11_own_twinGm106);  // varlen_attention.pto:59:34
-                                    using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView107 t12_own_twinGm107(t12_own_twin + (_g164 * 64 + 32) * 64, GmView107::Shape(t166_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TLOAD(t166_e_aiv1, t12_own_twinGm107);  // varlen_attention.pto:59:34
+                                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView72 pij_ownGm72(pij_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView72::Shape(t111_aiv1.GetValidRow(), t111_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TLOAD(t111_aiv1, pij_ownGm72);  // varlen_attention.pto:51:38
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                 if (!ptodsl_aiv0) {
-                                    TADD(t167_e_aiv1, t165_e_aiv1, t166_e_aiv1);  // varlen_attention.pto:59:34
+                                    TCVT(t112_aiv1, t111_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
                                 }
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                                 if (!ptodsl_aiv0) {
-                                    using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView108 oi_update_ownGm108(oi_update_own + (_g164 * 64 + 32) * 64, GmView108::Shape(t167_e_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TSTORE(oi_update_ownGm108, t167_e_aiv1);  // varlen_attention.pto:59:34
-                                    using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                    GmView109 li_new_own_twinGm109(li_new_own_twin + _g164 * 64 + 32, GmView109::Shape(t169_e_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
-                                    TLOAD(t169_e_aiv1, li_new_own_twinGm109);  // varlen_attention.pto:66:29
-                                }
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                if (!ptodsl_aiv0) {
-                                    using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                    GmView110 li_update_ownGm110(li_update_own + _g164 * 64 + 32, GmView110::Shape(t169_e_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
-                                    TSTORE(li_update_ownGm110, t169_e_aiv1);  // varlen_attention.pto:66:29
-                                    using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                    GmView111 mi_new_own_twinGm111(mi_new_own_twin + _g164 * 64 + 32, GmView111::Shape(t171_e_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
-                                    TLOAD(t171_e_aiv1, mi_new_own_twinGm111);  // varlen_attention.pto:67:29
-                                }
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                                if (!ptodsl_aiv0) {
-                                    using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                    GmView112 mi_update_ownGm112(mi_update_own + _g164 * 64 + 32, GmView112::Shape(t171_e_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
-                                    TSTORE(mi_update_ownGm112, t171_e_aiv1);  // varlen_attention.pto:67:29
+                                    using GmView73 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView73 t6_ownGm73(t6_own + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView73::Shape(t112_aiv1.GetValidRow(), t112_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TSTORE(t6_ownGm73, t112_aiv1);  // varlen_attention.pto:51:38
                                 }
                             }
                         }
                     }
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                    wait_flag_dev(11);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
+                    for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
+                        for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
+                        }
+                    }
+                    __gm__ float* li = li_update_own;  // varlen_attention.pto:52:30
+                    __gm__ float* mi = mi_update_own;  // varlen_attention.pto:53:30
+                    __gm__ float* oi = oi_update_own;  // varlen_attention.pto:54:30
+                    pipe_barrier(PIPE_V);
+                    wait_flag_dev(7);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - k_tile_idx_sk * 2 - 3, 0), 1); ++_sk6) {  // varlen_attention.pto:29:17
-                        if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:32:35
-#endif
-                            wait_flag_dev(1);  // varlen_attention.pto:32:35
-                            wait_flag_dev(3);  // varlen_attention.pto:32:35
-                            return;  // varlen_attention.pto:32:35
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
+                        TileT125Aiv0 t125_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t125_aiv0, 0);  // varlen_attention.pto:55:34
+                        TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t125_aiv1, 1024);  // varlen_attention.pto:55:34
+                        TileT126Aiv0 t126_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv0, 2048);  // varlen_attention.pto:55:34
+                        TileT126Aiv1 t126_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv1, 3072);  // varlen_attention.pto:55:34
+                        TileT127Aiv0 t127_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv0, 4096);  // varlen_attention.pto:55:34
+                        TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv1, 5120);  // varlen_attention.pto:55:34
+                        TileT131Aiv0 t131_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv0, 6144);  // varlen_attention.pto:56:34
+                        TileT131Aiv1 t131_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv1, 7168);  // varlen_attention.pto:56:34
+                        TileT134Aiv0 t134_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv0, 8192);  // varlen_attention.pto:56:30
+                        TileT134Aiv1 t134_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv1, 9216);  // varlen_attention.pto:56:30
+                        TileT138Aiv0 t138_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv0, 10240);  // varlen_attention.pto:57:34
+                        TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv1, 11264);  // varlen_attention.pto:57:34
+                        TileT141Aiv0 t141_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv0, 12288);  // varlen_attention.pto:57:30
+                        TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv1, 13312);  // varlen_attention.pto:57:30
+                        TileT144Aiv0 t144_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv0, 14336);  // varlen_attention.pto:58:34
+                        TileT144Aiv1 t144_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv1, 15360);  // varlen_attention.pto:58:34
+                        TileT145Aiv0 t145_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv0, 16384);  // varlen_attention.pto:58:34
+                        TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv1, 17408);  // varlen_attention.pto:58:34
+                        TileT148Aiv0 t148_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv0, 18432);  // varlen_attention.pto:58:44
+                        TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv1, 19456);  // varlen_attention.pto:58:44
+                        TileT149Aiv0 t149_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv0, 20480);  // varlen_attention.pto:58:44
+                        TileT149Aiv1 t149_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv1, 21504);  // varlen_attention.pto:58:44
+                        TileT153Aiv0 t153_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv0, 22528);  // varlen_attention.pto:58:34
+                        TileT153Aiv1 t153_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv1, 23552);  // varlen_attention.pto:58:34
+                        TileT155Aiv0 t155_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv0, 24576);  // varlen_attention.pto:59:34
+                        TileT155Aiv1 t155_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv1, 32768);  // varlen_attention.pto:59:34
+                        TileT157Aiv0 t157_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv0, 40960);  // varlen_attention.pto:59:34
+                        TileT157Aiv1 t157_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv1, 49152);  // varlen_attention.pto:59:34
+                        TileT158Aiv0 t158_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv0, 57344);  // varlen_attention.pto:59:34
+                        TileT158Aiv1 t158_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv1, 65536);  // varlen_attention.pto:59:34
+                        TileT160Aiv0 t160_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv0, 73728);  // varlen_attention.pto:59:44
+                        TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv1, 81920);  // varlen_attention.pto:59:44
+                        TileT163Aiv0 t163_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv0, 90112);  // varlen_attention.pto:59:44
+                        TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv1, 98304);  // varlen_attention.pto:59:44
+                        if (ptodsl_aiv0) {
+                            using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView79 miGm79(mi + _g124 * 64, GmView79::Shape(t125_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t125_aiv0, miGm79);  // varlen_attention.pto:55:34
+                            using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView80 mij_ownGm80(mij_own + _g124 * 64, GmView80::Shape(t126_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                            TLOAD(t126_aiv0, mij_ownGm80);  // varlen_attention.pto:55:34
                         }
-                        if (!(0 <= k_start + (k_tile_idx_sk * 2 + 2) * 128 && k_start + (k_tile_idx_sk * 2 + 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128))) {  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[0] = 15;  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (k_tile_idx_sk * 2 + 2) * 128);  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128));  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:33:35
-#endif
-                            wait_flag_dev(1);  // varlen_attention.pto:33:35
-                            wait_flag_dev(3);  // varlen_attention.pto:33:35
-                            return;  // varlen_attention.pto:33:35
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TMAX(t127_aiv0, t125_aiv0, t126_aiv0);  // varlen_attention.pto:55:34
                         }
-                        if (!(0 <= k_start + (k_tile_idx_sk * 2 + 2) * 128 && k_start + (k_tile_idx_sk * 2 + 2) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128))) {  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[0] = 16;  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (k_tile_idx_sk * 2 + 2) * 128);  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128));  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-                            dcci((&status[4 * block_index]), cache_line_t::ENTIRE_DATA_CACHE);  // varlen_attention.pto:34:35
-#endif
-                            wait_flag_dev(1);  // varlen_attention.pto:34:35
-                            wait_flag_dev(3);  // varlen_attention.pto:34:35
-                            return;  // varlen_attention.pto:34:35
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                            GmView81 mi_new_ownGm81(mi_new_own + _g124 * 64, GmView81::Shape(t127_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                            TSTORE(mi_new_ownGm81, t127_aiv0);  // varlen_attention.pto:55:34
                         }
-                        __gm__ bfloat16_t* q_tile_view_sk0_o = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
-                        __gm__ bfloat16_t* k_tile_view_sk1_o = k + (k_start + (k_tile_idx_sk * 2 + 2) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
-                        for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
-                            TileT90OAiv0 t90_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
-                            TASSIGN(t90_o_aiv0, 0);  // varlen_attention.pto:37:27
-                            TileT90OAiv1 t90_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                            TASSIGN(t90_o_aiv1, 1024);  // varlen_attention.pto:37:27
-                            if (ptodsl_aiv0) {
-                                TEXPANDS(t90_o_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
+                        pipe_barrier(PIPE_V);
+                        if (ptodsl_aiv0) {
+                            TSUB(t131_aiv0, t125_aiv0, t127_aiv0);  // varlen_attention.pto:56:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (ptodsl_aiv0) {
+                            TEXP(t134_aiv0, t131_aiv0);  // varlen_attention.pto:56:30
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (ptodsl_aiv0) {
+                            TSUB(t138_aiv0, t126_aiv0, t127_aiv0);  // varlen_attention.pto:57:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (ptodsl_aiv0) {
+                            TEXP(t141_aiv0, t138_aiv0);  // varlen_attention.pto:57:30
+                            using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                            GmView82 liGm82(li + _g124 * 64, GmView82::Shape(t144_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                            TLOAD(t144_aiv0, liGm82);  // varlen_attention.pto:58:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TMUL(t145_aiv0, t134_aiv0, t144_aiv0);  // varlen_attention.pto:58:34
+                            using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                            GmView83 lij_ownGm83(lij_own + _g124 * 64, GmView83::Shape(t148_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
+                            TLOAD(t148_aiv0, lij_ownGm83);  // varlen_attention.pto:58:44
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TMUL(t149_aiv0, t141_aiv0, t148_aiv0);  // varlen_attention.pto:58:44
+                        }
+                        pipe_barrier(PIPE_V);
+                        if (ptodsl_aiv0) {
+                            TADD(t153_aiv0, t145_aiv0, t149_aiv0);  // varlen_attention.pto:58:34
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                            GmView84 li_new_ownGm84(li_new_own + _g124 * 64, GmView84::Shape(t153_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                            TSTORE(li_new_ownGm84, t153_aiv0);  // varlen_attention.pto:58:34
+                            using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView85 oiGm85(oi + _g124 * 64 * 64, GmView85::Shape(t155_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t155_aiv0, oiGm85);  // varlen_attention.pto:59:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TROWEXPAND(t157_aiv0, t134_aiv0);  // varlen_attention.pto:59:34
+                        }
+                        pipe_barrier(PIPE_V);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TMUL(t158_aiv0, t155_aiv0, t157_aiv0);  // varlen_attention.pto:59:34
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView86 t11_ownGm86(t11_own + _g124 * 64 * 64, GmView86::Shape(t158_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(t11_ownGm86, t158_aiv0);  // varlen_attention.pto:59:34
+                            using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                            GmView87 oij_1_ownGm87(oij_1_own + _g124 * 64 * 64, GmView87::Shape(t160_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                            TLOAD(t160_aiv0, oij_1_ownGm87);  // varlen_attention.pto:59:44
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            TileTmp1 tmp14(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
+                            TASSIGN(tmp14, 147456);  // varlen_attention.pto:59:44
+                            TROWEXPAND(tmp14, t141_aiv0);  // varlen_attention.pto:59:44
+                            pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                            TROWEXPANDMUL(t163_aiv0, t160_aiv0, tmp14);  // varlen_attention.pto:59:44
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                        if (ptodsl_aiv0) {
+                            using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                            GmView88 t12_ownGm88(t12_own + _g124 * 64 * 64, GmView88::Shape(t163_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                            TSTORE(t12_ownGm88, t163_aiv0);  // varlen_attention.pto:59:44
+                        }
+                        for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv15) {  // varlen_attention.pto:55:34
+                            if (!ptodsl_aiv0) {
+                                using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView89 miGm89(mi + _g124 * 64 + 32, GmView89::Shape(t125_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t125_aiv1, miGm89);  // varlen_attention.pto:55:34
                             }
-                            for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv22) {  // varlen_attention.pto:37:27
-                                if (!ptodsl_aiv0) {
-                                    TEXPANDS(t90_o_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
-                                }
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv16) {  // varlen_attention.pto:55:34
+                            if (!ptodsl_aiv0) {
+                                using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView90 mij_ownGm90(mij_own + _g124 * 64 + 32, GmView90::Shape(t126_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t126_aiv1, mij_ownGm90);  // varlen_attention.pto:55:34
                             }
-                            pipe_barrier(PIPE_V);
-                            for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
-                                TileT87OAiv0 t87_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t87_o_aiv0, 2048);  // varlen_attention.pto:36:37
-                                TileT87OAiv1 t87_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t87_o_aiv1, 18432);  // varlen_attention.pto:36:37
-                                TileT88OAiv0 t88_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t88_o_aiv0, 34816);  // varlen_attention.pto:36:37
-                                TileT88OAiv1 t88_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t88_o_aiv1, 51200);  // varlen_attention.pto:36:37
-                                TileT93OAiv0 t93_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
-                                TASSIGN(t93_o_aiv0, 67584);  // varlen_attention.pto:37:27
-                                TileT93OAiv1 t93_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                                TASSIGN(t93_o_aiv1, 68608);  // varlen_attention.pto:37:27
-                                wait_flag_dev(11);
-                                if (ptodsl_aiv0) {
-                                    using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView116 scores_own_twinGm116(scores_own_twin + _g78 * 64 * 128 + _g79 * 128, GmView116::Shape(t87_o_aiv0.GetValidRow(), t87_o_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TLOAD(t87_o_aiv0, scores_own_twinGm116);  // varlen_attention.pto:36:37
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                if (ptodsl_aiv0) {
-                                    TMULS(t88_o_aiv0, t87_o_aiv0, softmax_scale);  // varlen_attention.pto:36:37
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                if (ptodsl_aiv0) {
-                                    using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView117 scores_scaled_own_twinGm117(scores_scaled_own_twin + _g78 * 64 * 128 + _g79 * 128, GmView117::Shape(t88_o_aiv0.GetValidRow(), t88_o_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TSTORE(scores_scaled_own_twinGm117, t88_o_aiv0);  // varlen_attention.pto:36:37
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TileTmp0 tmp16;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp16, 147456);  // varlen_attention.pto:37:27
-                                    TROWMAX(t93_o_aiv0, t88_o_aiv0, tmp16);  // varlen_attention.pto:37:27
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TMAX(t90_o_aiv0, t90_o_aiv0, t93_o_aiv0);  // varlen_attention.pto:37:27
-                                }
-                                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv23) {  // varlen_attention.pto:36:37
-                                    if (!ptodsl_aiv0) {
-                                        using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                        GmView118 scores_own_twinGm118(scores_own_twin + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView118::Shape(t87_o_aiv1.GetValidRow(), t87_o_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                        TLOAD(t87_o_aiv1, scores_own_twinGm118);  // varlen_attention.pto:36:37
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    if (!ptodsl_aiv0) {
-                                        TMULS(t88_o_aiv1, t87_o_aiv1, softmax_scale);  // varlen_attention.pto:36:37
-                                    }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                        GmView119 scores_scaled_own_twinGm119(scores_scaled_own_twin + (_g78 * 64 + 32) * 128 + _g79 * 128, GmView119::Shape(t88_o_aiv1.GetValidRow(), t88_o_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                        TSTORE(scores_scaled_own_twinGm119, t88_o_aiv1);  // varlen_attention.pto:36:37
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TileTmp0 tmp17;  // varlen_attention.pto:37:27
-                                        TASSIGN(tmp17, 147456);  // varlen_attention.pto:37:27
-                                        TROWMAX(t93_o_aiv1, t88_o_aiv1, tmp17);  // varlen_attention.pto:37:27
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TMAX(t90_o_aiv1, t90_o_aiv1, t93_o_aiv1);  // varlen_attention.pto:37:27
-                                    }
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            TileT105OAiv0 t105_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                            TASSIGN(t105_o_aiv0, 2048);  // varlen_attention.pto:39:27
-                            TileT105OAiv1 t105_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                            TASSIGN(t105_o_aiv1, 3072);  // varlen_attention.pto:39:27
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            if (ptodsl_aiv0) {
-                                using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                GmView120 mij_own_twinGm120(mij_own_twin + _g78 * 64, GmView120::Shape(t90_o_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
-                                TSTORE(mij_own_twinGm120, t90_o_aiv0);  // varlen_attention.pto:37:27
-                            }
-                            pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            if (ptodsl_aiv0) {
-                                TEXPANDS(t105_o_aiv0, 0.0f);  // varlen_attention.pto:39:27
+                            if (!ptodsl_aiv0) {
+                                TMAX(t127_aiv1, t125_aiv1, t126_aiv1);  // varlen_attention.pto:55:34
                             }
-                            pipe_barrier(PIPE_V);
-                            for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv24) {  // varlen_attention.pto:37:27
-                                if (!ptodsl_aiv0) {
-                                    using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                    GmView121 mij_own_twinGm121(mij_own_twin + _g78 * 64 + 32, GmView121::Shape(t90_o_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
-                                    TSTORE(mij_own_twinGm121, t90_o_aiv1);  // varlen_attention.pto:37:27
-                                    TEXPANDS(t105_o_aiv1, 0.0f);  // varlen_attention.pto:39:27
-                                }
-                            }
-                            pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
-                                TileT96OAiv0 t96_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t96_o_aiv0, 4096);  // varlen_attention.pto:38:31
-                                TileT96OAiv1 t96_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t96_o_aiv1, 20480);  // varlen_attention.pto:38:31
-                                TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t103_o_aiv0, 36864);  // varlen_attention.pto:38:27
-                                TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t103_o_aiv1, 53248);  // varlen_attention.pto:38:27
-                                TileT108OAiv0 t108_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                                TASSIGN(t108_o_aiv0, 69632);  // varlen_attention.pto:39:27
-                                TileT108OAiv1 t108_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                                TASSIGN(t108_o_aiv1, 70656);  // varlen_attention.pto:39:27
-                                if (ptodsl_aiv0) {
-                                    using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                    GmView122 scores_scaled_own_twinGm122(scores_scaled_own_twin + _g78 * 64 * 128 + _g95 * 128, GmView122::Shape(t96_o_aiv0.GetValidRow(), t96_o_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
-                                    TLOAD(t96_o_aiv0, scores_scaled_own_twinGm122);  // varlen_attention.pto:38:31
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                if (ptodsl_aiv0) {
-                                    TileTmp1 tmp18(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp18, 147456);  // varlen_attention.pto:38:27
-                                    TROWEXPAND(tmp18, t90_o_aiv0);  // varlen_attention.pto:38:27
-                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                    TROWEXPANDEXPDIF(t103_o_aiv0, t96_o_aiv0, tmp18);  // varlen_attention.pto:38:27
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                if (ptodsl_aiv0) {
-                                    using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                    GmView123 pij_own_twinGm123(pij_own_twin + _g78 * 64 * 128 + _g95 * 128, GmView123::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
-                                    TSTORE(pij_own_twinGm123, t103_o_aiv0);  // varlen_attention.pto:38:27
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TileTmp0 tmp19;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp19, 147456);  // varlen_attention.pto:39:27
-                                    TROWSUM(t108_o_aiv0, t103_o_aiv0, tmp19);  // varlen_attention.pto:39:27
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TADD(t105_o_aiv0, t105_o_aiv0, t108_o_aiv0);  // varlen_attention.pto:39:27
-                                }
-                                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv25) {  // varlen_attention.pto:38:31
-                                    if (!ptodsl_aiv0) {
-                                        using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                        GmView124 scores_scaled_own_twinGm124(scores_scaled_own_twin + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView124::Shape(t96_o_aiv1.GetValidRow(), t96_o_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
-                                        TLOAD(t96_o_aiv1, scores_scaled_own_twinGm124);  // varlen_attention.pto:38:31
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    if (!ptodsl_aiv0) {
-                                        TileTmp1 tmp20(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                        TASSIGN(tmp20, 147456);  // varlen_attention.pto:38:27
-                                        TROWEXPAND(tmp20, t90_o_aiv1);  // varlen_attention.pto:38:27
-                                        pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                        TROWEXPANDEXPDIF(t103_o_aiv1, t96_o_aiv1, tmp20);  // varlen_attention.pto:38:27
-                                    }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID5);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                        GmView125 pij_own_twinGm125(pij_own_twin + (_g78 * 64 + 32) * 128 + _g95 * 128, GmView125::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
-                                        TSTORE(pij_own_twinGm125, t103_o_aiv1);  // varlen_attention.pto:38:27
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TileTmp0 tmp21;  // varlen_attention.pto:39:27
-                                        TASSIGN(tmp21, 147456);  // varlen_attention.pto:39:27
-                                        TROWSUM(t108_o_aiv1, t103_o_aiv1, tmp21);  // varlen_attention.pto:39:27
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TADD(t105_o_aiv1, t105_o_aiv1, t108_o_aiv1);  // varlen_attention.pto:39:27
-                                    }
-                                }
-                            }
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
-                            if (ptodsl_aiv0) {
-                                using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                GmView126 lij_own_twinGm126(lij_own_twin + _g78 * 64, GmView126::Shape(t105_o_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
-                                TSTORE(lij_own_twinGm126, t105_o_aiv0);  // varlen_attention.pto:39:27
-                            }
-                            for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv26) {  // varlen_attention.pto:39:27
-                                if (!ptodsl_aiv0) {
-                                    using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                    GmView127 lij_own_twinGm127(lij_own_twin + _g78 * 64 + 32, GmView127::Shape(t105_o_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
-                                    TSTORE(lij_own_twinGm127, t105_o_aiv1);  // varlen_attention.pto:39:27
-                                }
+                            if (!ptodsl_aiv0) {
+                                using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView91 mi_new_ownGm91(mi_new_own + _g124 * 64 + 32, GmView91::Shape(t127_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                TSTORE(mi_new_ownGm91, t127_aiv1);  // varlen_attention.pto:55:34
                             }
                             pipe_barrier(PIPE_V);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID5);
-                            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                TSUB(t131_aiv1, t125_aiv1, t127_aiv1);  // varlen_attention.pto:56:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (!ptodsl_aiv0) {
+                                TEXP(t134_aiv1, t131_aiv1);  // varlen_attention.pto:56:30
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (!ptodsl_aiv0) {
+                                TSUB(t138_aiv1, t126_aiv1, t127_aiv1);  // varlen_attention.pto:57:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (!ptodsl_aiv0) {
+                                TEXP(t141_aiv1, t138_aiv1);  // varlen_attention.pto:57:30
+                            }
+                        }
+                        for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv17) {  // varlen_attention.pto:58:34
+                            if (!ptodsl_aiv0) {
+                                using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                                GmView92 liGm92(li + _g124 * 64 + 32, GmView92::Shape(t144_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                                TLOAD(t144_aiv1, liGm92);  // varlen_attention.pto:58:34
+                            }
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv18) {  // varlen_attention.pto:58:34
+                            if (!ptodsl_aiv0) {
+                                TMUL(t145_aiv1, t134_aiv1, t144_aiv1);  // varlen_attention.pto:58:34
+                                using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                                GmView93 lij_ownGm93(lij_own + _g124 * 64 + 32, GmView93::Shape(t148_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
+                                TLOAD(t148_aiv1, lij_ownGm93);  // varlen_attention.pto:58:44
+                            }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                            for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)), 128); ++_g110) {  // varlen_attention.pto:51:38
-                                TileT111OAiv0 t111_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t111_o_aiv0, 0);  // varlen_attention.pto:51:38
-                                TileT111OAiv1 t111_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t111_o_aiv1, 16384);  // varlen_attention.pto:51:38
-                                TileT112OAiv0 t112_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t112_o_aiv0, 32768);  // varlen_attention.pto:51:38
-                                TileT112OAiv1 t112_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx_sk * 256 + 384, s1 - k_start) - (k_tile_idx_sk * 2 + 2) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 2) * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t112_o_aiv1, 40960);  // varlen_attention.pto:51:38
-                                if (ptodsl_aiv0) {
-                                    using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView128 pij_own_twinGm128(pij_own_twin + _g78 * 64 * 128 + _g110 * 128, GmView128::Shape(t111_o_aiv0.GetValidRow(), t111_o_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TLOAD(t111_o_aiv0, pij_own_twinGm128);  // varlen_attention.pto:51:38
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    TCVT(t112_o_aiv0, t111_o_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    using GmView129 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView129 t6_own_twinGm129(t6_own_twin + _g78 * 64 * 128 + _g110 * 128, GmView129::Shape(t112_o_aiv0.GetValidRow(), t112_o_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TSTORE(t6_own_twinGm129, t112_o_aiv0);  // varlen_attention.pto:51:38
-                                }
-                                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv27) {  // varlen_attention.pto:51:38
-                                    if (!ptodsl_aiv0) {
-                                        using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                        GmView130 pij_own_twinGm130(pij_own_twin + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView130::Shape(t111_o_aiv1.GetValidRow(), t111_o_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                        TLOAD(t111_o_aiv1, pij_own_twinGm130);  // varlen_attention.pto:51:38
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    if (!ptodsl_aiv0) {
-                                        TCVT(t112_o_aiv1, t111_o_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38
-                                    }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView131 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                        GmView131 t6_own_twinGm131(t6_own_twin + (_g78 * 64 + 32) * 128 + _g110 * 128, GmView131::Shape(t112_o_aiv1.GetValidRow(), t112_o_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                        TSTORE(t6_own_twinGm131, t112_o_aiv1);  // varlen_attention.pto:51:38
-                                    }
-                                }
+                            if (!ptodsl_aiv0) {
+                                TMUL(t149_aiv1, t141_aiv1, t148_aiv1);  // varlen_attention.pto:58:44
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (!ptodsl_aiv0) {
+                                TADD(t153_aiv1, t145_aiv1, t149_aiv1);  // varlen_attention.pto:58:34
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                                GmView94 li_new_ownGm94(li_new_own + _g124 * 64 + 32, GmView94::Shape(t153_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                                TSTORE(li_new_ownGm94, t153_aiv1);  // varlen_attention.pto:58:34
+                            }
+                        }
+                        for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv19) {  // varlen_attention.pto:59:34
+                            if (!ptodsl_aiv0) {
+                                using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView95 oiGm95(oi + (_g124 * 64 + 32) * 64, GmView95::Shape(t155_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t155_aiv1, oiGm95);  // varlen_attention.pto:59:34
+                            }
+                        }
+                        pipe_barrier(PIPE_V);
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                        for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv20) {  // varlen_attention.pto:59:34
+                            if (!ptodsl_aiv0) {
+                                TROWEXPAND(t157_aiv1, t134_aiv1);  // varlen_attention.pto:59:34
+                            }
+                            pipe_barrier(PIPE_V);
+                            if (!ptodsl_aiv0) {
+                                TMUL(t158_aiv1, t155_aiv1, t157_aiv1);  // varlen_attention.pto:59:34
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView96 t11_ownGm96(t11_own + (_g124 * 64 + 32) * 64, GmView96::Shape(t158_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TSTORE(t11_ownGm96, t158_aiv1);  // varlen_attention.pto:59:34
+                                using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                                GmView97 oij_1_ownGm97(oij_1_own + (_g124 * 64 + 32) * 64, GmView97::Shape(t160_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                                TLOAD(t160_aiv1, oij_1_ownGm97);  // varlen_attention.pto:59:44
+                            }
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                TileTmp1 tmp15(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                                TASSIGN(tmp15, 147456);  // varlen_attention.pto:59:44
+                                TROWEXPAND(tmp15, t141_aiv1);  // varlen_attention.pto:59:44
+                                pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
+                                TROWEXPANDMUL(t163_aiv1, t160_aiv1, tmp15);  // varlen_attention.pto:59:44
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
+                            if (!ptodsl_aiv0) {
+                                using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                                GmView98 t12_ownGm98(t12_own + (_g124 * 64 + 32) * 64, GmView98::Shape(t163_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                                TSTORE(t12_ownGm98, t163_aiv1);  // varlen_attention.pto:59:44
                             }
                         }
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
-                    ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _sk8 = 0; _sk8 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - (k_tile_idx_sk * 2 + 2), 0), 1); ++_sk8) {  // varlen_attention.pto:29:17
-                        for (int64_t _sk7 = 0; _sk7 < min_i64(max_i64(k_tile_idx_sk * 2 + 1, 0), 1); ++_sk7) {  // varlen_attention.pto:29:17
-                            __gm__ bfloat16_t* v_tile_view_sk2_o = v + (k_start + (k_tile_idx_sk * 2 + 1) * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                            for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g113) {  // varlen_attention.pto:51:31
-                                for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64((k_tile_idx_sk * 2 + 2) * 128, s1 - k_start) - (k_tile_idx_sk * 2 + 1) * 128, min_i64(max_i64(v_TK - (k_start + (k_tile_idx_sk * 2 + 1) * 128), 0), 128)), 64); ++_k119) {  // varlen_attention.pto:51:31
-                                }
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
+                        TileT165Aiv0 t165_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t165_aiv0, 0);  // varlen_attention.pto:59:34
+                        TileT165Aiv1 t165_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t165_aiv1, 8192);  // varlen_attention.pto:59:34
+                        TileT166Aiv0 t166_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv0, 16384);  // varlen_attention.pto:59:34
+                        TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv1, 24576);  // varlen_attention.pto:59:34
+                        TileT167Aiv0 t167_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv0, 32768);  // varlen_attention.pto:59:34
+                        TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv1, 40960);  // varlen_attention.pto:59:34
+                        TileT169Aiv0 t169_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv0, 49152);  // varlen_attention.pto:66:29
+                        TileT169Aiv1 t169_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv1, 50176);  // varlen_attention.pto:66:29
+                        TileT171Aiv0 t171_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv0, 51200);  // varlen_attention.pto:67:29
+                        TileT171Aiv1 t171_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv1, 52224);  // varlen_attention.pto:67:29
+                        if (ptodsl_aiv0) {
+                            using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView99 t11_ownGm99(t11_own + _g164 * 64 * 64, GmView99::Shape(t165_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t165_aiv0, t11_ownGm99);  // varlen_attention.pto:59:34
+                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView100 t12_ownGm100(t12_own + _g164 * 64 * 64, GmView100::Shape(t166_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TLOAD(t166_aiv0, t12_ownGm100);  // varlen_attention.pto:59:34
+                        }
+                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                        if (ptodsl_aiv0) {
+                            TADD(t167_aiv0, t165_aiv0, t166_aiv0);  // varlen_attention.pto:59:34
+                        }
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                        if (ptodsl_aiv0) {
+                            using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                            GmView101 oi_update_ownGm101(oi_update_own + _g164 * 64 * 64, GmView101::Shape(t167_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                            TSTORE(oi_update_ownGm101, t167_aiv0);  // varlen_attention.pto:59:34
+                            using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                            GmView102 li_new_ownGm102(li_new_own + _g164 * 64, GmView102::Shape(t169_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
+                            TLOAD(t169_aiv0, li_new_ownGm102);  // varlen_attention.pto:66:29
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        if (ptodsl_aiv0) {
+                            using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                            GmView103 li_update_ownGm103(li_update_own + _g164 * 64, GmView103::Shape(t169_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
+                            TSTORE(li_update_ownGm103, t169_aiv0);  // varlen_attention.pto:66:29
+                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                            GmView104 mi_new_ownGm104(mi_new_own + _g164 * 64, GmView104::Shape(t171_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
+                            TLOAD(t171_aiv0, mi_new_ownGm104);  // varlen_attention.pto:67:29
+                        }
+                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                        if (ptodsl_aiv0) {
+                            using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                            GmView105 mi_update_ownGm105(mi_update_own + _g164 * 64, GmView105::Shape(t171_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
+                            TSTORE(mi_update_ownGm105, t171_aiv0);  // varlen_attention.pto:67:29
+                        }
+                        for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv21) {  // varlen_attention.pto:59:34
+                            if (!ptodsl_aiv0) {
+                                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView106 t11_ownGm106(t11_own + (_g164 * 64 + 32) * 64, GmView106::Shape(t165_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t165_aiv1, t11_ownGm106);  // varlen_attention.pto:59:34
+                                using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView107 t12_ownGm107(t12_own + (_g164 * 64 + 32) * 64, GmView107::Shape(t166_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t166_aiv1, t12_ownGm107);  // varlen_attention.pto:59:34
                             }
-                            __gm__ float* li_sk3_o = li_update_own;  // varlen_attention.pto:52:30
-                            __gm__ float* mi_sk4_o = mi_update_own;  // varlen_attention.pto:53:30
-                            __gm__ float* oi_sk5_o = oi_update_own;  // varlen_attention.pto:54:30
-                            wait_flag_dev(10);
-                            for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g124) {  // varlen_attention.pto:55:34
-                                TileT125OAiv0 t125_o_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
-                                TASSIGN(t125_o_aiv0, 0);  // varlen_attention.pto:55:34
-                                TileT125OAiv1 t125_o_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                                TASSIGN(t125_o_aiv1, 1024);  // varlen_attention.pto:55:34
-                                TileT126OAiv0 t126_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                                TASSIGN(t126_o_aiv0, 2048);  // varlen_attention.pto:55:34
-                                TileT126OAiv1 t126_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                                TASSIGN(t126_o_aiv1, 3072);  // varlen_attention.pto:55:34
-                                TileT127OAiv0 t127_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                                TASSIGN(t127_o_aiv0, 4096);  // varlen_attention.pto:55:34
-                                TileT127OAiv1 t127_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                                TASSIGN(t127_o_aiv1, 5120);  // varlen_attention.pto:55:34
-                                TileT131OAiv0 t131_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:34
-                                TASSIGN(t131_o_aiv0, 6144);  // varlen_attention.pto:56:34
-                                TileT131OAiv1 t131_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
-                                TASSIGN(t131_o_aiv1, 7168);  // varlen_attention.pto:56:34
-                                TileT134OAiv0 t134_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:30
-                                TASSIGN(t134_o_aiv0, 8192);  // varlen_attention.pto:56:30
-                                TileT134OAiv1 t134_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
-                                TASSIGN(t134_o_aiv1, 9216);  // varlen_attention.pto:56:30
-                                TileT138OAiv0 t138_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:34
-                                TASSIGN(t138_o_aiv0, 10240);  // varlen_attention.pto:57:34
-                                TileT138OAiv1 t138_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
-                                TASSIGN(t138_o_aiv1, 11264);  // varlen_attention.pto:57:34
-                                TileT141OAiv0 t141_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:30
-                                TASSIGN(t141_o_aiv0, 12288);  // varlen_attention.pto:57:30
-                                TileT141OAiv1 t141_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
-                                TASSIGN(t141_o_aiv1, 13312);  // varlen_attention.pto:57:30
-                                TileT144OAiv0 t144_o_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
-                                TASSIGN(t144_o_aiv0, 14336);  // varlen_attention.pto:58:34
-                                TileT144OAiv1 t144_o_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                                TASSIGN(t144_o_aiv1, 15360);  // varlen_attention.pto:58:34
-                                TileT145OAiv0 t145_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                                TASSIGN(t145_o_aiv0, 16384);  // varlen_attention.pto:58:34
-                                TileT145OAiv1 t145_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                                TASSIGN(t145_o_aiv1, 17408);  // varlen_attention.pto:58:34
-                                TileT148OAiv0 t148_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                                TASSIGN(t148_o_aiv0, 18432);  // varlen_attention.pto:58:44
-                                TileT148OAiv1 t148_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                                TASSIGN(t148_o_aiv1, 19456);  // varlen_attention.pto:58:44
-                                TileT149OAiv0 t149_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                                TASSIGN(t149_o_aiv0, 20480);  // varlen_attention.pto:58:44
-                                TileT149OAiv1 t149_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                                TASSIGN(t149_o_aiv1, 21504);  // varlen_attention.pto:58:44
-                                TileT153OAiv0 t153_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                                TASSIGN(t153_o_aiv0, 22528);  // varlen_attention.pto:58:34
-                                TileT153OAiv1 t153_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                                TASSIGN(t153_o_aiv1, 23552);  // varlen_attention.pto:58:34
-                                TileT155OAiv0 t155_o_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t155_o_aiv0, 24576);  // varlen_attention.pto:59:34
-                                TileT155OAiv1 t155_o_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t155_o_aiv1, 32768);  // varlen_attention.pto:59:34
-                                TileT157OAiv0 t157_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t157_o_aiv0, 40960);  // varlen_attention.pto:59:34
-                                TileT157OAiv1 t157_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t157_o_aiv1, 49152);  // varlen_attention.pto:59:34
-                                TileT158OAiv0 t158_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t158_o_aiv0, 57344);  // varlen_attention.pto:59:34
-                                TileT158OAiv1 t158_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t158_o_aiv1, 65536);  // varlen_attention.pto:59:34
-                                TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                                TASSIGN(t160_o_aiv0, 73728);  // varlen_attention.pto:59:44
-                                TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                TASSIGN(t160_o_aiv1, 81920);  // varlen_attention.pto:59:44
-                                TileT163OAiv0 t163_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                                TASSIGN(t163_o_aiv0, 90112);  // varlen_attention.pto:59:44
-                                TileT163OAiv1 t163_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                TASSIGN(t163_o_aiv1, 98304);  // varlen_attention.pto:59:44
-                                if (ptodsl_aiv0) {
-                                    using GmView137 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                    GmView137 mi_sk4_oGm137(mi_sk4_o + _g124 * 64, GmView137::Shape(t125_o_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                                    TLOAD(t125_o_aiv0, mi_sk4_oGm137);  // varlen_attention.pto:55:34
-                                    using GmView138 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                    GmView138 mij_ownGm138(mij_own + _g124 * 64, GmView138::Shape(t126_o_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                                    TLOAD(t126_o_aiv0, mij_ownGm138);  // varlen_attention.pto:55:34
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    TMAX(t127_o_aiv0, t125_o_aiv0, t126_o_aiv0);  // varlen_attention.pto:55:34
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    using GmView139 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                    GmView139 mi_new_ownGm139(mi_new_own + _g124 * 64, GmView139::Shape(t127_o_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                                    TSTORE(mi_new_ownGm139, t127_o_aiv0);  // varlen_attention.pto:55:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TSUB(t131_o_aiv0, t125_o_aiv0, t127_o_aiv0);  // varlen_attention.pto:56:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TEXP(t134_o_aiv0, t131_o_aiv0);  // varlen_attention.pto:56:30
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TSUB(t138_o_aiv0, t126_o_aiv0, t127_o_aiv0);  // varlen_attention.pto:57:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TEXP(t141_o_aiv0, t138_o_aiv0);  // varlen_attention.pto:57:30
-                                    using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                    GmView140 li_sk3_oGm140(li_sk3_o + _g124 * 64, GmView140::Shape(t144_o_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
-                                    TLOAD(t144_o_aiv0, li_sk3_oGm140);  // varlen_attention.pto:58:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    TMUL(t145_o_aiv0, t134_o_aiv0, t144_o_aiv0);  // varlen_attention.pto:58:34
-                                    using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                    GmView141 lij_ownGm141(lij_own + _g124 * 64, GmView141::Shape(t148_o_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
-                                    TLOAD(t148_o_aiv0, lij_ownGm141);  // varlen_attention.pto:58:44
-                                }
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    TMUL(t149_o_aiv0, t141_o_aiv0, t148_o_aiv0);  // varlen_attention.pto:58:44
-                                }
-                                pipe_barrier(PIPE_V);
-                                if (ptodsl_aiv0) {
-                                    TADD(t153_o_aiv0, t145_o_aiv0, t149_o_aiv0);  // varlen_attention.pto:58:34
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    using GmView142 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                    GmView142 li_new_ownGm142(li_new_own + _g124 * 64, GmView142::Shape(t153_o_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
-                                    TSTORE(li_new_ownGm142, t153_o_aiv0);  // varlen_attention.pto:58:34
-                                    using GmView143 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView143 oi_sk5_oGm143(oi_sk5_o + _g124 * 64 * 64, GmView143::Shape(t155_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TLOAD(t155_o_aiv0, oi_sk5_oGm143);  // varlen_attention.pto:59:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    TROWEXPAND(t157_o_aiv0, t134_o_aiv0);  // varlen_attention.pto:59:34
-                                }
-                                pipe_barrier(PIPE_V);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    TMUL(t158_o_aiv0, t155_o_aiv0, t157_o_aiv0);  // varlen_attention.pto:59:34
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    using GmView144 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView144 t11_ownGm144(t11_own + _g124 * 64 * 64, GmView144::Shape(t158_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TSTORE(t11_ownGm144, t158_o_aiv0);  // varlen_attention.pto:59:34
-                                    using GmView145 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                    GmView145 oij_1_ownGm145(oij_1_own + _g124 * 64 * 64, GmView145::Shape(t160_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
-                                    TLOAD(t160_o_aiv0, oij_1_ownGm145);  // varlen_attention.pto:59:44
-                                }
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    TileTmp1 tmp22(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                                    TASSIGN(tmp22, 147456);  // varlen_attention.pto:59:44
-                                    TROWEXPAND(tmp22, t141_o_aiv0);  // varlen_attention.pto:59:44
-                                    pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                                    TROWEXPANDMUL(t163_o_aiv0, t160_o_aiv0, tmp22);  // varlen_attention.pto:59:44
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                if (ptodsl_aiv0) {
-                                    using GmView146 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                    GmView146 t12_ownGm146(t12_own + _g124 * 64 * 64, GmView146::Shape(t163_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
-                                    TSTORE(t12_ownGm146, t163_o_aiv0);  // varlen_attention.pto:59:44
-                                }
-                                for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv28) {  // varlen_attention.pto:55:34
-                                    if (!ptodsl_aiv0) {
-                                        using GmView147 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                        GmView147 mi_sk4_oGm147(mi_sk4_o + _g124 * 64 + 32, GmView147::Shape(t125_o_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                        TLOAD(t125_o_aiv1, mi_sk4_oGm147);  // varlen_attention.pto:55:34
-                                    }
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv29) {  // varlen_attention.pto:55:34
-                                    if (!ptodsl_aiv0) {
-                                        using GmView148 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                        GmView148 mij_ownGm148(mij_own + _g124 * 64 + 32, GmView148::Shape(t126_o_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                        TLOAD(t126_o_aiv1, mij_ownGm148);  // varlen_attention.pto:55:34
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    if (!ptodsl_aiv0) {
-                                        TMAX(t127_o_aiv1, t125_o_aiv1, t126_o_aiv1);  // varlen_attention.pto:55:34
-                                    }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView149 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                        GmView149 mi_new_ownGm149(mi_new_own + _g124 * 64 + 32, GmView149::Shape(t127_o_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                        TSTORE(mi_new_ownGm149, t127_o_aiv1);  // varlen_attention.pto:55:34
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TSUB(t131_o_aiv1, t125_o_aiv1, t127_o_aiv1);  // varlen_attention.pto:56:34
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TEXP(t134_o_aiv1, t131_o_aiv1);  // varlen_attention.pto:56:30
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TSUB(t138_o_aiv1, t126_o_aiv1, t127_o_aiv1);  // varlen_attention.pto:57:34
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TEXP(t141_o_aiv1, t138_o_aiv1);  // varlen_attention.pto:57:30
-                                    }
-                                }
-                                for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv30) {  // varlen_attention.pto:58:34
-                                    if (!ptodsl_aiv0) {
-                                        using GmView150 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                        GmView150 li_sk3_oGm150(li_sk3_o + _g124 * 64 + 32, GmView150::Shape(t144_o_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
-                                        TLOAD(t144_o_aiv1, li_sk3_oGm150);  // varlen_attention.pto:58:34
-                                    }
-                                }
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv31) {  // varlen_attention.pto:58:34
-                                    if (!ptodsl_aiv0) {
-                                        TMUL(t145_o_aiv1, t134_o_aiv1, t144_o_aiv1);  // varlen_attention.pto:58:34
-                                        using GmView151 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                        GmView151 lij_ownGm151(lij_own + _g124 * 64 + 32, GmView151::Shape(t148_o_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
-                                        TLOAD(t148_o_aiv1, lij_ownGm151);  // varlen_attention.pto:58:44
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    if (!ptodsl_aiv0) {
-                                        TMUL(t149_o_aiv1, t141_o_aiv1, t148_o_aiv1);  // varlen_attention.pto:58:44
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TADD(t153_o_aiv1, t145_o_aiv1, t149_o_aiv1);  // varlen_attention.pto:58:34
-                                    }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView152 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                        GmView152 li_new_ownGm152(li_new_own + _g124 * 64 + 32, GmView152::Shape(t153_o_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
-                                        TSTORE(li_new_ownGm152, t153_o_aiv1);  // varlen_attention.pto:58:34
-                                    }
-                                }
-                                for (int64_t _aiv32 = 0; _aiv32 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 0), 1); ++_aiv32) {  // varlen_attention.pto:59:34
-                                    if (!ptodsl_aiv0) {
-                                        using GmView153 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                        GmView153 oi_sk5_oGm153(oi_sk5_o + (_g124 * 64 + 32) * 64, GmView153::Shape(t155_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                        TLOAD(t155_o_aiv1, oi_sk5_oGm153);  // varlen_attention.pto:59:34
-                                    }
-                                }
-                                pipe_barrier(PIPE_V);
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                for (int64_t _aiv33 = 0; _aiv33 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 0), 1); ++_aiv33) {  // varlen_attention.pto:59:34
-                                    if (!ptodsl_aiv0) {
-                                        TROWEXPAND(t157_o_aiv1, t134_o_aiv1);  // varlen_attention.pto:59:34
-                                    }
-                                    pipe_barrier(PIPE_V);
-                                    if (!ptodsl_aiv0) {
-                                        TMUL(t158_o_aiv1, t155_o_aiv1, t157_o_aiv1);  // varlen_attention.pto:59:34
-                                    }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView154 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                        GmView154 t11_ownGm154(t11_own + (_g124 * 64 + 32) * 64, GmView154::Shape(t158_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                        TSTORE(t11_ownGm154, t158_o_aiv1);  // varlen_attention.pto:59:34
-                                        using GmView155 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                        GmView155 oij_1_ownGm155(oij_1_own + (_g124 * 64 + 32) * 64, GmView155::Shape(t160_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
-                                        TLOAD(t160_o_aiv1, oij_1_ownGm155);  // varlen_attention.pto:59:44
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    if (!ptodsl_aiv0) {
-                                        TileTmp1 tmp23(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                        TASSIGN(tmp23, 147456);  // varlen_attention.pto:59:44
-                                        TROWEXPAND(tmp23, t141_o_aiv1);  // varlen_attention.pto:59:44
-                                        pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                                        TROWEXPANDMUL(t163_o_aiv1, t160_o_aiv1, tmp23);  // varlen_attention.pto:59:44
-                                    }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView156 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                        GmView156 t12_ownGm156(t12_own + (_g124 * 64 + 32) * 64, GmView156::Shape(t163_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
-                                        TSTORE(t12_ownGm156, t163_o_aiv1);  // varlen_attention.pto:59:44
-                                    }
-                                }
-                            }
-                            pipe_barrier(PIPE_V);
-                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                            for (int64_t _g164 = 0; _g164 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g164) {  // varlen_attention.pto:59:34
-                                TileT165OAiv0 t165_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t165_o_aiv0, 0);  // varlen_attention.pto:59:34
-                                TileT165OAiv1 t165_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t165_o_aiv1, 8192);  // varlen_attention.pto:59:34
-                                TileT166OAiv0 t166_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t166_o_aiv0, 16384);  // varlen_attention.pto:59:34
-                                TileT166OAiv1 t166_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t166_o_aiv1, 24576);  // varlen_attention.pto:59:34
-                                TileT167OAiv0 t167_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                                TASSIGN(t167_o_aiv0, 32768);  // varlen_attention.pto:59:34
-                                TileT167OAiv1 t167_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                                TASSIGN(t167_o_aiv1, 40960);  // varlen_attention.pto:59:34
-                                TileT169OAiv0 t169_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:66:29
-                                TASSIGN(t169_o_aiv0, 49152);  // varlen_attention.pto:66:29
-                                TileT169OAiv1 t169_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:66:29
-                                TASSIGN(t169_o_aiv1, 50176);  // varlen_attention.pto:66:29
-                                TileT171OAiv0 t171_o_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:67:29
-                                TASSIGN(t171_o_aiv0, 51200);  // varlen_attention.pto:67:29
-                                TileT171OAiv1 t171_o_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:67:29
-                                TASSIGN(t171_o_aiv1, 52224);  // varlen_attention.pto:67:29
-                                if (ptodsl_aiv0) {
-                                    using GmView157 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView157 t11_ownGm157(t11_own + _g164 * 64 * 64, GmView157::Shape(t165_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TLOAD(t165_o_aiv0, t11_ownGm157);  // varlen_attention.pto:59:34
-                                    using GmView158 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView158 t12_ownGm158(t12_own + _g164 * 64 * 64, GmView158::Shape(t166_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TLOAD(t166_o_aiv0, t12_ownGm158);  // varlen_attention.pto:59:34
-                                }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                if (ptodsl_aiv0) {
-                                    TADD(t167_o_aiv0, t165_o_aiv0, t166_o_aiv0);  // varlen_attention.pto:59:34
-                                }
-                                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                if (ptodsl_aiv0) {
-                                    using GmView159 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView159 oi_update_ownGm159(oi_update_own + _g164 * 64 * 64, GmView159::Shape(t167_o_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TSTORE(oi_update_ownGm159, t167_o_aiv0);  // varlen_attention.pto:59:34
-                                    using GmView160 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                    GmView160 li_new_ownGm160(li_new_own + _g164 * 64, GmView160::Shape(t169_o_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
-                                    TLOAD(t169_o_aiv0, li_new_ownGm160);  // varlen_attention.pto:66:29
-                                }
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                if (ptodsl_aiv0) {
-                                    using GmView161 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                    GmView161 li_update_ownGm161(li_update_own + _g164 * 64, GmView161::Shape(t169_o_aiv0.GetValidRow()));  // varlen_attention.pto:66:29
-                                    TSTORE(li_update_ownGm161, t169_o_aiv0);  // varlen_attention.pto:66:29
-                                    using GmView162 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                    GmView162 mi_new_ownGm162(mi_new_own + _g164 * 64, GmView162::Shape(t171_o_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
-                                    TLOAD(t171_o_aiv0, mi_new_ownGm162);  // varlen_attention.pto:67:29
-                                }
-                                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                if (ptodsl_aiv0) {
-                                    using GmView163 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                    GmView163 mi_update_ownGm163(mi_update_own + _g164 * 64, GmView163::Shape(t171_o_aiv0.GetValidRow()));  // varlen_attention.pto:67:29
-                                    TSTORE(mi_update_ownGm163, t171_o_aiv0);  // varlen_attention.pto:67:29
-                                }
-                                for (int64_t _aiv34 = 0; _aiv34 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 0), 1); ++_aiv34) {  // varlen_attention.pto:59:34
-                                    if (!ptodsl_aiv0) {
-                                        using GmView164 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                        GmView164 t11_ownGm164(t11_own + (_g164 * 64 + 32) * 64, GmView164::Shape(t165_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                        TLOAD(t165_o_aiv1, t11_ownGm164);  // varlen_attention.pto:59:34
-                                        using GmView165 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                        GmView165 t12_ownGm165(t12_own + (_g164 * 64 + 32) * 64, GmView165::Shape(t166_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                        TLOAD(t166_o_aiv1, t12_ownGm165);  // varlen_attention.pto:59:34
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                                    if (!ptodsl_aiv0) {
-                                        TADD(t167_o_aiv1, t165_o_aiv1, t166_o_aiv1);  // varlen_attention.pto:59:34
-                                    }
-                                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView166 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                        GmView166 oi_update_ownGm166(oi_update_own + (_g164 * 64 + 32) * 64, GmView166::Shape(t167_o_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                        TSTORE(oi_update_ownGm166, t167_o_aiv1);  // varlen_attention.pto:59:34
-                                        using GmView167 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                        GmView167 li_new_ownGm167(li_new_own + _g164 * 64 + 32, GmView167::Shape(t169_o_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
-                                        TLOAD(t169_o_aiv1, li_new_ownGm167);  // varlen_attention.pto:66:29
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView168 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
-                                        GmView168 li_update_ownGm168(li_update_own + _g164 * 64 + 32, GmView168::Shape(t169_o_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
-                                        TSTORE(li_update_ownGm168, t169_o_aiv1);  // varlen_attention.pto:66:29
-                                        using GmView169 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                        GmView169 mi_new_ownGm169(mi_new_own + _g164 * 64 + 32, GmView169::Shape(t171_o_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
-                                        TLOAD(t171_o_aiv1, mi_new_ownGm169);  // varlen_attention.pto:67:29
-                                    }
-                                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-                                    if (!ptodsl_aiv0) {
-                                        using GmView170 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
-                                        GmView170 mi_update_ownGm170(mi_update_own + _g164 * 64 + 32, GmView170::Shape(t171_o_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
-                                        TSTORE(mi_update_ownGm170, t171_o_aiv1);  // varlen_attention.pto:67:29
-                                    }
-                                }
+                            if (!ptodsl_aiv0) {
+                                TADD(t167_aiv1, t165_aiv1, t166_aiv1);  // varlen_attention.pto:59:34
+                            }
+                            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                            if (!ptodsl_aiv0) {
+                                using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView108 oi_update_ownGm108(oi_update_own + (_g164 * 64 + 32) * 64, GmView108::Shape(t167_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                TSTORE(oi_update_ownGm108, t167_aiv1);  // varlen_attention.pto:59:34
+                                using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                                GmView109 li_new_ownGm109(li_new_own + _g164 * 64 + 32, GmView109::Shape(t169_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
+                                TLOAD(t169_aiv1, li_new_ownGm109);  // varlen_attention.pto:66:29
+                            }
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            if (!ptodsl_aiv0) {
+                                using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:66:29
+                                GmView110 li_update_ownGm110(li_update_own + _g164 * 64 + 32, GmView110::Shape(t169_aiv1.GetValidRow()));  // varlen_attention.pto:66:29
+                                TSTORE(li_update_ownGm110, t169_aiv1);  // varlen_attention.pto:66:29
+                                using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                                GmView111 mi_new_ownGm111(mi_new_own + _g164 * 64 + 32, GmView111::Shape(t171_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
+                                TLOAD(t171_aiv1, mi_new_ownGm111);  // varlen_attention.pto:67:29
+                            }
+                            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
+                            if (!ptodsl_aiv0) {
+                                using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:67:29
+                                GmView112 mi_update_ownGm112(mi_update_own + _g164 * 64 + 32, GmView112::Shape(t171_aiv1.GetValidRow()));  // varlen_attention.pto:67:29
+                                TSTORE(mi_update_ownGm112, t171_aiv1);  // varlen_attention.pto:67:29
                             }
                         }
                     }
-                    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(9) << 8)));
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
@@ -6870,7 +5110,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
                         if (!(0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))) {  // varlen_attention.pto:32:35
-                            (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:32:35
+                            (&status[4 * block_index])[0] = 14;  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64));  // varlen_attention.pto:32:35
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:32:35
@@ -6882,7 +5122,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* q_tile_view_last = q + (q_start + q_tile_idx * 64) * HD + h * 64;  // varlen_attention.pto:32:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 && k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128))) {  // varlen_attention.pto:33:35
-                            (&status[4 * block_index])[0] = 18;  // varlen_attention.pto:33:35
+                            (&status[4 * block_index])[0] = 15;  // varlen_attention.pto:33:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 128) - 1) * 128);  // varlen_attention.pto:33:35
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128));  // varlen_attention.pto:33:35
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:33:35
@@ -6894,7 +5134,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                         __gm__ bfloat16_t* k_tile_view_last = k + (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128) * HD + h * 64;  // varlen_attention.pto:33:35
                         if (!(0 <= k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 && k_start + (ceil_div(s1 - k_start, 128) - 1) * 128 <= v_TK - min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128))) {  // varlen_attention.pto:34:35
-                            (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:34:35
+                            (&status[4 * block_index])[0] = 16;  // varlen_attention.pto:34:35
                             (&status[4 * block_index])[1] = static_cast<int64_t>(k_start + (ceil_div(s1 - k_start, 128) - 1) * 128);  // varlen_attention.pto:34:35
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128));  // varlen_attention.pto:34:35
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TK);  // varlen_attention.pto:34:35
@@ -6913,7 +5153,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             if (ptodsl_aiv0) {
                                 TEXPANDS(t184_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
                             }
-                            for (int64_t _aiv35 = 0; _aiv35 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv35) {  // varlen_attention.pto:37:27
+                            for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv22) {  // varlen_attention.pto:37:27
                                 if (!ptodsl_aiv0) {
                                     TEXPANDS(t184_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
                                 }
@@ -6934,9 +5174,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TASSIGN(t187_aiv1, 68608);  // varlen_attention.pto:37:27
                                 wait_flag_dev(5);
                                 if (ptodsl_aiv0) {
-                                    using GmView174 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView174 scores_last_ownGm174(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView174::Shape(t181_aiv0.GetValidRow(), t181_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TLOAD(t181_aiv0, scores_last_ownGm174);  // varlen_attention.pto:36:37
+                                    using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView116 scores_last_ownGm116(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView116::Shape(t181_aiv0.GetValidRow(), t181_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TLOAD(t181_aiv0, scores_last_ownGm116);  // varlen_attention.pto:36:37
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -6946,25 +5186,25 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
-                                    using GmView175 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                    GmView175 scores_scaled_last_ownGm175(scores_scaled_last_own + _g172 * 64 * 128 + _g173 * 128, GmView175::Shape(t182_aiv0.GetValidRow(), t182_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
-                                    TSTORE(scores_scaled_last_ownGm175, t182_aiv0);  // varlen_attention.pto:36:37
+                                    using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                    GmView117 scores_scaled_last_ownGm117(scores_scaled_last_own + _g172 * 64 * 128 + _g173 * 128, GmView117::Shape(t182_aiv0.GetValidRow(), t182_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
+                                    TSTORE(scores_scaled_last_ownGm117, t182_aiv0);  // varlen_attention.pto:36:37
                                 }
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
-                                    TileTmp0 tmp24;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp24, 147456);  // varlen_attention.pto:37:27
-                                    TROWMAX(t187_aiv0, t182_aiv0, tmp24);  // varlen_attention.pto:37:27
+                                    TileTmp0 tmp16;  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp16, 147456);  // varlen_attention.pto:37:27
+                                    TROWMAX(t187_aiv0, t182_aiv0, tmp16);  // varlen_attention.pto:37:27
                                 }
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
                                     TMAX(t184_aiv0, t184_aiv0, t187_aiv0);  // varlen_attention.pto:37:27
                                 }
-                                for (int64_t _aiv36 = 0; _aiv36 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv36) {  // varlen_attention.pto:36:37
+                                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv23) {  // varlen_attention.pto:36:37
                                     if (!ptodsl_aiv0) {
-                                        using GmView176 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                        GmView176 scores_last_ownGm176(scores_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView176::Shape(t181_aiv1.GetValidRow(), t181_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                        TLOAD(t181_aiv1, scores_last_ownGm176);  // varlen_attention.pto:36:37
+                                        using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                        GmView118 scores_last_ownGm118(scores_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView118::Shape(t181_aiv1.GetValidRow(), t181_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                        TLOAD(t181_aiv1, scores_last_ownGm118);  // varlen_attention.pto:36:37
                                     }
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -6974,15 +5214,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     if (!ptodsl_aiv0) {
-                                        using GmView177 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
-                                        GmView177 scores_scaled_last_ownGm177(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView177::Shape(t182_aiv1.GetValidRow(), t182_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
-                                        TSTORE(scores_scaled_last_ownGm177, t182_aiv1);  // varlen_attention.pto:36:37
+                                        using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
+                                        GmView119 scores_scaled_last_ownGm119(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g173 * 128, GmView119::Shape(t182_aiv1.GetValidRow(), t182_aiv1.GetValidCol()));  // varlen_attention.pto:36:37
+                                        TSTORE(scores_scaled_last_ownGm119, t182_aiv1);  // varlen_attention.pto:36:37
                                     }
                                     pipe_barrier(PIPE_V);
                                     if (!ptodsl_aiv0) {
-                                        TileTmp0 tmp25;  // varlen_attention.pto:37:27
-                                        TASSIGN(tmp25, 147456);  // varlen_attention.pto:37:27
-                                        TROWMAX(t187_aiv1, t182_aiv1, tmp25);  // varlen_attention.pto:37:27
+                                        TileTmp0 tmp17;  // varlen_attention.pto:37:27
+                                        TASSIGN(tmp17, 147456);  // varlen_attention.pto:37:27
+                                        TROWMAX(t187_aiv1, t182_aiv1, tmp17);  // varlen_attention.pto:37:27
                                     }
                                     pipe_barrier(PIPE_V);
                                     if (!ptodsl_aiv0) {
@@ -7002,9 +5242,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TASSIGN(t199_aiv1, 3072);  // varlen_attention.pto:39:27
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
-                                using GmView178 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                GmView178 mij_last_ownGm178(mij_last_own + _g172 * 64, GmView178::Shape(t184_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
-                                TSTORE(mij_last_ownGm178, t184_aiv0);  // varlen_attention.pto:37:27
+                                using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                                GmView120 mij_last_ownGm120(mij_last_own + _g172 * 64, GmView120::Shape(t184_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
+                                TSTORE(mij_last_ownGm120, t184_aiv0);  // varlen_attention.pto:37:27
                             }
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -7012,11 +5252,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TEXPANDS(t199_aiv0, 0.0f);  // varlen_attention.pto:39:27
                             }
                             pipe_barrier(PIPE_V);
-                            for (int64_t _aiv37 = 0; _aiv37 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv37) {  // varlen_attention.pto:37:27
+                            for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv24) {  // varlen_attention.pto:37:27
                                 if (!ptodsl_aiv0) {
-                                    using GmView179 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
-                                    GmView179 mij_last_ownGm179(mij_last_own + _g172 * 64 + 32, GmView179::Shape(t184_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
-                                    TSTORE(mij_last_ownGm179, t184_aiv1);  // varlen_attention.pto:37:27
+                                    using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
+                                    GmView121 mij_last_ownGm121(mij_last_own + _g172 * 64 + 32, GmView121::Shape(t184_aiv1.GetValidRow()));  // varlen_attention.pto:37:27
+                                    TSTORE(mij_last_ownGm121, t184_aiv1);  // varlen_attention.pto:37:27
                                     TEXPANDS(t199_aiv1, 0.0f);  // varlen_attention.pto:39:27
                                 }
                             }
@@ -7038,63 +5278,63 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
                                 TASSIGN(t202_aiv1, 70656);  // varlen_attention.pto:39:27
                                 if (ptodsl_aiv0) {
-                                    using GmView180 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                    GmView180 scores_scaled_last_ownGm180(scores_scaled_last_own + _g172 * 64 * 128 + _g189 * 128, GmView180::Shape(t190_aiv0.GetValidRow(), t190_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
-                                    TLOAD(t190_aiv0, scores_scaled_last_ownGm180);  // varlen_attention.pto:38:31
+                                    using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                    GmView122 scores_scaled_last_ownGm122(scores_scaled_last_own + _g172 * 64 * 128 + _g189 * 128, GmView122::Shape(t190_aiv0.GetValidRow(), t190_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
+                                    TLOAD(t190_aiv0, scores_scaled_last_ownGm122);  // varlen_attention.pto:38:31
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
-                                    TileTmp1 tmp26(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp26, 147456);  // varlen_attention.pto:38:27
-                                    TROWEXPAND(tmp26, t184_aiv0);  // varlen_attention.pto:38:27
+                                    TileTmp1 tmp18(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp18, 147456);  // varlen_attention.pto:38:27
+                                    TROWEXPAND(tmp18, t184_aiv0);  // varlen_attention.pto:38:27
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                    TROWEXPANDEXPDIF(t197_aiv0, t190_aiv0, tmp26);  // varlen_attention.pto:38:27
+                                    TROWEXPANDEXPDIF(t197_aiv0, t190_aiv0, tmp18);  // varlen_attention.pto:38:27
                                 }
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                 if (ptodsl_aiv0) {
-                                    using GmView181 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                    GmView181 pij_last_ownGm181(pij_last_own + _g172 * 64 * 128 + _g189 * 128, GmView181::Shape(t197_aiv0.GetValidRow(), t197_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
-                                    TSTORE(pij_last_ownGm181, t197_aiv0);  // varlen_attention.pto:38:27
+                                    using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                    GmView123 pij_last_ownGm123(pij_last_own + _g172 * 64 * 128 + _g189 * 128, GmView123::Shape(t197_aiv0.GetValidRow(), t197_aiv0.GetValidCol()));  // varlen_attention.pto:38:27
+                                    TSTORE(pij_last_ownGm123, t197_aiv0);  // varlen_attention.pto:38:27
                                 }
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
-                                    TileTmp0 tmp27;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp27, 147456);  // varlen_attention.pto:39:27
-                                    TROWSUM(t202_aiv0, t197_aiv0, tmp27);  // varlen_attention.pto:39:27
+                                    TileTmp0 tmp19;  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp19, 147456);  // varlen_attention.pto:39:27
+                                    TROWSUM(t202_aiv0, t197_aiv0, tmp19);  // varlen_attention.pto:39:27
                                 }
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
                                     TADD(t199_aiv0, t199_aiv0, t202_aiv0);  // varlen_attention.pto:39:27
                                 }
-                                for (int64_t _aiv38 = 0; _aiv38 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv38) {  // varlen_attention.pto:38:31
+                                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv25) {  // varlen_attention.pto:38:31
                                     if (!ptodsl_aiv0) {
-                                        using GmView182 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
-                                        GmView182 scores_scaled_last_ownGm182(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView182::Shape(t190_aiv1.GetValidRow(), t190_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
-                                        TLOAD(t190_aiv1, scores_scaled_last_ownGm182);  // varlen_attention.pto:38:31
+                                        using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
+                                        GmView124 scores_scaled_last_ownGm124(scores_scaled_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView124::Shape(t190_aiv1.GetValidRow(), t190_aiv1.GetValidCol()));  // varlen_attention.pto:38:31
+                                        TLOAD(t190_aiv1, scores_scaled_last_ownGm124);  // varlen_attention.pto:38:31
                                     }
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     if (!ptodsl_aiv0) {
-                                        TileTmp1 tmp28(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                        TASSIGN(tmp28, 147456);  // varlen_attention.pto:38:27
-                                        TROWEXPAND(tmp28, t184_aiv1);  // varlen_attention.pto:38:27
+                                        TileTmp1 tmp20(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
+                                        TASSIGN(tmp20, 147456);  // varlen_attention.pto:38:27
+                                        TROWEXPAND(tmp20, t184_aiv1);  // varlen_attention.pto:38:27
                                         pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
-                                        TROWEXPANDEXPDIF(t197_aiv1, t190_aiv1, tmp28);  // varlen_attention.pto:38:27
+                                        TROWEXPANDEXPDIF(t197_aiv1, t190_aiv1, tmp20);  // varlen_attention.pto:38:27
                                     }
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                                     if (!ptodsl_aiv0) {
-                                        using GmView183 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
-                                        GmView183 pij_last_ownGm183(pij_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView183::Shape(t197_aiv1.GetValidRow(), t197_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
-                                        TSTORE(pij_last_ownGm183, t197_aiv1);  // varlen_attention.pto:38:27
+                                        using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:27
+                                        GmView125 pij_last_ownGm125(pij_last_own + (_g172 * 64 + 32) * 128 + _g189 * 128, GmView125::Shape(t197_aiv1.GetValidRow(), t197_aiv1.GetValidCol()));  // varlen_attention.pto:38:27
+                                        TSTORE(pij_last_ownGm125, t197_aiv1);  // varlen_attention.pto:38:27
                                     }
                                     pipe_barrier(PIPE_V);
                                     if (!ptodsl_aiv0) {
-                                        TileTmp0 tmp29;  // varlen_attention.pto:39:27
-                                        TASSIGN(tmp29, 147456);  // varlen_attention.pto:39:27
-                                        TROWSUM(t202_aiv1, t197_aiv1, tmp29);  // varlen_attention.pto:39:27
+                                        TileTmp0 tmp21;  // varlen_attention.pto:39:27
+                                        TASSIGN(tmp21, 147456);  // varlen_attention.pto:39:27
+                                        TROWSUM(t202_aiv1, t197_aiv1, tmp21);  // varlen_attention.pto:39:27
                                     }
                                     pipe_barrier(PIPE_V);
                                     if (!ptodsl_aiv0) {
@@ -7110,15 +5350,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             if (ptodsl_aiv0) {
-                                using GmView184 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                GmView184 lij_last_ownGm184(lij_last_own + _g172 * 64, GmView184::Shape(t199_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
-                                TSTORE(lij_last_ownGm184, t199_aiv0);  // varlen_attention.pto:39:27
+                                using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                                GmView126 lij_last_ownGm126(lij_last_own + _g172 * 64, GmView126::Shape(t199_aiv0.GetValidRow()));  // varlen_attention.pto:39:27
+                                TSTORE(lij_last_ownGm126, t199_aiv0);  // varlen_attention.pto:39:27
                             }
-                            for (int64_t _aiv39 = 0; _aiv39 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv39) {  // varlen_attention.pto:39:27
+                            for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv26) {  // varlen_attention.pto:39:27
                                 if (!ptodsl_aiv0) {
-                                    using GmView185 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
-                                    GmView185 lij_last_ownGm185(lij_last_own + _g172 * 64 + 32, GmView185::Shape(t199_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
-                                    TSTORE(lij_last_ownGm185, t199_aiv1);  // varlen_attention.pto:39:27
+                                    using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:39:27
+                                    GmView127 lij_last_ownGm127(lij_last_own + _g172 * 64 + 32, GmView127::Shape(t199_aiv1.GetValidRow()));  // varlen_attention.pto:39:27
+                                    TSTORE(lij_last_ownGm127, t199_aiv1);  // varlen_attention.pto:39:27
                                 }
                             }
                             pipe_barrier(PIPE_V);
@@ -7138,9 +5378,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
                                 TASSIGN(t206_aiv1, 40960);  // varlen_attention.pto:51:38
                                 if (ptodsl_aiv0) {
-                                    using GmView186 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView186 pij_last_ownGm186(pij_last_own + _g172 * 64 * 128 + _g204 * 128, GmView186::Shape(t205_aiv0.GetValidRow(), t205_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TLOAD(t205_aiv0, pij_last_ownGm186);  // varlen_attention.pto:51:38
+                                    using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView128 pij_last_ownGm128(pij_last_own + _g172 * 64 * 128 + _g204 * 128, GmView128::Shape(t205_aiv0.GetValidRow(), t205_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TLOAD(t205_aiv0, pij_last_ownGm128);  // varlen_attention.pto:51:38
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -7150,15 +5390,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 if (ptodsl_aiv0) {
-                                    using GmView187 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                    GmView187 t6_last_ownGm187(t6_last_own + _g172 * 64 * 128 + _g204 * 128, GmView187::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
-                                    TSTORE(t6_last_ownGm187, t206_aiv0);  // varlen_attention.pto:51:38
+                                    using GmView129 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                    GmView129 t6_last_ownGm129(t6_last_own + _g172 * 64 * 128 + _g204 * 128, GmView129::Shape(t206_aiv0.GetValidRow(), t206_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
+                                    TSTORE(t6_last_ownGm129, t206_aiv0);  // varlen_attention.pto:51:38
                                 }
-                                for (int64_t _aiv40 = 0; _aiv40 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv40) {  // varlen_attention.pto:51:38
+                                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv27) {  // varlen_attention.pto:51:38
                                     if (!ptodsl_aiv0) {
-                                        using GmView188 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                        GmView188 pij_last_ownGm188(pij_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView188::Shape(t205_aiv1.GetValidRow(), t205_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                        TLOAD(t205_aiv1, pij_last_ownGm188);  // varlen_attention.pto:51:38
+                                        using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                        GmView130 pij_last_ownGm130(pij_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView130::Shape(t205_aiv1.GetValidRow(), t205_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                        TLOAD(t205_aiv1, pij_last_ownGm130);  // varlen_attention.pto:51:38
                                     }
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -7168,9 +5408,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                     if (!ptodsl_aiv0) {
-                                        using GmView189 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
-                                        GmView189 t6_last_ownGm189(t6_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView189::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
-                                        TSTORE(t6_last_ownGm189, t206_aiv1);  // varlen_attention.pto:51:38
+                                        using GmView131 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
+                                        GmView131 t6_last_ownGm131(t6_last_own + (_g172 * 64 + 32) * 128 + _g204 * 128, GmView131::Shape(t206_aiv1.GetValidRow(), t206_aiv1.GetValidCol()));  // varlen_attention.pto:51:38
+                                        TSTORE(t6_last_ownGm131, t206_aiv1);  // varlen_attention.pto:51:38
                                     }
                                 }
                             }
@@ -7189,7 +5429,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         __gm__ float* mi_last = mi_update_own;  // varlen_attention.pto:53:30
                         __gm__ float* oi_last = oi_update_own;  // varlen_attention.pto:54:30
                         if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:61:29
-                            (&status[4 * block_index])[0] = 20;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 17;  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:61:29
@@ -7206,7 +5446,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:61:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:61:29
-                            (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:61:29
+                            (&status[4 * block_index])[0] = 18;  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:61:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:61:29
@@ -7223,7 +5463,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:61:29
                         }
                         if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:62:29
-                            (&status[4 * block_index])[0] = 22;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 19;  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:62:29
@@ -7240,7 +5480,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:62:29
                         }
                         if (!(0 <= h && h <= NH - 1)) {  // varlen_attention.pto:62:29
-                            (&status[4 * block_index])[0] = 23;  // varlen_attention.pto:62:29
+                            (&status[4 * block_index])[0] = 20;  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(h);  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(1);  // varlen_attention.pto:62:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(NH);  // varlen_attention.pto:62:29
@@ -7257,7 +5497,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             return;  // varlen_attention.pto:62:29
                         }
                         if (!(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) <= 0 || (0 <= q_start + q_tile_idx * 64 && q_start + q_tile_idx * 64 <= v_TQ - min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64))))) {  // varlen_attention.pto:63:29
-                            (&status[4 * block_index])[0] = 24;  // varlen_attention.pto:63:29
+                            (&status[4 * block_index])[0] = 21;  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[1] = static_cast<int64_t>(q_start + q_tile_idx * 64);  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[2] = static_cast<int64_t>(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)));  // varlen_attention.pto:63:29
                             (&status[4 * block_index])[3] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
@@ -7362,12 +5602,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:71
                             TASSIGN(t273_aiv1, 143360);  // varlen_attention.pto:63:71
                             if (ptodsl_aiv0) {
-                                using GmView195 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView195 mi_lastGm195(mi_last + _g218 * 64, GmView195::Shape(t219_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t219_aiv0, mi_lastGm195);  // varlen_attention.pto:55:34
-                                using GmView196 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                GmView196 mij_last_ownGm196(mij_last_own + _g218 * 64, GmView196::Shape(t220_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
-                                TLOAD(t220_aiv0, mij_last_ownGm196);  // varlen_attention.pto:55:34
+                                using GmView137 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView137 mi_lastGm137(mi_last + _g218 * 64, GmView137::Shape(t219_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t219_aiv0, mi_lastGm137);  // varlen_attention.pto:55:34
+                                using GmView138 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                GmView138 mij_last_ownGm138(mij_last_own + _g218 * 64, GmView138::Shape(t220_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
+                                TLOAD(t220_aiv0, mij_last_ownGm138);  // varlen_attention.pto:55:34
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -7389,18 +5629,18 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             pipe_barrier(PIPE_V);
                             if (ptodsl_aiv0) {
                                 TEXP(t235_aiv0, t232_aiv0);  // varlen_attention.pto:57:30
-                                using GmView197 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                GmView197 li_lastGm197(li_last + _g218 * 64, GmView197::Shape(t238_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
-                                TLOAD(t238_aiv0, li_lastGm197);  // varlen_attention.pto:58:34
+                                using GmView139 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                                GmView139 li_lastGm139(li_last + _g218 * 64, GmView139::Shape(t238_aiv0.GetValidRow()));  // varlen_attention.pto:58:34
+                                TLOAD(t238_aiv0, li_lastGm139);  // varlen_attention.pto:58:34
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 TMUL(t239_aiv0, t228_aiv0, t238_aiv0);  // varlen_attention.pto:58:34
-                                using GmView198 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                GmView198 lij_last_ownGm198(lij_last_own + _g218 * 64, GmView198::Shape(t242_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
-                                TLOAD(t242_aiv0, lij_last_ownGm198);  // varlen_attention.pto:58:44
+                                using GmView140 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                                GmView140 lij_last_ownGm140(lij_last_own + _g218 * 64, GmView140::Shape(t242_aiv0.GetValidRow()));  // varlen_attention.pto:58:44
+                                TLOAD(t242_aiv0, lij_last_ownGm140);  // varlen_attention.pto:58:44
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -7414,9 +5654,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
-                                using GmView199 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                GmView199 oi_lastGm199(oi_last + _g218 * 64 * 64, GmView199::Shape(t249_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
-                                TLOAD(t249_aiv0, oi_lastGm199);  // varlen_attention.pto:59:34
+                                using GmView141 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                GmView141 oi_lastGm141(oi_last + _g218 * 64 * 64, GmView141::Shape(t249_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
+                                TLOAD(t249_aiv0, oi_lastGm141);  // varlen_attention.pto:59:34
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -7427,19 +5667,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 TMUL(t252_aiv0, t249_aiv0, t251_aiv0);  // varlen_attention.pto:59:34
-                                using GmView200 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                GmView200 oij_1_last_ownGm200(oij_1_last_own + _g218 * 64 * 64, GmView200::Shape(t254_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
-                                TLOAD(t254_aiv0, oij_1_last_ownGm200);  // varlen_attention.pto:59:44
+                                using GmView142 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                                GmView142 oij_1_last_ownGm142(oij_1_last_own + _g218 * 64 * 64, GmView142::Shape(t254_aiv0.GetValidRow()));  // varlen_attention.pto:59:44
+                                TLOAD(t254_aiv0, oij_1_last_ownGm142);  // varlen_attention.pto:59:44
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             if (ptodsl_aiv0) {
-                                TileTmp1 tmp30(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
-                                TASSIGN(tmp30, 147456);  // varlen_attention.pto:59:44
-                                TROWEXPAND(tmp30, t235_aiv0);  // varlen_attention.pto:59:44
+                                TileTmp1 tmp22(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
+                                TASSIGN(tmp22, 147456);  // varlen_attention.pto:59:44
+                                TROWEXPAND(tmp22, t235_aiv0);  // varlen_attention.pto:59:44
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                                TROWEXPANDMUL(t257_aiv0, t254_aiv0, tmp30);  // varlen_attention.pto:59:44
+                                TROWEXPANDMUL(t257_aiv0, t254_aiv0, tmp22);  // varlen_attention.pto:59:44
                             }
                             pipe_barrier(PIPE_V);
                             if (ptodsl_aiv0) {
@@ -7447,20 +5687,20 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
-                                using GmView201 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
-                                GmView201 l_outputGm201(l_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView201::Shape(t247_aiv0.GetValidRow()), GmView201::Stride(NH));  // varlen_attention.pto:61:29
-                                TSTORE(l_outputGm201, t247_aiv0);  // varlen_attention.pto:61:29
-                                using GmView202 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
-                                GmView202 m_outputGm202(m_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView202::Shape(t221_aiv0.GetValidRow()), GmView202::Stride(NH));  // varlen_attention.pto:62:29
-                                TSTORE(m_outputGm202, t221_aiv0);  // varlen_attention.pto:62:29
+                                using GmView143 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
+                                GmView143 l_outputGm143(l_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView143::Shape(t247_aiv0.GetValidRow()), GmView143::Stride(NH));  // varlen_attention.pto:61:29
+                                TSTORE(l_outputGm143, t247_aiv0);  // varlen_attention.pto:61:29
+                                using GmView144 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
+                                GmView144 m_outputGm144(m_output + (q_start + q_tile_idx * 64 + _g218 * 64) * NH + h, GmView144::Shape(t221_aiv0.GetValidRow()), GmView144::Stride(NH));  // varlen_attention.pto:62:29
+                                TSTORE(m_outputGm144, t221_aiv0);  // varlen_attention.pto:62:29
                             }
                             pipe_barrier(PIPE_V);
                             if (ptodsl_aiv0) {
-                                TileTmp1 tmp31(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
-                                TASSIGN(tmp31, 147456);  // varlen_attention.pto:63:76
-                                TROWEXPAND(tmp31, t247_aiv0);  // varlen_attention.pto:63:76
+                                TileTmp1 tmp23(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
+                                TASSIGN(tmp23, 147456);  // varlen_attention.pto:63:76
+                                TROWEXPAND(tmp23, t247_aiv0);  // varlen_attention.pto:63:76
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
-                                TROWEXPANDDIV(t270_aiv0, t261_aiv0, tmp31);  // varlen_attention.pto:63:76
+                                TROWEXPANDDIV(t270_aiv0, t261_aiv0, tmp23);  // varlen_attention.pto:63:76
                             }
                             pipe_barrier(PIPE_V);
                             if (ptodsl_aiv0) {
@@ -7469,24 +5709,24 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
-                                using GmView203 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
-                                GmView203 outputGm203(output + (q_start + q_tile_idx * 64 + _g218 * 64) * HD + h * 64, GmView203::Shape(t273_aiv0.GetValidRow()), GmView203::Stride(HD));  // varlen_attention.pto:63:71
-                                TSTORE(outputGm203, t273_aiv0);  // varlen_attention.pto:63:71
+                                using GmView145 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
+                                GmView145 outputGm145(output + (q_start + q_tile_idx * 64 + _g218 * 64) * HD + h * 64, GmView145::Shape(t273_aiv0.GetValidRow()), GmView145::Stride(HD));  // varlen_attention.pto:63:71
+                                TSTORE(outputGm145, t273_aiv0);  // varlen_attention.pto:63:71
                             }
-                            for (int64_t _aiv41 = 0; _aiv41 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv41) {  // varlen_attention.pto:55:34
+                            for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv28) {  // varlen_attention.pto:55:34
                                 if (!ptodsl_aiv0) {
-                                    using GmView204 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                    GmView204 mi_lastGm204(mi_last + _g218 * 64 + 32, GmView204::Shape(t219_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                    TLOAD(t219_aiv1, mi_lastGm204);  // varlen_attention.pto:55:34
+                                    using GmView146 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                    GmView146 mi_lastGm146(mi_last + _g218 * 64 + 32, GmView146::Shape(t219_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                    TLOAD(t219_aiv1, mi_lastGm146);  // varlen_attention.pto:55:34
                                 }
                             }
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            for (int64_t _aiv42 = 0; _aiv42 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv42) {  // varlen_attention.pto:55:34
+                            for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv29) {  // varlen_attention.pto:55:34
                                 if (!ptodsl_aiv0) {
-                                    using GmView205 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
-                                    GmView205 mij_last_ownGm205(mij_last_own + _g218 * 64 + 32, GmView205::Shape(t220_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
-                                    TLOAD(t220_aiv1, mij_last_ownGm205);  // varlen_attention.pto:55:34
+                                    using GmView147 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
+                                    GmView147 mij_last_ownGm147(mij_last_own + _g218 * 64 + 32, GmView147::Shape(t220_aiv1.GetValidRow()));  // varlen_attention.pto:55:34
+                                    TLOAD(t220_aiv1, mij_last_ownGm147);  // varlen_attention.pto:55:34
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -7510,22 +5750,22 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TEXP(t235_aiv1, t232_aiv1);  // varlen_attention.pto:57:30
                                 }
                             }
-                            for (int64_t _aiv43 = 0; _aiv43 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv43) {  // varlen_attention.pto:58:34
+                            for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv30) {  // varlen_attention.pto:58:34
                                 if (!ptodsl_aiv0) {
-                                    using GmView206 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
-                                    GmView206 li_lastGm206(li_last + _g218 * 64 + 32, GmView206::Shape(t238_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
-                                    TLOAD(t238_aiv1, li_lastGm206);  // varlen_attention.pto:58:34
+                                    using GmView148 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:34
+                                    GmView148 li_lastGm148(li_last + _g218 * 64 + 32, GmView148::Shape(t238_aiv1.GetValidRow()));  // varlen_attention.pto:58:34
+                                    TLOAD(t238_aiv1, li_lastGm148);  // varlen_attention.pto:58:34
                                 }
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            for (int64_t _aiv44 = 0; _aiv44 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv44) {  // varlen_attention.pto:58:34
+                            for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv31) {  // varlen_attention.pto:58:34
                                 if (!ptodsl_aiv0) {
                                     TMUL(t239_aiv1, t228_aiv1, t238_aiv1);  // varlen_attention.pto:58:34
-                                    using GmView207 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
-                                    GmView207 lij_last_ownGm207(lij_last_own + _g218 * 64 + 32, GmView207::Shape(t242_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
-                                    TLOAD(t242_aiv1, lij_last_ownGm207);  // varlen_attention.pto:58:44
+                                    using GmView149 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:58:44
+                                    GmView149 lij_last_ownGm149(lij_last_own + _g218 * 64 + 32, GmView149::Shape(t242_aiv1.GetValidRow()));  // varlen_attention.pto:58:44
+                                    TLOAD(t242_aiv1, lij_last_ownGm149);  // varlen_attention.pto:58:44
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -7538,54 +5778,54 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 }
                             }
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                            for (int64_t _aiv45 = 0; _aiv45 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv45) {  // varlen_attention.pto:59:34
+                            for (int64_t _aiv32 = 0; _aiv32 < min_i64(max_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 0), 1); ++_aiv32) {  // varlen_attention.pto:59:34
                                 if (!ptodsl_aiv0) {
-                                    using GmView208 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
-                                    GmView208 oi_lastGm208(oi_last + (_g218 * 64 + 32) * 64, GmView208::Shape(t249_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
-                                    TLOAD(t249_aiv1, oi_lastGm208);  // varlen_attention.pto:59:34
+                                    using GmView150 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
+                                    GmView150 oi_lastGm150(oi_last + (_g218 * 64 + 32) * 64, GmView150::Shape(t249_aiv1.GetValidRow()));  // varlen_attention.pto:59:34
+                                    TLOAD(t249_aiv1, oi_lastGm150);  // varlen_attention.pto:59:34
                                 }
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                            for (int64_t _aiv46 = 0; _aiv46 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv46) {  // varlen_attention.pto:59:34
+                            for (int64_t _aiv33 = 0; _aiv33 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 0), 1); ++_aiv33) {  // varlen_attention.pto:59:34
                                 if (!ptodsl_aiv0) {
                                     TROWEXPAND(t251_aiv1, t228_aiv1);  // varlen_attention.pto:59:34
                                 }
                                 pipe_barrier(PIPE_V);
                                 if (!ptodsl_aiv0) {
                                     TMUL(t252_aiv1, t249_aiv1, t251_aiv1);  // varlen_attention.pto:59:34
-                                    using GmView209 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
-                                    GmView209 oij_1_last_ownGm209(oij_1_last_own + (_g218 * 64 + 32) * 64, GmView209::Shape(t254_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
-                                    TLOAD(t254_aiv1, oij_1_last_ownGm209);  // varlen_attention.pto:59:44
+                                    using GmView151 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:44
+                                    GmView151 oij_1_last_ownGm151(oij_1_last_own + (_g218 * 64 + 32) * 64, GmView151::Shape(t254_aiv1.GetValidRow()));  // varlen_attention.pto:59:44
+                                    TLOAD(t254_aiv1, oij_1_last_ownGm151);  // varlen_attention.pto:59:44
                                 }
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 if (!ptodsl_aiv0) {
-                                    TileTmp1 tmp32(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                    TASSIGN(tmp32, 147456);  // varlen_attention.pto:59:44
-                                    TROWEXPAND(tmp32, t235_aiv1);  // varlen_attention.pto:59:44
+                                    TileTmp1 tmp24(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
+                                    TASSIGN(tmp24, 147456);  // varlen_attention.pto:59:44
+                                    TROWEXPAND(tmp24, t235_aiv1);  // varlen_attention.pto:59:44
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
-                                    TROWEXPANDMUL(t257_aiv1, t254_aiv1, tmp32);  // varlen_attention.pto:59:44
+                                    TROWEXPANDMUL(t257_aiv1, t254_aiv1, tmp24);  // varlen_attention.pto:59:44
                                 }
                                 pipe_barrier(PIPE_V);
                                 if (!ptodsl_aiv0) {
                                     TADD(t261_aiv1, t252_aiv1, t257_aiv1);  // varlen_attention.pto:59:34
-                                    using GmView210 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
-                                    GmView210 l_outputGm210(l_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView210::Shape(t247_aiv1.GetValidRow()), GmView210::Stride(NH));  // varlen_attention.pto:61:29
-                                    TSTORE(l_outputGm210, t247_aiv1);  // varlen_attention.pto:61:29
-                                    using GmView211 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
-                                    GmView211 m_outputGm211(m_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView211::Shape(t221_aiv1.GetValidRow()), GmView211::Stride(NH));  // varlen_attention.pto:62:29
-                                    TSTORE(m_outputGm211, t221_aiv1);  // varlen_attention.pto:62:29
+                                    using GmView152 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:61:29
+                                    GmView152 l_outputGm152(l_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView152::Shape(t247_aiv1.GetValidRow()), GmView152::Stride(NH));  // varlen_attention.pto:61:29
+                                    TSTORE(l_outputGm152, t247_aiv1);  // varlen_attention.pto:61:29
+                                    using GmView153 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:62:29
+                                    GmView153 m_outputGm153(m_output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * NH + h, GmView153::Shape(t221_aiv1.GetValidRow()), GmView153::Stride(NH));  // varlen_attention.pto:62:29
+                                    TSTORE(m_outputGm153, t221_aiv1);  // varlen_attention.pto:62:29
                                 }
                                 pipe_barrier(PIPE_V);
                                 if (!ptodsl_aiv0) {
-                                    TileTmp1 tmp33(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
-                                    TASSIGN(tmp33, 147456);  // varlen_attention.pto:63:76
-                                    TROWEXPAND(tmp33, t247_aiv1);  // varlen_attention.pto:63:76
+                                    TileTmp1 tmp25(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
+                                    TASSIGN(tmp25, 147456);  // varlen_attention.pto:63:76
+                                    TROWEXPAND(tmp25, t247_aiv1);  // varlen_attention.pto:63:76
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
-                                    TROWEXPANDDIV(t270_aiv1, t261_aiv1, tmp33);  // varlen_attention.pto:63:76
+                                    TROWEXPANDDIV(t270_aiv1, t261_aiv1, tmp25);  // varlen_attention.pto:63:76
                                 }
                                 pipe_barrier(PIPE_V);
                                 if (!ptodsl_aiv0) {
@@ -7594,9 +5834,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                                 if (!ptodsl_aiv0) {
-                                    using GmView212 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
-                                    GmView212 outputGm212(output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * HD + h * 64, GmView212::Shape(t273_aiv1.GetValidRow()), GmView212::Stride(HD));  // varlen_attention.pto:63:71
-                                    TSTORE(outputGm212, t273_aiv1);  // varlen_attention.pto:63:71
+                                    using GmView154 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:63:71
+                                    GmView154 outputGm154(output + (q_start + q_tile_idx * 64 + _g218 * 64 + 32) * HD + h * 64, GmView154::Shape(t273_aiv1.GetValidRow()), GmView154::Stride(HD));  // varlen_attention.pto:63:71
+                                    TSTORE(outputGm154, t273_aiv1);  // varlen_attention.pto:63:71
                                 }
                             }
                         }

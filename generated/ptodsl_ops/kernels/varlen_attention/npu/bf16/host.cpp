@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-extern "C" void varlen_attention_bf16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, int32_t* cu_seqlens_q, int32_t* cu_seqlens_k, bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, float* scores_first, float* scores_scaled_first, float* mij_first, float* pij_first, float* lij_first, bfloat16_t* t1_first, float* oij_first, float* l_output, float* m_output, bfloat16_t* output, bfloat16_t* t5_first, float* oi_update, float* li_update, float* mi_update, float* scores, float* scores_scaled, float* mij, float* pij, float* lij, bfloat16_t* t6, float* oij_1, float* mi_new, float* li_new, float* t11, float* t12, float* scores_last, float* scores_scaled_last, float* mij_last, float* pij_last, float* lij_last, bfloat16_t* t6_last, float* oij_1_last, float* scores_twin, float* scores_scaled_twin, float* mij_twin, float* pij_twin, float* lij_twin, bfloat16_t* t6_twin, float* oij_1_twin, float* mi_new_twin, float* li_new_twin, float* t11_twin, float* t12_twin, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, int64_t* status);
+extern "C" void varlen_attention_bf16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, int32_t* cu_seqlens_q, int32_t* cu_seqlens_k, bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, float* scores_first, float* scores_scaled_first, float* mij_first, float* pij_first, float* lij_first, bfloat16_t* t1_first, float* oij_first, float* l_output, float* m_output, bfloat16_t* output, bfloat16_t* t5_first, float* oi_update, float* li_update, float* mi_update, float* scores, float* scores_scaled, float* mij, float* pij, float* lij, bfloat16_t* t6, float* oij_1, float* mi_new, float* li_new, float* t11, float* t12, float* scores_last, float* scores_scaled_last, float* mij_last, float* pij_last, float* lij_last, bfloat16_t* t6_last, float* oij_1_last, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, float softmax_scale, int64_t* status);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -301,111 +301,56 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
         return -1;  // varlen_attention.pto:35:30
     }
     float* scores = reinterpret_cast<float*>(scores_bytes.data());  // varlen_attention.pto:35:30
-    DeviceWorkspace scores_twin_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
-    if (ptodsl_failed) {  // varlen_attention.pto:35:30
-        return -1;  // varlen_attention.pto:35:30
-    }
-    float* scores_twin = reinterpret_cast<float*>(scores_twin_bytes.data());  // varlen_attention.pto:35:30
     DeviceWorkspace scores_scaled_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
     if (ptodsl_failed) {  // varlen_attention.pto:36:37
         return -1;  // varlen_attention.pto:36:37
     }
     float* scores_scaled = reinterpret_cast<float*>(scores_scaled_bytes.data());  // varlen_attention.pto:36:37
-    DeviceWorkspace scores_scaled_twin_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
-    if (ptodsl_failed) {  // varlen_attention.pto:36:37
-        return -1;  // varlen_attention.pto:36:37
-    }
-    float* scores_scaled_twin = reinterpret_cast<float*>(scores_scaled_twin_bytes.data());  // varlen_attention.pto:36:37
     DeviceWorkspace mij_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
     if (ptodsl_failed) {  // varlen_attention.pto:37:27
         return -1;  // varlen_attention.pto:37:27
     }
     float* mij = reinterpret_cast<float*>(mij_bytes.data());  // varlen_attention.pto:37:27
-    DeviceWorkspace mij_twin_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
-    if (ptodsl_failed) {  // varlen_attention.pto:37:27
-        return -1;  // varlen_attention.pto:37:27
-    }
-    float* mij_twin = reinterpret_cast<float*>(mij_twin_bytes.data());  // varlen_attention.pto:37:27
     DeviceWorkspace pij_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
     if (ptodsl_failed) {  // varlen_attention.pto:38:27
         return -1;  // varlen_attention.pto:38:27
     }
     float* pij = reinterpret_cast<float*>(pij_bytes.data());  // varlen_attention.pto:38:27
-    DeviceWorkspace pij_twin_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
-    if (ptodsl_failed) {  // varlen_attention.pto:38:27
-        return -1;  // varlen_attention.pto:38:27
-    }
-    float* pij_twin = reinterpret_cast<float*>(pij_twin_bytes.data());  // varlen_attention.pto:38:27
     DeviceWorkspace lij_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
     if (ptodsl_failed) {  // varlen_attention.pto:39:27
         return -1;  // varlen_attention.pto:39:27
     }
     float* lij = reinterpret_cast<float*>(lij_bytes.data());  // varlen_attention.pto:39:27
-    DeviceWorkspace lij_twin_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
-    if (ptodsl_failed) {  // varlen_attention.pto:39:27
-        return -1;  // varlen_attention.pto:39:27
-    }
-    float* lij_twin = reinterpret_cast<float*>(lij_twin_bytes.data());  // varlen_attention.pto:39:27
     DeviceWorkspace t6_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
     if (ptodsl_failed) {  // varlen_attention.pto:51:38
         return -1;  // varlen_attention.pto:51:38
     }
     bfloat16_t* t6 = reinterpret_cast<bfloat16_t*>(t6_bytes.data());  // varlen_attention.pto:51:38
-    DeviceWorkspace t6_twin_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
-    if (ptodsl_failed) {  // varlen_attention.pto:51:38
-        return -1;  // varlen_attention.pto:51:38
-    }
-    bfloat16_t* t6_twin = reinterpret_cast<bfloat16_t*>(t6_twin_bytes.data());  // varlen_attention.pto:51:38
     DeviceWorkspace oij_1_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
     if (ptodsl_failed) {  // varlen_attention.pto:51:31
         return -1;  // varlen_attention.pto:51:31
     }
     float* oij_1 = reinterpret_cast<float*>(oij_1_bytes.data());  // varlen_attention.pto:51:31
-    DeviceWorkspace oij_1_twin_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
-    if (ptodsl_failed) {  // varlen_attention.pto:51:31
-        return -1;  // varlen_attention.pto:51:31
-    }
-    float* oij_1_twin = reinterpret_cast<float*>(oij_1_twin_bytes.data());  // varlen_attention.pto:51:31
     DeviceWorkspace mi_new_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
     if (ptodsl_failed) {  // varlen_attention.pto:55:34
         return -1;  // varlen_attention.pto:55:34
     }
     float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
-    DeviceWorkspace mi_new_twin_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
-    if (ptodsl_failed) {  // varlen_attention.pto:55:34
-        return -1;  // varlen_attention.pto:55:34
-    }
-    float* mi_new_twin = reinterpret_cast<float*>(mi_new_twin_bytes.data());  // varlen_attention.pto:55:34
     DeviceWorkspace li_new_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
     if (ptodsl_failed) {  // varlen_attention.pto:58:34
         return -1;  // varlen_attention.pto:58:34
     }
     float* li_new = reinterpret_cast<float*>(li_new_bytes.data());  // varlen_attention.pto:58:34
-    DeviceWorkspace li_new_twin_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-    if (ptodsl_failed) {  // varlen_attention.pto:58:34
-        return -1;  // varlen_attention.pto:58:34
-    }
-    float* li_new_twin = reinterpret_cast<float*>(li_new_twin_bytes.data());  // varlen_attention.pto:58:34
     DeviceWorkspace t11_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
     if (ptodsl_failed) {  // varlen_attention.pto:59:34
         return -1;  // varlen_attention.pto:59:34
     }
     float* t11 = reinterpret_cast<float*>(t11_bytes.data());  // varlen_attention.pto:59:34
-    DeviceWorkspace t11_twin_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
-    if (ptodsl_failed) {  // varlen_attention.pto:59:34
-        return -1;  // varlen_attention.pto:59:34
-    }
-    float* t11_twin = reinterpret_cast<float*>(t11_twin_bytes.data());  // varlen_attention.pto:59:34
     DeviceWorkspace t12_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
     if (ptodsl_failed) {  // varlen_attention.pto:59:44
         return -1;  // varlen_attention.pto:59:44
     }
     float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
-    DeviceWorkspace t12_twin_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 64) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
-    if (ptodsl_failed) {  // varlen_attention.pto:59:44
-        return -1;  // varlen_attention.pto:59:44
-    }
-    float* t12_twin = reinterpret_cast<float*>(t12_twin_bytes.data());  // varlen_attention.pto:59:44
     DeviceWorkspace scores_last_bytes((max_i64(ceil_div(HD / 64, max_i64(ceil_div(HD / 64, max_i64(24 / max_i64(24 / max_i64(HD / 64, 1), 1), 1)), 1)), 1) * max_i64(24 / max_i64(HD / 64, 1), 1) * 64 * 128) * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
     if (ptodsl_failed) {  // varlen_attention.pto:35:30
         return -1;  // varlen_attention.pto:35:30
@@ -451,7 +396,7 @@ extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q
         if (ptodsl_failed) {  // varlen_attention.pto:16:5
             return -1;  // varlen_attention.pto:16:5
         }
-        varlen_attention_bf16_k0_launch(varlen_attention_bf16_k0_blocks, ptodsl_stream, ffts, cu_seqlens_q, cu_seqlens_k, q, k, v, scores_first, scores_scaled_first, mij_first, pij_first, lij_first, t1_first, oij_first, l_output, m_output, output, t5_first, oi_update, li_update, mi_update, scores, scores_scaled, mij, pij, lij, t6, oij_1, mi_new, li_new, t11, t12, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, oij_1_last, scores_twin, scores_scaled_twin, mij_twin, pij_twin, lij_twin, t6_twin, oij_1_twin, mi_new_twin, li_new_twin, t11_twin, t12_twin, C, HD, NH, v_TK, v_TQ, softmax_scale, reinterpret_cast<int64_t*>(varlen_attention_bf16_k0_status.data()));  // varlen_attention.pto:16:5
+        varlen_attention_bf16_k0_launch(varlen_attention_bf16_k0_blocks, ptodsl_stream, ffts, cu_seqlens_q, cu_seqlens_k, q, k, v, scores_first, scores_scaled_first, mij_first, pij_first, lij_first, t1_first, oij_first, l_output, m_output, output, t5_first, oi_update, li_update, mi_update, scores, scores_scaled, mij, pij, lij, t6, oij_1, mi_new, li_new, t11, t12, scores_last, scores_scaled_last, mij_last, pij_last, lij_last, t6_last, oij_1_last, C, HD, NH, v_TK, v_TQ, softmax_scale, reinterpret_cast<int64_t*>(varlen_attention_bf16_k0_status.data()));  // varlen_attention.pto:16:5
         if (!launched("the launch of varlen_attention_bf16_k0")) {  // varlen_attention.pto:16:5
             return -1;  // varlen_attention.pto:16:5
         }
