@@ -80,6 +80,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "topk",  # v, i = topk(x, k) and argsort, ties from small integers
     "pass_options",  # multiply-adds, double buffering, no fused instructions, row interchange (drawn apart)
     "max_dims",  # `max_dims:` bounds on N and M at or above the case's (tiles span a bounded dim; drawn apart)
+    "kernel_budget",  # a small `cycle_upper_bound`: tile work cut into several kernels, loops launched per step
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -258,8 +259,9 @@ class Program:
             # generator keeps f <= 4 and allows up to 4^4, so such programs are meant to compile.
             options["max_paths"] = 256
         if options:
-            text = {True: "true", False: "false"}
-            lines.append("  pass_options: {" + ", ".join(f"{k}: {text.get(v, v)}" for k, v in options.items()) + "}")
+            def text(v: Any) -> str:  # (1 == True: not a dict lookup)
+                return ("true" if v else "false") if isinstance(v, bool) else str(v)
+            lines.append("  pass_options: {" + ", ".join(f"{k}: {text(v)}" for k, v in options.items()) + "}")
         vs = {k: v for b in self.blocks for k, v in b.valid_shapes.items()}
         if vs:
             lines.append("  valid_shapes:")
@@ -1130,23 +1132,28 @@ class Gen:
                 out[dim] = shapes[dim] + r.choice([0, 0, 1, 7, 40])
         return out
 
-    def pass_options(self) -> dict[str, bool]:
+    def pass_options(self) -> dict[str, bool | int]:
         """Compiler switches that must not change a result, from their own random stream (the
         program of a seed stays the same with the feature on or off)."""
-        if not self.has("pass_options"):
-            return {}
+        out: dict[str, bool | int] = {}
         r = random.Random(self.seed * 1_000_003 + 11)
-        out = {}
-        if r.random() < 0.5:
-            out["multiply_add"] = True
-        if r.random() < 0.3:
-            out["double_buffer"] = False  # on by default
-        if r.random() < 0.15:
-            out["fused_ops"] = False
-        if r.random() < 0.4:
-            out["row_interchange"] = True  # row blocks outside the user loops, mixed kernels
-        if r.random() < 0.2:
-            out["aiv_split"] = False  # on by default: a mixed kernel's vector rows on both vector cores
+        if self.has("pass_options"):
+            if r.random() < 0.5:
+                out["multiply_add"] = True
+            if r.random() < 0.3:
+                out["double_buffer"] = False  # on by default
+            if r.random() < 0.15:
+                out["fused_ops"] = False
+            if r.random() < 0.4:
+                out["row_interchange"] = True  # row blocks outside the user loops, mixed kernels
+            if r.random() < 0.2:
+                out["aiv_split"] = False  # on by default: a mixed kernel's vector rows on both vector cores
+        cut = random.Random(f"cycle_bound:{self.seed}")  # a stream of its own: the draws above stay
+        if self.has("kernel_budget") and cut.random() < 0.1:
+            # a small kernel budget: runs of tile work are cut into several kernels, and loops of
+            # the user's stay in the control program, launching their bodies per iteration, cut by
+            # kind of core where no tile lives across the cut (passes/partition.py)
+            out["cycle_upper_bound"] = cut.choice([1, 40, 400])
         return out
 
 

@@ -29,6 +29,7 @@ MATMUL_FEATURES = frozenset({
     # sometimes with a second product of the step before's value (flash attention's pipelined form)
     # or of this step's (attention's form as written, pipelined by the compiler)
     "mm_epilogue",  # relu(matmul(...) + v) and its parts: the bias table and the fixpipe's relu
+    "mm_end",  # the last step writes the state plus a product of it (its tile lives across the product)
     "mm_chain",  # a product, vector work on it (sometimes into a local), a second product of that (an
     # FFN: with row_interchange one mixed kernel over row blocks, skewed, passes/rowgrid.py, skew.py)
 })
@@ -195,6 +196,14 @@ def _steps_block(gen: Gen, k: int, rng: random.Random, y: str, product: str, nn:
         lines[1] = (0, f'for j in loop({stage.randint(4, 9)}, name="S{k}"):')
         at = lines.index((2, f"st{k}[:] = {comb}"))
         lines[at] = (2, f"st{k}[:] = {comb} + matmul(cast(tanh(t{k} * (j + 1) * 0.25), T), {d}, out_dtype=f32)")
+    if gen.has("mm_end") and random.Random(f"mm_end:{gen.seed}:{k}").random() < 0.3:
+        # the last step's write multiplies the state on the cube and adds the state again: its
+        # vector tile lives across the product (a mixed kernel keeps it in UB; where the loop is
+        # launched per step, its body cut by kind of core, it must not be cut there)
+        e = gen.param(f"g{k}", f"T[{nn}, {nn}]", "in", "T", (nn, nn))
+        names.append(e)
+        end = lines.index((2, f"{y}[:] = cast(st{k}, {out})"))
+        lines[end] = (2, f"{y}[:] = cast(st{k} * 0.5 + matmul(cast(st{k}, T), {e}, out_dtype=f32), {out})")
     if rounds:
         lines = [(0, f'for r{k} in loop({rounds}, name="R{k}"):'), *((d + 1, text) for d, text in lines)]
     return Block("matmul", lines, [y, *names])

@@ -27,7 +27,16 @@ from ..ir.schedule import schedule_of
 from . import branches, trial
 from .context import Pass, PassContext
 from .loops import merge_implicit
-from .persistent import MIXED, Placement, bound_within, cycles, hoist_workspaces, kind_of, mixed_loop
+from .persistent import (
+    MIXED,
+    Placement,
+    bound_within,
+    cycles,
+    hoist_workspaces,
+    kind_of,
+    kinds_in,
+    mixed_loop,
+)
 from .remat import view_bases
 
 
@@ -96,7 +105,8 @@ class _Partitioner:
         out: list[Op] = []
         run: list[Op] = []
         mixed: list[Op] = []  # loops run one after another in one mixed kernel
-        for op in ops:
+        last_use = _last_uses(ops)
+        for at, op in enumerate(ops):
             if op.name == "guard" and op.operands and run and not _quiet(run):
                 self.flush(run, out)  # a check of an index's repeats stays in the control program
                 run = []
@@ -145,7 +155,7 @@ class _Partitioner:
                     op.regions = [self.region(r, bound_syms) for r in op.regions]
                 out.append(op)
             else:
-                if run and kind_of(run[-1]) != kind_of(op) and self.cut_ok(run, len(run)):
+                if run and kind_of(run[-1]) != kind_of(op) and not _live_from(run, at, last_use):
                     self.flush(run, out)
                     run = []
                 run.append(op)
@@ -169,9 +179,6 @@ class _Partitioner:
         used_after = {v.name for op in run[cut:] for o in op.walk() for v in o.operands}
         return bool(defined & used_after)
 
-    def cut_ok(self, run: list[Op], cut: int) -> bool:
-        return not self.live_across(run, cut)
-
     def flush(self, run: list[Op], out: list[Op]) -> None:
         if not run:
             return
@@ -183,7 +190,7 @@ class _Partitioner:
                 chunk = _sink_into(chunk, refused)
                 out.extend(self.region(chunk, set()))  # the refused loops now launch per iteration
             else:
-                out.extend(self.kernel(chunk))
+                out.extend(self.kernel(chunk, _kind(chunk)))
 
     def refused(self, chunk: list[Op]) -> list[Op]:
         """The loops of the user's in ``chunk`` to keep in the control program after all, because
@@ -192,9 +199,9 @@ class _Partitioner:
         they fail, all of them. Launching a kernel per iteration compiled before loops ran inside
         kernels, and still does; a kernel without such a loop is left to report its own error."""
         loops = [op for op in chunk if op.name == "loop" and not in_kernel_loop(op)]
-        if not loops or self.compiles(chunk):
+        if not loops or self.compiles(chunk, _kind(chunk)):
             return []
-        alone = [loop for loop in loops if len(loops) > 1 and not self.compiles([loop])]
+        alone = [loop for loop in loops if len(loops) > 1 and not self.compiles([loop], _kind([loop]))]
         return alone or loops
 
     def compiles(self, ops: list[Op], kind: str | None = None) -> bool:
@@ -320,6 +327,32 @@ class _Partitioner:
                 o.operands = [remap.get(v.name, v) if isinstance(v.type, TensorType) else v for v in o.operands]
         params += [Param(s, None, self.scalar_dtypes.get(s, "i64")) for s in free]
         return Func(name, params, ops, kind, {}, ops[0].span), allocs, tensors, free
+
+
+def _last_uses(ops: list[Op]) -> dict[str, int]:
+    """Value name -> the index of the last op of ``ops`` (a region) that uses it."""
+    out: dict[str, int] = {}
+    for at, op in enumerate(ops):
+        for o in op.walk():
+            for v in o.operands:
+                out[v.name] = at
+    return out
+
+
+def _live_from(run: list[Op], at: int, last_use: dict[str, int]) -> bool:
+    """Whether a tile ``run`` defines is used by op ``at`` of its region or a later one: a cut
+    before ``at`` would leave it in another kernel than its use. (Fusion forwards a vector tile
+    across the cube work of one straight-line region, ``passes/fuse.py``, which is right where
+    the region is one mixed kernel and not where it is cut by kind.)"""
+    return any(last_use.get(r.name, -1) >= at for op in run for o in op.walk() for r in o.results
+               if isinstance(r.type, TileType))
+
+
+def _kind(ops: list[Op]) -> str:
+    """The kind of kernel running ``ops``: mixed where their tile work needs both kinds of core
+    (a run that cannot be cut where the kind changes, a tile living across the cut)."""
+    kinds = {kind_of(op) for op in ops if kinds_in(op)}
+    return MIXED if len(kinds) > 1 else kind_of(ops[0])
 
 
 def _free(e) -> set[str]:
