@@ -560,3 +560,15 @@ def test_loops_in_turn_reuse_the_event_ids_the_loop_before_let_go(backends):
     outcome = run_programs([generate(7831732, AS_FOUND)], backends)[0]
     assert outcome.kind == "ok", outcome
 
+
+@pytest.mark.parametrize("backends", SIM_EVERYDAY)
+def test_a_workspace_the_row_blocks_fill_for_a_later_statement_is_one_tensor(backends):
+    """Seed 8100458 (of `ptodsl fuzz --count 1500 --seed 8100000 --features
+    f16,matmul,mm_chain,mm_out,mm_steps,pass_options`): a chain over row blocks whose last
+    statement casts the local for a sum over its rows after the chain. The cast's workspace was
+    recorded as one per row block (``alloc {within}``), so each block filled a copy of its own and
+    the sum read the first block's copy only: NaN (poison) on sim, garbage on cpu."""
+    program = generate(8100458, frozenset({"f16", "matmul", "mm_chain", "mm_out", "mm_steps", "pass_options"}))
+    assert "sum(cast(c1, f32), dim=0" in program.pto() and program.options.get("row_interchange")
+    outcome = run_programs([program], backends)[0]
+    assert outcome.kind == "ok", outcome

@@ -319,12 +319,15 @@ class _Inliner:
         return Op(op.name, operands, attrs, results, [self.ops(r) for r in op.regions], op.span)
 
 
-def _hoist_workspaces(ops: list[Op], bound: set[str]) -> list[Op]:
+def _hoist_workspaces(ops: list[Op], bound: set[str], elsewhere: set[str]) -> list[Op]:
     """Take out of ``ops`` (in place, at any depth) each GM workspace whose shape nothing in them
     binds, for the caller to allocate once before the row block loop. A valid shape naming what
     a loop binds (the last KV block's columns) widens to the whole shape: every op touching the
     workspace takes its extent from its tile, and an iteration reads only what it wrote (a
-    workspace is a temporary the iteration fills before reading), so one allocation serves all."""
+    workspace is a temporary the iteration fills before reading), so one allocation serves all.
+    A workspace the rest of the function reads (``elsewhere``: a statement after the run reading
+    what the run's last statement wrote, all rows of it) is one tensor for every iteration, not
+    one each: it records no loop (``within``), or a block would fill a copy nobody reads."""
     taken: list[Op] = []
 
     def region(r: list[Op], within: tuple[str, ...]) -> None:
@@ -332,7 +335,8 @@ def _hoist_workspaces(ops: list[Op], bound: set[str]) -> list[Op]:
         for op in r:
             t = op.result.type if op.name == "alloc" else None
             if t is not None and "fill" not in op.attrs and not any(sym.free_symbols(d) & bound for d in t.shape):
-                if within:  # each iteration of those loops filled a workspace of its own (as partitioning records)
+                if within and op.result.name not in elsewhere:
+                    # each iteration of those loops filled a workspace of its own (as partitioning records)
                     op.attrs = dict(op.attrs) | {"within": within}
                 taken.append(op)
                 continue
@@ -432,12 +436,13 @@ def interchange(func: Func) -> Func | None:
             bound = set().union(*(bound_within(x) for x in statements))
             wrapper = _Wrapper(grids, rows, tile_rows, bound, count, dtypes if n > 1 else None)
             new = wrapper.ops(statements)
+            inside = {id(o) for x in statements for o in x.walk()}
+            elsewhere = {v.name for o in func.walk() if id(o) not in inside for v in o.operands}
             if n > 1:
-                inside = {id(o) for x in statements for o in x.walk()}
-                elsewhere = {v.name for o in func.walk() if id(o) not in inside for v in o.operands}
                 new = [_localize(x, rows, tile_rows, elsewhere) if x.attrs.get("rows_interchanged") else x
                        for x in new]
-            hoisted = _hoist_workspaces(new, bound | {f"{OUTER}{n}" for n in range(count, wrapper.count)})
+            hoisted = _hoist_workspaces(new, bound | {f"{OUTER}{n}" for n in range(count, wrapper.count)},
+                                        elsewhere)
             if any(o.name == "alloc" for x in new for o in x.walk()):
                 out += statements  # a workspace per row block could not be seen by a later row block loop
                 continue
