@@ -53,6 +53,8 @@ another failing one in program order (a later iteration of the loops around, in 
 
 from __future__ import annotations
 
+import itertools
+
 from .. import sym
 from ..dtypes import DTYPES
 from ..ir import Func, Module, Op, Param, TensorType, Value
@@ -61,7 +63,7 @@ from ..ir.opdefs import block_params, indexed_gm
 from .blocks_flat import share_out_tiles, share_tiles, tileable
 from .context import Pass, PassContext
 from .distribute import distribute
-from .ordered import ordered_params, within_bands
+from .ordered import bounds_above, ordered_params, within_bands
 from .parallel import _access, independent, origins_of
 from .persistent import bound_within
 
@@ -171,18 +173,50 @@ def banded(kernel: Func, loops: list[Op], private: list[str]) -> bool:
     if origins is None:
         return False
     written = _written_params(kernel) - set(private)
-    for loop in loops:
-        for op in loop.walk():
+
+    def region(loop: Op, ops: list[Op], inside: tuple[Op, ...]) -> bool:
+        for op in ops:
             if op.name in ("tile.load", "tile.store"):
                 gm, tile = (op.operands[1], op.operands[0]) if op.name == "tile.load" else op.operands
                 if origins[gm.name].root not in written:
                     continue
                 offsets = _access(origins[gm.name], op, tile).offsets
-                if offsets is None or loop.attrs["index"] not in sym.free_symbols(offsets[0]):
+                if offsets is None or (loop.attrs["index"] not in sym.free_symbols(offsets[0]) and
+                                       not _in_row_block(loop, inside, offsets[0], tile.type.valid[0])):
                     return False
             elif any(origins[v.name].root in written for vs in indexed_gm(op) for v in vs):
                 return False
-    return True
+            for r in op.regions:
+                if not region(loop, r, (*inside, op) if op.name == "loop" else inside):
+                    return False
+        return True
+
+    return all(region(loop, loop.regions[0], ()) for loop in loops)
+
+
+def _in_row_block(loop: Op, inside: tuple[Op, ...], first: sym.Expr, rows: sym.Expr) -> bool:
+    """Whether an access at row ``first`` of ``rows`` valid rows, inside the loops ``inside`` of row
+    block loop ``loop`` (over ``cdiv(S, R)``), lies in the block's rows ``[i * R, i * R + R)``: a
+    row grid the row block narrowed (``lo = i * R``) names its own index, not the block's."""
+    hi = loop.attrs["hi"]
+    if not (isinstance(hi, sym.CallExpr) and hi.fn == "cdiv" and isinstance(hi.args[1], int) and hi.args[1] >= 1) \
+            or any(lp.attrs["step"] != 1 for lp in inside):
+        return False
+    block = sym.mul(sym.Sym(loop.attrs["index"]), hi.args[1])
+    # a loop's end as one argument of each min in it, a bound the linear prover can use (the
+    # narrowed grid's `min(i * R + R, S)`)
+    ends = [bounds_above(lp.attrs["hi"])[:_END_CHOICES] for lp in inside]
+    for choice in itertools.islice(itertools.product(*ends), _END_CHOICES):
+        ranges: dict[str, tuple] = {loop.attrs["index"]: (0, None)}
+        for lp, end in zip(inside, choice):
+            ranges[lp.attrs["index"]] = (lp.attrs["lo"], sym.sub(end, 1))
+        if sym.prove_le(block, first, ranges) and any(
+                sym.prove_le(sym.add(first, n), sym.add(block, hi.args[1]), ranges) for n in bounds_above(rows)):
+            return True
+    return False
+
+
+_END_CHOICES = 16  # combinations of loop ends tried per access
 
 
 def _shares_disjointly(kernel: Func, loops: list[Op], private: list[str]) -> bool:

@@ -166,4 +166,9 @@ def _bounds(e: sym.Expr, upper: bool) -> list[sym.Expr]:
     return [e]
 
 
-__all__ = ["bands", "block_ranges", "holding", "ordered_params", "within_bands"]
+def bounds_above(e: sym.Expr) -> list[sym.Expr]:
+    """Expressions at least ``e``, each a choice of one argument per ``min`` (:func:`_bounds`)."""
+    return _bounds(e, True)
+
+
+__all__ = ["bands", "block_ranges", "bounds_above", "holding", "ordered_params", "within_bands"]

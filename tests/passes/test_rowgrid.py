@@ -179,3 +179,41 @@ def test_a_column_loop_that_may_run_twice_stays_a_loop():
     # accesses keep the column index
     assert len(grids) == 1 and any(grids[0].attrs["index"] in str(x) for o in grids[0].walk()
                                    for x in o.attrs.get("offsets", ()))
+
+
+# fuzz seed 8100458, shrunk: the cast of the local for the sum after the chain is the run's last
+# statement, and its workspace, which the sum reads whole, is one tensor for every row block
+CHAIN_THEN_SUM = (
+    "kernel fz(a1: f32[K, M], b1: f32[N, K], y1: out f32[M, N], e1: f32[N, N], z1: out f32[1, N]):\n"
+    "    h1 = cast(matmul(a1, b1, trans_a=True, trans_b=True), f32)\n"
+    "    c1 = tensor([M, N], f32)\n"
+    "    if N % 2 == 0:\n"
+    "        c1[:] = cast(exp(h1 * 0.125), f32)\n"
+    "    else:\n"
+    "        c1[:] = cast(relu(h1) - h1 * 0.25, f32)\n"
+    "    y1[:] = matmul(c1, e1, out_dtype=f32)\n"
+    "    z1[:] = sum(cast(c1, f32), dim=0, keepdim=True)\n")
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.slow)])
+def test_a_workspace_read_after_the_row_blocks_is_shared_by_them(write_spec, backend: str):
+    import numpy as np
+
+    from ptodsl import sym
+    from ptodsl.ir.gm import launches
+
+    yaml = ("op: fz\nschedule: {vec_tile: [1, 8], cube_tile: {m: [16, 32], k: [32, 32], n: [32, 64]},"
+            " pass_options: {row_interchange: true}}\n")
+    op = ptodsl.load(write_spec("fz", CHAIN_THEN_SUM, yaml))
+    block = op.compiled.stages["block"]
+    (mixed,) = [launch for launch in launches(block.func("fz")) if block.func(launch.attrs["kernel"]).kind == "mixed"]
+    assert sym.evaluate(mixed.attrs["block_dim"], {"M": 40, "N": 4, "K": 3}) == 3  # a row block each
+    allocs = [o for o in block.func("fz").walk() if o.name == "alloc" and "row_block" not in o.attrs]
+    assert allocs and not any("within" in o.attrs for o in allocs)
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(-1, 1, (3, 40)).astype(np.float32), rng.uniform(-1, 1, (4, 3)).astype(np.float32)
+    e = rng.uniform(-1, 1, (4, 4)).astype(np.float32)
+    c = np.exp((a.T.astype(np.float64) @ b.T.astype(np.float64)) * 0.125)
+    y, z = op(a, b, e, backend=backend)
+    np.testing.assert_allclose(y, c @ e, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(z, c.sum(axis=0, keepdims=True), rtol=1e-5, atol=1e-5)

@@ -200,6 +200,36 @@ def test_blocks_recheck_that_a_row_block_loop_keeps_to_its_rows():
     assert banded(kernel, loops, [])
 
 
+def _narrowed(lo: str, hi: str) -> tuple[object, list[Op]]:
+    """A row block loop writing y row by row in a grid narrowed to its rows (rowgrid's inlining)."""
+    from ptodsl.ir import parse
+
+    text = ('module @m level block attributes {target = "ascend910b"} {\n'
+            '  vector @m(%x: tensor<f32 [B, 64]>, %y: tensor<f32 [B, 64]> out, B: i64) {\n'
+            '    loop() {index = "_qb0", lo = 0, hi = cdiv(B, 16), step = 1, parallel = 1, rows_interchanged = 1}'
+            ' region {\n'
+            f'      loop() {{index = "g", lo = {lo}, hi = {hi}, step = 1, kind = "grid"}} region {{\n'
+            '        %t = tile.alloc() : tile<ub f32 [1, 64] valid [min(B - g, 1), 64]>\n'
+            '        tile.load(%t, %x) {offsets = [g, 0]}\n'
+            '        tile.store(%y, %t) {offsets = [g, 0]}\n'
+            '      }\n    }\n  }\n}\n')
+    kernel = parse(text).funcs[0]
+    return kernel, [o for o in kernel.body if o.name == "loop"]
+
+
+@pytest.mark.parametrize("lo, hi, ok", [
+    ("_qb0 * 16", "min(_qb0 * 16 + 16, B)", True),  # the block's own rows, by the grid's index
+    ("_qb0 * 16", "min(_qb0 * 16 + 17, B)", False),  # one row of the next block
+    ("_qb0 * 16 - 1", "min(_qb0 * 16 + 16, B)", False),  # one of the block before
+    ("0", "B", False),  # every row
+])
+def test_a_row_grid_narrowed_to_the_block_keeps_to_its_rows(lo: str, hi: str, ok: bool):
+    from ptodsl.passes.blocks import banded
+
+    kernel, loops = _narrowed(lo, hi)
+    assert banded(kernel, loops, []) is ok
+
+
 # attention's online softmax over KV blocks of 16 rows (the library's `attn`): a loop carrying its
 # running max, sum and output, whose product with v waits for the vector cores' probabilities
 ATTN = (Path(__file__).resolve().parents[2] / "specs" / "online_softmax_attn.pto").read_text()
