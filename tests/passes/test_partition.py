@@ -7,6 +7,11 @@ import numpy as np
 import pytest
 
 import ptodsl
+from ptodsl.backends.cpp.emit import emit_npu_variant
+from ptodsl.passes import syncheck
+from ptodsl.targets import load_target
+
+TARGET = load_target("ascend910b")
 
 # `acc` is written by vector work, multiplied on the cube, then read again by vector work: fusion
 # forwards the tile it stored to that read, across the product (passes/fuse.py). The print keeps
@@ -36,6 +41,12 @@ def test_a_tile_living_across_the_product_keeps_the_body_one_mixed_kernel(forwar
     (control,) = [f for f in block.funcs if f.kind == "control"]
     (loop,) = [o for o in control.body if o.name == "loop"]
     assert [o.name for o in loop.regions[0] if o.name == "launch"] == ["launch"]
+    assert syncheck.check(block, TARGET.max_event_ids, TARGET.cross_core_flags) == []
+    # on the NPU, a cube part and a vector part handing the product over by cross-core flags
+    (text,) = [t for kind, t in emit_npu_variant(forwarded.compiled, 0).kernels.values() if kind == "mixed"]
+    npu = text.split("#else", 2)[2]
+    assert "#if defined(__DAV_CUBE__)" in npu and "#if defined(__DAV_VEC__)" in npu
+    assert "ffts_cross_core_sync" in npu and "wait_flag_dev" in npu
 
 
 @pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.slow)])
