@@ -757,6 +757,24 @@ def run_on_npu(op: PackagedOp, device: object = None) -> Callable[[], object]:
     return lambda: op((x32(), w32()), {}, {"alpha": 2.0}, backend="npu", device=device)
 
 
+def e0908_bf16_against_a_checkout_without_bfloat16(env: Env) -> list[Diagnostic]:
+    """PTO_ISA_ROOT set and a compiler without C++23's std::bfloat16_t: pto-isa's bf16 would be
+    _Float16, so a bf16 kernel would compute in half precision; the call stops before any build."""
+    import ml_dtypes
+
+    from ptodsl.backends.cpp import toolchain
+
+    checkout = env.tmp / "pto-isa"
+    (checkout / "include" / "pto").mkdir(parents=True)
+    (checkout / "include" / "pto" / "pto-inst.hpp").write_text("#pragma once\n")
+    env.mp.setenv("PTO_ISA_ROOT", str(checkout))
+    env.mp.setattr(toolchain, "native_bf16", lambda: False)
+    (env.tmp / "halve.pto").write_text("kernel halve(x: bf16[M, N], y: out bf16[M, N]):\n    y[:] = x * 0.5\n")
+    (env.tmp / "halve.yaml").write_text("op: halve\nschedule: {vec_tile: [1, 64]}\n")
+    op = ptodsl.load(str(env.tmp / "halve.yaml"))
+    return compile_error(lambda: op(np.ones((2, 64), ml_dtypes.bfloat16), backend="cpu"))
+
+
 def e0920_no_device_chosen(env: Env) -> Diagnostic:
     no_npu_environment(env)
     return npu_error(run_on_npu(packaged(env)))
@@ -897,6 +915,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0905_library_without_its_entry,
     e0904_cache_shard_is_read_only,
     e0901_compiler_output_not_utf8,
+    e0908_bf16_against_a_checkout_without_bfloat16,
     e0920_no_device_chosen,
     e0921_cuda_device_string,
     e0922_set_env_not_sourced,

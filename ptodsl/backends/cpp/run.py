@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...driver import Compiled
-from ...ops import OPS
+from ...frontend.spec import variant_name
 from . import load
 from .emit import EmittedVariant, control_of, emit_variant
 from .gm import guard_ops
@@ -49,42 +49,35 @@ def emitted(compiled: Compiled, index: int) -> EmittedVariant:
 
 
 def unbuildable_reason(compiled: Compiled, index: int) -> str | None:
-    """Why this toolchain cannot build the variant faithfully against PTO_ISA_ROOT, or None: the
-    compiler lacks a type it needs, or its C++ uses an instruction pto-isa's CPU simulation does
-    not implement (the target's ``cpu_sim: false`` rules)."""
-    v = emitted(compiled, index)
-    reason = load.unbuildable_reason(v)
-    if reason is not None or not os.environ.get("PTO_ISA_ROOT"):
-        return reason
-    missing = sorted(name for name, rule in compiled.target.vector_instructions.items()
-                     if not rule.cpu_sim and any(f"{name}(" in text for text in v.sources.values()))
-    if missing:
-        return (f"pto-isa's CPU simulation does not implement {', '.join(missing)}, which this kernel uses "
-                "(pass_options: {multiply_add: false} keeps the unfused instructions)")
-    rounding = sorted(_round_only_ops(compiled, index))
-    if rounding:
-        return (f"pto-isa's CPU simulation copies a float TCVT to its own dtype where the hardware rounds "
-                f"it to an integral value ({', '.join(rounding)} here; docs/PTO-ISA-NOTES.md)")
-    return None
+    """Why this toolchain cannot run the variant faithfully against PTO_ISA_ROOT, or None
+    (``load.unfaithful_reason``)."""
+    return load.unfaithful_reason(emitted(compiled, index), compiled.target, _launched(compiled, index))
 
 
-def _round_only_ops(compiled: Compiled, index: int) -> set[str]:
-    """The ops of a variant's kernels that are a round-only TCVT (``round``, ``floor``, ``sin``'s
-    range reduction...)."""
-    names = {f"tile.{n}" for n, od in OPS.items() if od.round_mode is not None}
+def _launched(compiled: Compiled, index: int) -> list:
+    """The compute kernels the variant's control program launches."""
     block = compiled.stages["block"]
-    launched = {o.attrs["kernel"] for o in control_of(compiled, index).walk() if o.name == "launch"}
-    return {op.name[len("tile."):] for f in block.funcs if f.name in launched for op in f.walk() if op.name in names}
+    names = {o.attrs["kernel"] for o in control_of(compiled, index).walk() if o.name == "launch"}
+    return [f for f in block.funcs if f.name in names]
+
+
+def faithful(compiled: Compiled, index: int) -> None:
+    """E0908 where the variant cannot run as the hardware computes against PTO_ISA_ROOT."""
+    what = f"`{compiled.spec.op}` ({variant_name(compiled.checked[index].variant) or 'its one variant'})"
+    load.faithful(emitted(compiled, index), compiled.target, _launched(compiled, index), what)
 
 
 def build_variant(compiled: Compiled, index: int, *, reuse: bool = True) -> Path:
     """Build (or find in the cache) the library of one variant; returns its path."""
+    faithful(compiled, index)
     return load.build(emitted(compiled, index), build_defines(compiled), reuse=reuse)
 
 
 def build_spec(compiled: Compiled, jobs: int | None = None, *, reuse: bool = True) -> list[Path]:
-    """Build every variant of a spec, ``jobs`` compilers at a time (default: one per core)."""
-    return build_many([(compiled, i) for i in range(len(compiled.checked))], jobs, reuse=reuse)
+    """Build every variant of a spec that can run faithfully (:func:`faithful`), ``jobs``
+    compilers at a time (default: one per core); a call of another stops with E0908."""
+    return build_many([(compiled, i) for i in range(len(compiled.checked)) if unbuildable_reason(compiled, i) is None],
+                      jobs, reuse=reuse)
 
 
 def build_many(variants: Sequence[tuple[Compiled, int]], jobs: int | None = None, *,
@@ -110,6 +103,7 @@ def build_many(variants: Sequence[tuple[Compiled, int]], jobs: int | None = None
 
 def load_variant(compiled: Compiled, index: int) -> Loaded:
     """The loaded library of a variant, built first when needed; loaded once per process."""
+    faithful(compiled, index)
     return load.load(emitted(compiled, index), build_defines(compiled))
 
 
@@ -129,4 +123,4 @@ def call_loaded(loaded: Loaded, compiled: Compiled, index: int, arrays: Mapping[
 
 
 __all__ = ["KernelFailure", "Loaded", "bind_entry", "build_defines", "build_many", "build_spec", "build_variant",
-           "call_loaded", "emitted", "load_variant", "run_variant", "unbuildable_reason"]
+           "call_loaded", "emitted", "faithful", "load_variant", "run_variant", "unbuildable_reason"]

@@ -290,7 +290,7 @@ def test_build_codes_are_registered_with_explanations():
     from ptodsl.diagnostics import code_registry
 
     codes = [c for c in code_registry() if "E0900" <= c <= "E0919"]
-    assert codes == ["E0900", "E0901", "E0902", "E0903", "E0904", "E0905", "E0906", "E0907"]
+    assert codes == ["E0900", "E0901", "E0902", "E0903", "E0904", "E0905", "E0906", "E0907", "E0908"]
     assert all(len(code_registry()[c].explain) > 80 for c in codes)
 
 
