@@ -9,6 +9,12 @@ import pytest
 
 import ptodsl.api
 
+# Imported before any in-process pytest run: pytester restores sys.modules after each, and a module
+# first imported inside one would be imported afresh later while its package still holds the old
+# one, splitting the emitters' registries (tests after this module in the same process saw none).
+import ptodsl.backends.cpp.emit  # noqa: F401
+import ptodsl.backends.cpp.run  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[1]
 
 BROKEN_PTO = "kernel broken(x: f32[N], y: out f32[N]):\n    y = x + 1.0\n"
