@@ -12,7 +12,11 @@ of its body that
 - through a value defined outside the loop, at offsets and valid extents that name nothing the
   loop binds (its index, the indices of loops inside it, values read inside it),
 
-moves with its allocation to just before the loop. A loop that may run no iteration (flash
+moves with its allocation to just before the loop. Likewise out of a grid loop inside such a user
+loop (an output column loop of a product), a load of a tensor the function writes, but not that
+grid loop: flash attention's probabilities, which the vector cores store every KV block, are loaded
+once per KV block rather than once per column tile of their product with v; the load stays in the
+user loop's iteration, after the store that made its data. A loop that may run no iteration (flash
 attention's middle KV blocks when there are two blocks or fewer) gets the load under ``if (hi >
 lo)``: the original program loads nothing then, and the region need not exist. Loads move only
 while the loop's L1 tiles, counted twice (double buffering may give each two buffers), and the
@@ -62,21 +66,39 @@ class _Hoister:
         self.l1_bytes = l1_bytes
         self.block_bytes = block_bytes  # the unit a tile's rows are padded to (memplan.tile_bytes)
         self.kept = 0  # bytes of L1 tiles already moved out of loops (live across them)
+        # a kernel runs only with every dim at least 1 (a zero dim is refused or computes nothing,
+        # ptodsl.inputs.check_empty): a grid loop over cdiv(D, 64) runs at least once
+        self.dims = {s: (1, None) for p in func.params if p.is_tensor for d in p.type.shape
+                     for s in sym.free_symbols(d)}
 
     def size(self, t: TileType) -> int:
         return tile_bytes(t, self.block_bytes)
 
-    def block(self, ops: list[Op], in_rows: bool = False) -> list[Op]:
+    def block(self, ops: list[Op], in_rows: bool = False, in_user: bool = False) -> list[Op]:
         out: list[Op] = []
         for op in ops:
             inner = in_rows or bool(op.name == "loop" and op.attrs.get("rows_interchanged"))
-            op.regions = [self.block(r, inner) for r in op.regions]
+            user = in_user or bool(in_rows and op.name == "loop" and is_user_loop(op))
+            op.regions = [self.block(r, inner, user) for r in op.regions]
             if in_rows and op.name == "loop" and is_user_loop(op) and op.attrs.get("parallel") != 1:
                 out.extend(self.hoist(op))
+            elif in_user and op.name == "loop" and op.attrs.get("kind") == "grid":
+                out.extend(self.hoist(op, self._written_in(op)))
             out.append(op)
         return out
 
-    def hoist(self, loop: Op) -> list[Op]:
+    def _written_in(self, loop: Op) -> set[str]:
+        out: set[str] = set()
+        for op in loop.walk():
+            stored = [op.operands[0]] if op.name == "tile.store" else list(indexed_gm(op)[1])
+            out |= {self.origins[v.name].root if v.name in self.origins else v.name for v in stored}
+        return out
+
+    def hoist(self, loop: Op, written: set[str] | None = None) -> list[Op]:
+        """``written``: the roots a load may not read, by default every root the function writes
+        (a load out of a grid loop inside a user loop may read what the function writes, but not
+        what the grid loop does: it stays in the user loop's iteration)."""
+        written = self.written if written is None else written
         body = loop.regions[0]
         bound = bound_within(loop)
         defined = {r.name for op in walk_ops(body) for r in op.results}
@@ -92,7 +114,7 @@ class _Hoister:
             t = dst.type
             origin = self.origins.get(src.name)
             if (dst.name not in allocs or t.space != "l1" or self.writes.get(dst.name) != 1
-                    or origin is None or origin.root in self.written or src.name in defined
+                    or origin is None or origin.root in written or src.name in defined
                     or _free(op, t) & bound or self.size(t) > room):
                 continue
             room -= self.size(t)
@@ -104,7 +126,7 @@ class _Hoister:
         loop.regions[0] = [o for o in body if id(o) not in gone]
         lo, hi = loop.attrs["lo"], loop.attrs["hi"]
         trips = sym.sub(hi, lo)
-        if isinstance(trips, int) and trips >= 1:
+        if isinstance(trips, int) and trips >= 1 or sym.prove_le(1, trips, self.dims):
             return moved
         cond = sym.compare(">", hi, lo)
         return [o for o in moved if o.name == "tile.alloc"] + [

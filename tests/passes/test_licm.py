@@ -68,3 +68,41 @@ def test_flash_attention_with_and_without_middle_blocks_computes_right(kv_len):
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     want = (p / p.sum(axis=-1, keepdims=True)) @ v.astype(np.float64)
     np.testing.assert_allclose(o.astype(np.float64), want, rtol=2e-2, atol=2e-3)
+
+
+def _pt_loads_in_grids(loop) -> list:
+    """Loads of `pt` (the probabilities the vector cores stored) inside the grid loops of ``loop``."""
+    return [o for g in loop.walk() if g.name == "loop" and g.attrs.get("kind") == "grid"
+            for o in g.walk() if o.name == "tile.load" and o.operands[1].name == "pt"]
+
+
+def test_the_probabilities_load_once_per_kv_block_not_per_output_column_tile():
+    """pv = matmul(pt, vprev) over D = 128 in cube tiles of 64 columns: pt, which the function
+    writes but the product's column loop does not, is loaded once above that loop."""
+    func = compile_spec(SPEC).stages["tile"].funcs[0]
+    loops = _middle_loops(func)
+    assert loops and all(not _pt_loads_in_grids(loop) for loop in loops)
+    for loop in loops:  # just above it, with no `hi > lo` guard: every dim is at least 1 in a call
+        assert any(o.name == "tile.load" and o.operands[1].name == "pt" for o in loop.regions[0])
+
+
+def test_a_load_of_what_the_grid_loop_writes_stays_in_it(monkeypatch):
+    c = compile_spec(SPEC)
+    func = c.after["rowgrid"].clone().funcs[0]
+    hoister = licm._Hoister(func, c.target.l1_bytes, c.target.ub_block_bytes)
+    written_in = hoister._written_in
+    monkeypatch.setattr(hoister, "_written_in", lambda loop: written_in(loop) | {"pt"})
+    func.body = hoister.block(func.body)
+    assert all(_pt_loads_in_grids(loop) for loop in _middle_loops(func))
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.slow)])
+def test_flash_attention_over_two_output_column_tiles_computes_right(backend: str):
+    op = ptodsl.load(SPEC)
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.uniform(-1, 1, (n, 128)).astype(np.float16) for n in (40, 200, 200))
+    o = op(q, k, v, scale=0.08, backend=backend)
+    s = (q.astype(np.float64) @ k.astype(np.float64).T) * 0.08
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    want = (p / p.sum(axis=-1, keepdims=True)) @ v.astype(np.float64)
+    np.testing.assert_allclose(o.astype(np.float64), want, rtol=2e-2, atol=2e-3)

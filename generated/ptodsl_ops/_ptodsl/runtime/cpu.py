@@ -3,6 +3,7 @@ program's own, emitted or shipped) with the host compiler, load it once and call
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,14 @@ def defines(program: Program) -> dict[str, object]:
 
 
 def load_variant(program: Program, index: int) -> load.Loaded:
+    """The variant's library, built and loaded; E0908 where it could not compute against a
+    PTO_ISA_ROOT checkout what the hardware does (``load.faithful``)."""
+    if os.environ.get("PTO_ISA_ROOT"):
+        module = program.block_module(index)
+        launched = {o.attrs["kernel"] for o in module.func(program.control(index)).walk() if o.name == "launch"}
+        variant = program.variants[index].name
+        load.faithful(program.cpu_source(index), program.target, [f for f in module.funcs if f.name in launched],
+                      f"`{program.op}` ({variant})" if variant else f"`{program.op}`")
     return load.load(program.cpu_source(index), defines(program))
 
 

@@ -15,7 +15,7 @@ import ctypes
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +24,8 @@ import numpy as np
 
 from ...diagnostics import CompileError, Diagnostic, DiagnosticError, Span
 from ...dtypes import numpy_dtype
+from ...ir import Func
+from ...ops import OPS
 from ..guards import guard_failure
 from ..memory import allocation_failure
 from . import arch
@@ -84,6 +86,37 @@ def unbuildable_reason(v: Entry) -> str | None:
     if gap is None or not any("bfloat16_t" in text for text in v.sources.values()):
         return None
     return gap
+
+
+def unfaithful_reason(v: Entry, target: Any, kernels: Iterable[Func]) -> str | None:
+    """Why the variant (its C++ ``v``, the compute ``kernels`` its control program launches) would
+    not compute against the PTO_ISA_ROOT checkout what the hardware does, or None: the compiler
+    lacks a type it needs, its C++ uses an instruction pto-isa's CPU simulation does not implement
+    (the target's ``cpu_sim: false`` rules), or a rounding TCVT the simulation copies."""
+    reason = unbuildable_reason(v)
+    if reason is not None or not os.environ.get("PTO_ISA_ROOT"):
+        return reason
+    missing = sorted(name for name, rule in target.vector_instructions.items()
+                     if not rule.cpu_sim and any(f"{name}(" in text for text in v.sources.values()))
+    if missing:
+        return (f"pto-isa's CPU simulation does not implement {', '.join(missing)}, which this kernel uses "
+                "(pass_options: {multiply_add: false} keeps the unfused instructions)")
+    names = {f"tile.{n}" for n, od in OPS.items() if od.round_mode is not None}
+    rounding = sorted({op.name[len("tile."):] for f in kernels for op in f.walk() if op.name in names})
+    if rounding:
+        return (f"pto-isa's CPU simulation copies a float TCVT to its own dtype where the hardware rounds "
+                f"it to an integral value ({', '.join(rounding)} here; docs/PTO-ISA-NOTES.md)")
+    return None
+
+
+def faithful(v: Entry, target: Any, kernels: Iterable[Func], what: str) -> None:
+    """Raise E0908 where :func:`unfaithful_reason` finds a reason (``what``: the op and variant, for
+    the message): a build would give another answer than the hardware's, not an error."""
+    reason = unfaithful_reason(v, target, kernels)
+    if reason is not None:
+        raise CompileError([Diagnostic(
+            "E0908", f"{what} cannot run faithfully against the PTO_ISA_ROOT checkout: {reason}",
+            help="unset PTO_ISA_ROOT to run it on ptodsl's own CPU header")])
 
 
 def digest(v: Entry, defines: Mapping[str, object]) -> str:

@@ -41,8 +41,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT93OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT79EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT79EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT64E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT65E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT64E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT66E = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT67E = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT68E = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -82,8 +82,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT120EAiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT163EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT163EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT149E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT148E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT150E = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT151E = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT152E = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -117,8 +117,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT203EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT204EAiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT204EAiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT123E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT124E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT123E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT125E = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT126E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT127E = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -134,8 +134,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT142EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT143EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT143EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT207E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT208E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT207E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT209E = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT210E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT211E = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -153,8 +153,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT227EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT79OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT79OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT64O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT65O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT64O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT66O = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT67O = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT68O = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -194,8 +194,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT120OAiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT163OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT163OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT149O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT148O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT150O = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT151O = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT152O = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -229,8 +229,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT203OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT204OAiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT204OAiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT123O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT124O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT123O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT125O = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT126O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT127O = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -246,8 +246,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT142OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT143OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT143OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT207O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT208O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT207O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT209O = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT210O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT211O = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -314,25 +314,25 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
+                TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
                     TileT66E t66_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t66_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t66_e, t65_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT67E t67_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t67_e, 8192);  // online_softmax_attn.pto:10:13
                     using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView1 kj_u2c0_sk0_eGm1(kj_u2c0_sk0_e + _g63 * 64 * D, GmView1::Shape(t67_e.GetValidRow(), t67_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_e, kj_u2c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
@@ -352,7 +352,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                         TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
@@ -365,7 +365,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t71_e, t70_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT72E t72_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
@@ -655,30 +655,30 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                     TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
+                    using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
                     TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
-                    using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT150E t150_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t150_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t150_e, t149_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT151E t151_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t151_e, 8192);  // online_softmax_attn.pto:10:13
                     using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView26 kj_u2c1_sk1_eGm26(kj_u2c1_sk1_e + _g147 * 64 * D, GmView26::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_e, kj_u2c1_sk1_eGm26);  // online_softmax_attn.pto:10:13
@@ -698,7 +698,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                         TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 64, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
@@ -711,7 +711,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t155_e, t154_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT156E t156_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 64, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
@@ -979,29 +979,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
+                using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                     TileT123E t123_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t123_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t125_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t125_e, t124_e);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t126_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TASSIGN(t126_e, 8192);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView47 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
@@ -1020,7 +1018,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                         TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t129_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t129_e, 8192);  // online_softmax_attn.pto:21:36
                         using GmView48 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 64 + _k128 * 64, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t129_e, t14_u2c0_twinGm48);  // online_softmax_attn.pto:21:36
@@ -1031,7 +1029,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t130_e, t129_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t131_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t131_e, 8192);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView49 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 64 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1046,8 +1044,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t123_e, t123_e, t130_e, t132_e);  // online_softmax_attn.pto:21:36
                     }
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView50 t13_u2c0_twinGm50(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView50::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1055,8 +1053,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -1158,32 +1156,30 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                     TileT207E t207_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t207_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t209_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t209_e, t208_e);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t210_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t210_e, 8192);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
@@ -1202,7 +1198,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                         TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t213_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t213_e, 8192);  // online_softmax_attn.pto:21:36
                         using GmView59 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 64 + _k212 * 64, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t213_e, t14_u2c1_twinGm59);  // online_softmax_attn.pto:21:36
@@ -1213,7 +1209,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t214_e, t213_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t215_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t215_e, 8192);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView60 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 64 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1228,8 +1224,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t207_e, t207_e, t214_e, t216_e);  // online_softmax_attn.pto:21:36
                     }
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView61 t13_u2c1_twinGm61(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView61::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1237,8 +1233,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
@@ -1363,25 +1359,25 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
+                TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView68 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView68 qGm68(q + _qb2 * 64 * D, GmView68::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_o, qGm68);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
                     TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t66_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t66_o, t65_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT67O t67_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t67_o, 8192);  // online_softmax_attn.pto:10:13
                     using GmView69 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView69 kj_u2c0_sk0_oGm69(kj_u2c0_sk0_o + _g63 * 64 * D, GmView69::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_o, kj_u2c0_sk0_oGm69);  // online_softmax_attn.pto:10:13
@@ -1401,7 +1397,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                         TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView70 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 64, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1414,7 +1410,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t71_o, t70_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT72O t72_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView71 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 64, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1704,30 +1700,30 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                     TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
+                    using GmView93 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
                     TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
-                    using GmView93 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t150_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t150_o, t149_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT151O t151_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t151_o, 8192);  // online_softmax_attn.pto:10:13
                     using GmView94 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView94 kj_u2c1_sk1_oGm94(kj_u2c1_sk1_o + _g147 * 64 * D, GmView94::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_o, kj_u2c1_sk1_oGm94);  // online_softmax_attn.pto:10:13
@@ -1747,7 +1743,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                         TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView95 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 64, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1760,7 +1756,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t155_o, t154_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT156O t156_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView96 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 64, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2029,29 +2025,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                    TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
+                    using GmView114 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                         TileT123O t123_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t123_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView114 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t125_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t125_o, t124_o);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t126_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TASSIGN(t126_o, 8192);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView115 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
@@ -2070,7 +2064,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                             TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t129_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t129_o, 8192);  // online_softmax_attn.pto:21:36
                             using GmView116 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                             GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t129_o, t14_u2c0Gm116);  // online_softmax_attn.pto:21:36
@@ -2081,7 +2075,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMOV(t130_o, t129_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t131_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t131_o, 8192);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView117 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                             GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 64 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2096,8 +2090,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMATMUL_ACC(t123_o, t123_o, t130_o, t132_o);  // online_softmax_attn.pto:21:36
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView118 t13_u2c0Gm118(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView118::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView118::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2105,8 +2099,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -2208,32 +2202,30 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView125 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                         TileT207O t207_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t207_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView125 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t209_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t209_o, t208_o);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t210_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        TASSIGN(t210_o, 8192);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView126 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
@@ -2252,7 +2244,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                             TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t213_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t213_o, 8192);  // online_softmax_attn.pto:21:36
                             using GmView127 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                             GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t213_o, t14_u2c1Gm127);  // online_softmax_attn.pto:21:36
@@ -2263,7 +2255,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMOV(t214_o, t213_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t215_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t215_o, 8192);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView128 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                             GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 64 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2278,8 +2270,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMATMUL_ACC(t207_o, t207_o, t214_o, t216_o);  // online_softmax_attn.pto:21:36
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView129 t13_u2c1Gm129(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView129::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView129::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2287,8 +2279,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     pipe_barrier(PIPE_V);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
@@ -2431,24 +2423,24 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                 }
-                __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
+                TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
                     TileT66E t66_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t66_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t66_e, t65_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT67E t67_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t67_e, 8192);  // online_softmax_attn.pto:10:13
                     using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView1 kj_u2c0_sk0_eGm1(kj_u2c0_sk0_e + _g63 * 64 * D, GmView1::Shape(t67_e.GetValidRow(), t67_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_e, kj_u2c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
@@ -2468,7 +2460,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                         TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2481,7 +2473,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t71_e, t70_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT72E t72_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2525,27 +2517,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
                 }
-                __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                     using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
                     TileT150E t150_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t150_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t150_e, t149_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT151E t151_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t151_e, 8192);  // online_softmax_attn.pto:10:13
                     using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView26 kj_u2c1_sk1_eGm26(kj_u2c1_sk1_e + _g147 * 64 * D, GmView26::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_e, kj_u2c1_sk1_eGm26);  // online_softmax_attn.pto:10:13
@@ -2565,7 +2557,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                         TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 64, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2578,7 +2570,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t155_e, t154_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT156E t156_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 64, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2629,29 +2621,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
+                using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                     TileT123E t123_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t123_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView46 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t125_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t125_e, t124_e);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t126_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TASSIGN(t126_e, 8192);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView47 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
@@ -2670,7 +2660,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                         TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t129_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t129_e, 8192);  // online_softmax_attn.pto:21:36
                         using GmView48 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 64 + _k128 * 64, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t129_e, t14_u2c0_twinGm48);  // online_softmax_attn.pto:21:36
@@ -2681,7 +2671,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t130_e, t129_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t131_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t131_e, 8192);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView49 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 64 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2696,8 +2686,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t123_e, t123_e, t130_e, t132_e);  // online_softmax_attn.pto:21:36
                     }
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView50 t13_u2c0_twinGm50(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView50::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2705,8 +2695,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -2715,32 +2705,30 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:22
                     }
                 }
+                TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                     TileT207E t207_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t207_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView57 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t209_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t209_e, t208_e);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t210_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t210_e, 8192);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
@@ -2759,7 +2747,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                         TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t213_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t213_e, 8192);  // online_softmax_attn.pto:21:36
                         using GmView59 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 64 + _k212 * 64, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t213_e, t14_u2c1_twinGm59);  // online_softmax_attn.pto:21:36
@@ -2770,7 +2758,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t214_e, t213_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t215_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t215_e, 8192);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView60 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 64 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2785,8 +2773,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t207_e, t207_e, t214_e, t216_e);  // online_softmax_attn.pto:21:36
                     }
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView61 t13_u2c1_twinGm61(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView61::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2794,8 +2782,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                 for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
                     for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
@@ -2813,24 +2801,24 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
                 }
-                __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
+                TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView68 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView68 qGm68(q + _qb2 * 64 * D, GmView68::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_o, qGm68);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
                     TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t66_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t66_o, t65_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT67O t67_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t67_o, 8192);  // online_softmax_attn.pto:10:13
                     using GmView69 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView69 kj_u2c0_sk0_oGm69(kj_u2c0_sk0_o + _g63 * 64 * D, GmView69::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_o, kj_u2c0_sk0_oGm69);  // online_softmax_attn.pto:10:13
@@ -2850,7 +2838,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                         TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView70 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 64, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2863,7 +2851,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t71_o, t70_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT72O t72_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView71 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 64, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2907,27 +2895,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
                 }
-                __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                     using GmView93 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
                     TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t150_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t150_o, t149_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT151O t151_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t151_o, 8192);  // online_softmax_attn.pto:10:13
                     using GmView94 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView94 kj_u2c1_sk1_oGm94(kj_u2c1_sk1_o + _g147 * 64 * D, GmView94::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_o, kj_u2c1_sk1_oGm94);  // online_softmax_attn.pto:10:13
@@ -2947,7 +2935,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                         TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView95 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 64, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2960,7 +2948,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t155_o, t154_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT156O t156_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView96 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 64, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
@@ -3012,29 +3000,27 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag_dev(6);
             for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                    TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
+                    using GmView114 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                         TileT123O t123_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t123_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView114 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t125_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t125_o, t124_o);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t126_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TASSIGN(t126_o, 8192);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView115 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
@@ -3053,7 +3039,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                             TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t129_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t129_o, 8192);  // online_softmax_attn.pto:21:36
                             using GmView116 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                             GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t129_o, t14_u2c0Gm116);  // online_softmax_attn.pto:21:36
@@ -3064,7 +3050,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMOV(t130_o, t129_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t131_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t131_o, 8192);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView117 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                             GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 64 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
@@ -3079,8 +3065,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMATMUL_ACC(t123_o, t123_o, t130_o, t132_o);  // online_softmax_attn.pto:21:36
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView118 t13_u2c0Gm118(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView118::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView118::Stride(D));  // online_softmax_attn.pto:21:36
@@ -3088,8 +3074,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -3098,32 +3084,30 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:22
                         }
                     }
+                    TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView125 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                         TileT207O t207_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t207_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView125 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t209_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t209_o, t208_o);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t210_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        TASSIGN(t210_o, 8192);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView126 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
@@ -3142,7 +3126,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                             TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t213_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t213_o, 8192);  // online_softmax_attn.pto:21:36
                             using GmView127 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                             GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t213_o, t14_u2c1Gm127);  // online_softmax_attn.pto:21:36
@@ -3153,7 +3137,7 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMOV(t214_o, t213_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t215_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t215_o, 8192);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView128 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                             GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 64 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
@@ -3168,8 +3152,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMATMUL_ACC(t207_o, t207_o, t214_o, t216_o);  // online_softmax_attn.pto:21:36
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView129 t13_u2c1Gm129(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView129::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView129::Stride(D));  // online_softmax_attn.pto:21:36
@@ -3177,8 +3161,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                     for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
                         for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:21:22
@@ -3256,6 +3240,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
+                }
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                 }
                 __gm__ half* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
@@ -3614,6 +3600,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                         TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
+                }
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                 }
                 __gm__ half* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
@@ -4216,6 +4204,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
+                }
                 __gm__ half* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
@@ -4573,6 +4563,8 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                         TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
+                }
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                 }
                 __gm__ half* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);

@@ -37,8 +37,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT261OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT247EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT247EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT232E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT233E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT232E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT234E = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT235E = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT236E = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -76,8 +76,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT287EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT288EAiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT288EAiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT291E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT292E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT291E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT293E = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT294E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT295E = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -95,8 +95,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT311EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT247OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT247OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT232O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT233O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT232O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT234O = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT235O = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT236O = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -134,8 +134,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT287OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT288OAiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT288OAiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT291O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT292O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT291O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT293O = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT294O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT295O = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -194,25 +194,25 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t247_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
-                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    TileT232E t232_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t232_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT233E t233_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t233_e, 0);  // online_softmax_attn.pto:10:13
+                TileT233E t233_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t233_e, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t233_e.GetValidRow(), t233_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_e, qGm0);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
+                    TileT232E t232_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t232_e, 0);  // online_softmax_attn.pto:10:13
                     TileT234E t234_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t234_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t234_e, t233_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT235E t235_e(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t235_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t235_e, 8192);  // online_softmax_attn.pto:10:13
                     using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView1 kj_u1c0_sk0_eGm1(kj_u1c0_sk0_e + _g231 * 64 * D, GmView1::Shape(t235_e.GetValidRow(), t235_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t235_e, kj_u1c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
@@ -232,7 +232,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
                         TileT238E t238_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView2 qGm2(q + _qb3 * 64 * D + _k237 * 64, GmView2::Shape(t238_e.GetValidRow(), t238_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
@@ -245,7 +245,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t239_e, t238_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT240E t240_e(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + _k237 * 64, GmView3::Shape(t240_e.GetValidRow(), t240_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
@@ -543,29 +543,27 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
+                TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
+                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 64, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t292_e, t14_u1c0_twinGm25);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u1c0_sk1_e = v + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64 * D;  // online_softmax_attn.pto:9:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                     TileT291E t291_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t291_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 64, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t292_e, t14_u1c0_twinGm25);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT293E t293_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t293_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t293_e, t292_e);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT294E t294_e(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t294_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t294_e, 8192);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView26 vj_u1c0_sk1_eGm26(vj_u1c0_sk1_e + _g290 * 64, GmView26::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t294_e, vj_u1c0_sk1_eGm26);  // online_softmax_attn.pto:21:36
@@ -584,7 +582,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
                         TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t297_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t297_e, 8192);  // online_softmax_attn.pto:21:36
                         using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 64 + _k296 * 64, GmView27::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t297_e, t14_u1c0_twinGm27);  // online_softmax_attn.pto:21:36
@@ -595,7 +593,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t298_e, t297_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t299_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t299_e, 8192);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _k296 * 64 * D + _g290 * 64, GmView28::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
@@ -610,8 +608,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t291_e, t291_e, t298_e, t300_e);  // online_softmax_attn.pto:21:36
                     }
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView29 t13_u1c0_twinGm29(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView29::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
@@ -619,8 +617,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -741,25 +739,25 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t247_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
-                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
+                TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
                     using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView36 qGm36(q + _qb3 * 64 * D, GmView36::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_o, qGm36);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
+                    TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
                     TileT234O t234_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t234_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t234_o, t233_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT235O t235_o(min_i64(D, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t235_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t235_o, 8192);  // online_softmax_attn.pto:10:13
                     using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView37 kj_u1c0_sk0_oGm37(kj_u1c0_sk0_o + _g231 * 64 * D, GmView37::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t235_o, kj_u1c0_sk0_oGm37);  // online_softmax_attn.pto:10:13
@@ -779,7 +777,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
                         TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView38 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView38 qGm38(q + _qb3 * 64 * D + _k237 * 64, GmView38::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
@@ -792,7 +790,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t239_o, t238_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT240O t240_o(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 64, GmView39::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1091,29 +1089,27 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
+                    TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
+                    using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 64, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t292_o, t14_u1c0Gm61);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u1c0_sk1_o = v + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:9:14
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                         TileT291O t291_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t291_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 64, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t292_o, t14_u1c0Gm61);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT293O t293_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t293_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t293_o, t292_o);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         TileT294O t294_o(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t294_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        TASSIGN(t294_o, 8192);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView62 vj_u1c0_sk1_oGm62(vj_u1c0_sk1_o + _g290 * 64, GmView62::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t294_o, vj_u1c0_sk1_oGm62);  // online_softmax_attn.pto:21:36
@@ -1132,7 +1128,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
                             TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t297_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t297_o, 8192);  // online_softmax_attn.pto:21:36
                             using GmView63 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                             GmView63 t14_u1c0Gm63(t14_u1c0 + _qb3 * 64 * 64 + _k296 * 64, GmView63::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t297_o, t14_u1c0Gm63);  // online_softmax_attn.pto:21:36
@@ -1143,7 +1139,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMOV(t298_o, t297_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t299_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t299_o, 8192);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                             GmView64 vj_u1c0_sk1_oGm64(vj_u1c0_sk1_o + _k296 * 64 * D + _g290 * 64, GmView64::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1158,8 +1154,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMATMUL_ACC(t291_o, t291_o, t298_o, t300_o);  // online_softmax_attn.pto:21:36
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView65 t13_u1c0Gm65(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView65::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1167,8 +1163,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1307,24 +1303,24 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                 }
-                __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
-                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    TileT232E t232_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t232_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT233E t233_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t233_e, 0);  // online_softmax_attn.pto:10:13
+                TileT233E t233_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t233_e, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t233_e.GetValidRow(), t233_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_e, qGm0);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
+                    TileT232E t232_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t232_e, 0);  // online_softmax_attn.pto:10:13
                     TileT234E t234_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t234_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t234_e, t233_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT235E t235_e(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t235_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t235_e, 8192);  // online_softmax_attn.pto:10:13
                     using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView1 kj_u1c0_sk0_eGm1(kj_u1c0_sk0_e + _g231 * 64 * D, GmView1::Shape(t235_e.GetValidRow(), t235_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t235_e, kj_u1c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
@@ -1344,7 +1340,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
                         TileT238E t238_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView2 qGm2(q + _qb3 * 64 * D + _k237 * 64, GmView2::Shape(t238_e.GetValidRow(), t238_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1357,7 +1353,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t239_e, t238_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT240E t240_e(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_e, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + _k237 * 64, GmView3::Shape(t240_e.GetValidRow(), t240_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1408,29 +1404,27 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
+                TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
+                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 64, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t292_e, t14_u1c0_twinGm25);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ half* vj_u1c0_sk1_e = v + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64 * D;  // online_softmax_attn.pto:9:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                     TileT291E t291_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t291_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 64, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t292_e, t14_u1c0_twinGm25);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT293E t293_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t293_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t293_e, t292_e);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT294E t294_e(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t294_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t294_e, 8192);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView26 vj_u1c0_sk1_eGm26(vj_u1c0_sk1_e + _g290 * 64, GmView26::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t294_e, vj_u1c0_sk1_eGm26);  // online_softmax_attn.pto:21:36
@@ -1449,7 +1443,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
                         TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t297_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t297_e, 8192);  // online_softmax_attn.pto:21:36
                         using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 64 + _k296 * 64, GmView27::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t297_e, t14_u1c0_twinGm27);  // online_softmax_attn.pto:21:36
@@ -1460,7 +1454,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t298_e, t297_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t299_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t299_e, 8192);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _k296 * 64 * D + _g290 * 64, GmView28::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1475,8 +1469,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t291_e, t291_e, t298_e, t300_e);  // online_softmax_attn.pto:21:36
                     }
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView29 t13_u1c0_twinGm29(t13_u1c0_twin + _qb3 * 64 * D + _g290 * 64, GmView29::Shape(t291_e.GetValidRow(), t291_e.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1484,8 +1478,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                 for (int64_t _g302 = 0; _g302 < (D + 63) / 64; ++_g302) {  // online_softmax_attn.pto:21:22
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
@@ -1503,24 +1497,24 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
                 for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
                 }
-                __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
+                TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
                     using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView36 qGm36(q + _qb3 * 64 * D, GmView36::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_o, qGm36);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
+                    TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
                     TileT234O t234_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t234_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t234_o, t233_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT235O t235_o(min_i64(D, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t235_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t235_o, 8192);  // online_softmax_attn.pto:10:13
                     using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView37 kj_u1c0_sk0_oGm37(kj_u1c0_sk0_o + _g231 * 64 * D, GmView37::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t235_o, kj_u1c0_sk0_oGm37);  // online_softmax_attn.pto:10:13
@@ -1540,7 +1534,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
                         TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView38 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView38 qGm38(q + _qb3 * 64 * D + _k237 * 64, GmView38::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1553,7 +1547,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t239_o, t238_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT240O t240_o(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_o, 8192);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 64, GmView39::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1605,29 +1599,27 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag_dev(6);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
+                    TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
+                    using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 64, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t292_o, t14_u1c0Gm61);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ half* vj_u1c0_sk1_o = v + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:9:14
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                         TileT291O t291_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t291_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 64, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t292_o, t14_u1c0Gm61);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT293O t293_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t293_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t293_o, t292_o);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         TileT294O t294_o(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t294_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        TASSIGN(t294_o, 8192);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView62 vj_u1c0_sk1_oGm62(vj_u1c0_sk1_o + _g290 * 64, GmView62::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t294_o, vj_u1c0_sk1_oGm62);  // online_softmax_attn.pto:21:36
@@ -1646,7 +1638,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
                             TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t297_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t297_o, 8192);  // online_softmax_attn.pto:21:36
                             using GmView63 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                             GmView63 t14_u1c0Gm63(t14_u1c0 + _qb3 * 64 * 64 + _k296 * 64, GmView63::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t297_o, t14_u1c0Gm63);  // online_softmax_attn.pto:21:36
@@ -1657,7 +1649,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMOV(t298_o, t297_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t299_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t299_o, 8192);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                             GmView64 vj_u1c0_sk1_oGm64(vj_u1c0_sk1_o + _k296 * 64 * D + _g290 * 64, GmView64::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1672,8 +1664,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMATMUL_ACC(t291_o, t291_o, t298_o, t300_o);  // online_softmax_attn.pto:21:36
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView65 t13_u1c0Gm65(t13_u1c0 + _qb3 * 64 * D + _g290 * 64, GmView65::Shape(t291_o.GetValidRow(), t291_o.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1681,8 +1673,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                     for (int64_t _g302 = 0; _g302 < (D + 63) / 64; ++_g302) {  // online_softmax_attn.pto:21:22
                         for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
@@ -1752,6 +1744,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t247_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
+                }
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
                 }
                 __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
@@ -2259,6 +2253,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t247_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
+                }
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
                 }
                 __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);

@@ -41,8 +41,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT93OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT79EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT79EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT64E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT65E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT64E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT66E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT67E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT68E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -80,8 +80,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT119EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT163EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT163EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT149E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT148E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT150E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT151E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT152E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -113,8 +113,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT200EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT203EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT203EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT123E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT124E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT123E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT125E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT126E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT127E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -130,8 +130,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT142EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT143EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT143EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT207E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT208E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT207E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT209E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT210E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT211E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -149,8 +149,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT227EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT79OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT79OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT64O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT65O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT64O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT66O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT67O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT68O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -188,8 +188,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT119OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT163OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT163OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT148O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT149O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT148O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT150O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT151O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT152O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -221,8 +221,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT200OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT203OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT203OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT123O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT124O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT123O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT125O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT126O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT127O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -238,8 +238,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT142OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT143OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT143OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT207O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT208O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT207O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT209O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT210O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT211O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
@@ -306,25 +306,25 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
+                TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
                     TileT66E t66_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t66_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t66_e, t65_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT67E t67_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t67_e, 16384);  // online_softmax_attn.pto:10:13
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView1 kj_u2c0_sk0_eGm1(kj_u2c0_sk0_e + _g63 * 64 * D, GmView1::Shape(t67_e.GetValidRow(), t67_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_e, kj_u2c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
@@ -344,7 +344,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                         TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
@@ -357,7 +357,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t71_e, t70_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT72E t72_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
@@ -635,31 +635,31 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                     TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
                     TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT150E t150_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t150_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t150_e, t149_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT151E t151_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t151_e, 16384);  // online_softmax_attn.pto:10:13
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView26 kj_u2c1_sk1_eGm26(kj_u2c1_sk1_e + _g147 * 64 * D, GmView26::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_e, kj_u2c1_sk1_eGm26);  // online_softmax_attn.pto:10:13
@@ -679,7 +679,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                         TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 64, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
@@ -692,7 +692,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t155_e, t154_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT156E t156_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 64, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
@@ -945,29 +945,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                     TileT123E t123_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t123_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t125_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t125_e, t124_e);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t126_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TASSIGN(t126_e, 16384);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
@@ -986,7 +984,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                         TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t129_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t129_e, 16384);  // online_softmax_attn.pto:21:36
                         using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 64 + _k128 * 64, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t129_e, t14_u2c0_twinGm48);  // online_softmax_attn.pto:21:36
@@ -997,7 +995,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t130_e, t129_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t131_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t131_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 64 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1012,8 +1010,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t123_e, t123_e, t130_e, t132_e);  // online_softmax_attn.pto:21:36
                     }
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView50 t13_u2c0_twinGm50(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView50::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1021,8 +1019,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -1124,32 +1122,30 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+                TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                     TileT207E t207_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t207_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t209_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t209_e, t208_e);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t210_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t210_e, 16384);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
@@ -1168,7 +1164,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                         TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t213_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t213_e, 16384);  // online_softmax_attn.pto:21:36
                         using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 64 + _k212 * 64, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t213_e, t14_u2c1_twinGm59);  // online_softmax_attn.pto:21:36
@@ -1179,7 +1175,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t214_e, t213_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t215_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t215_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 64 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1194,8 +1190,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t207_e, t207_e, t214_e, t216_e);  // online_softmax_attn.pto:21:36
                     }
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView61 t13_u2c1_twinGm61(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView61::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:36
@@ -1203,8 +1199,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
@@ -1329,25 +1325,25 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
                     TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
+                TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView68 qGm68(q + _qb2 * 64 * D, GmView68::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_o, qGm68);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
                     TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t66_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t66_o, t65_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT67O t67_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t67_o, 16384);  // online_softmax_attn.pto:10:13
                     using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView69 kj_u2c0_sk0_oGm69(kj_u2c0_sk0_o + _g63 * 64 * D, GmView69::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_o, kj_u2c0_sk0_oGm69);  // online_softmax_attn.pto:10:13
@@ -1367,7 +1363,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                         TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 64, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1380,7 +1376,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t71_o, t70_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT72O t72_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 64, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1658,31 +1654,31 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                     TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
+                TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
+                    using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
                     TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
-                    using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t150_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t150_o, t149_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT151O t151_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t151_o, 16384);  // online_softmax_attn.pto:10:13
                     using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView94 kj_u2c1_sk1_oGm94(kj_u2c1_sk1_o + _g147 * 64 * D, GmView94::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_o, kj_u2c1_sk1_oGm94);  // online_softmax_attn.pto:10:13
@@ -1702,7 +1698,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                         TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 64, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1715,7 +1711,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t155_o, t154_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT156O t156_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 64, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
@@ -1969,29 +1965,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                    TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
+                    using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                         TileT123O t123_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t123_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t125_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t125_o, t124_o);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t126_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TASSIGN(t126_o, 16384);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
@@ -2010,7 +2004,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                             TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t129_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t129_o, 16384);  // online_softmax_attn.pto:21:36
                             using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                             GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t129_o, t14_u2c0Gm116);  // online_softmax_attn.pto:21:36
@@ -2021,7 +2015,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMOV(t130_o, t129_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t131_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t131_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                             GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 64 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2036,8 +2030,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMATMUL_ACC(t123_o, t123_o, t130_o, t132_o);  // online_softmax_attn.pto:21:36
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView118 t13_u2c0Gm118(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView118::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView118::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2045,8 +2039,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -2148,32 +2142,30 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                    TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                         TileT207O t207_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t207_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t209_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t209_o, t208_o);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t210_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        TASSIGN(t210_o, 16384);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
@@ -2192,7 +2184,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                             TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t213_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t213_o, 16384);  // online_softmax_attn.pto:21:36
                             using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                             GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t213_o, t14_u2c1Gm127);  // online_softmax_attn.pto:21:36
@@ -2203,7 +2195,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMOV(t214_o, t213_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t215_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t215_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                             GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 64 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2218,8 +2210,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMATMUL_ACC(t207_o, t207_o, t214_o, t216_o);  // online_softmax_attn.pto:21:36
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView129 t13_u2c1Gm129(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView129::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView129::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2227,8 +2219,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     pipe_barrier(PIPE_V);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
@@ -2371,24 +2363,24 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                 }
-                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
+                TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
                     TileT66E t66_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t66_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t66_e, t65_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT67E t67_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t67_e, 16384);  // online_softmax_attn.pto:10:13
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView1 kj_u2c0_sk0_eGm1(kj_u2c0_sk0_e + _g63 * 64 * D, GmView1::Shape(t67_e.GetValidRow(), t67_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_e, kj_u2c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
@@ -2408,7 +2400,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                         TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2421,7 +2413,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t71_e, t70_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT72E t72_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2465,27 +2457,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
                 }
-                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                     using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
                     TileT150E t150_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t150_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t150_e, t149_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT151E t151_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_e, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t151_e, 16384);  // online_softmax_attn.pto:10:13
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView26 kj_u2c1_sk1_eGm26(kj_u2c1_sk1_e + _g147 * 64 * D, GmView26::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_e, kj_u2c1_sk1_eGm26);  // online_softmax_attn.pto:10:13
@@ -2505,7 +2497,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                         TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 64, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2518,7 +2510,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t155_e, t154_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT156E t156_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_e, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_e, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 64, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2569,29 +2561,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                     TileT123E t123_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t123_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t125_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t125_e, t124_e);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t126_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TASSIGN(t126_e, 16384);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
@@ -2610,7 +2600,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                         TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t129_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t129_e, 16384);  // online_softmax_attn.pto:21:36
                         using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 64 + _k128 * 64, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t129_e, t14_u2c0_twinGm48);  // online_softmax_attn.pto:21:36
@@ -2621,7 +2611,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t130_e, t129_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t131_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t131_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 64 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2636,8 +2626,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t123_e, t123_e, t130_e, t132_e);  // online_softmax_attn.pto:21:36
                     }
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView50 t13_u2c0_twinGm50(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView50::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2645,8 +2635,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -2655,32 +2645,30 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:22
                     }
                 }
+                TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                     TileT207E t207_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t207_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t209_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t209_e, t208_e);  // online_softmax_attn.pto:21:36
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t210_e, 0);  // online_softmax_attn.pto:21:36
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t210_e, 16384);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
@@ -2699,7 +2687,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                         TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t213_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t213_e, 16384);  // online_softmax_attn.pto:21:36
                         using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                         GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 64 + _k212 * 64, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t213_e, t14_u2c1_twinGm59);  // online_softmax_attn.pto:21:36
@@ -2710,7 +2698,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t214_e, t213_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t215_e, 0);  // online_softmax_attn.pto:21:36
+                        TASSIGN(t215_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 64 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2725,8 +2713,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMATMUL_ACC(t207_e, t207_e, t214_e, t216_e);  // online_softmax_attn.pto:21:36
                     }
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView61 t13_u2c1_twinGm61(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView61::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:36
@@ -2734,8 +2722,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                 for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
                     for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
@@ -2753,24 +2741,24 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
                 }
-                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
+                TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView68 qGm68(q + _qb2 * 64 * D, GmView68::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_o, qGm68);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
                     TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t66_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t66_o, t65_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     TileT67O t67_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TASSIGN(t67_o, 16384);  // online_softmax_attn.pto:10:13
                     using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView69 kj_u2c0_sk0_oGm69(kj_u2c0_sk0_o + _g63 * 64 * D, GmView69::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_o, kj_u2c0_sk0_oGm69);  // online_softmax_attn.pto:10:13
@@ -2790,7 +2778,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                         TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 64, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2803,7 +2791,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t71_o, t70_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         TileT72O t72_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 64, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2847,27 +2835,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
                 }
-                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                     using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
                     TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t150_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t150_o, t149_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     TileT151O t151_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_o, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t151_o, 16384);  // online_softmax_attn.pto:10:13
                     using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView94 kj_u2c1_sk1_oGm94(kj_u2c1_sk1_o + _g147 * 64 * D, GmView94::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_o, kj_u2c1_sk1_oGm94);  // online_softmax_attn.pto:10:13
@@ -2887,7 +2875,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                         TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                         GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 64, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2900,7 +2888,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TMOV(t155_o, t154_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT156O t156_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_o, 0);  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_o, 16384);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                         GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 64, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
@@ -2952,29 +2940,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag_dev(6);
             for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
+                    TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
+                    using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                         TileT123O t123_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t123_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t125_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t125_o, t124_o);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t126_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        TASSIGN(t126_o, 16384);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
@@ -2993,7 +2979,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
                             TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t129_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t129_o, 16384);  // online_softmax_attn.pto:21:36
                             using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                             GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t129_o, t14_u2c0Gm116);  // online_softmax_attn.pto:21:36
@@ -3004,7 +2990,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMOV(t130_o, t129_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t131_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t131_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                             GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 64 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
@@ -3019,8 +3005,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMATMUL_ACC(t123_o, t123_o, t130_o, t132_o);  // online_softmax_attn.pto:21:36
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView118 t13_u2c0Gm118(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView118::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView118::Stride(D));  // online_softmax_attn.pto:21:36
@@ -3028,8 +3014,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -3038,32 +3024,30 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:22
                         }
                     }
+                    TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                         TileT207O t207_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t207_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t209_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t209_o, t208_o);  // online_softmax_attn.pto:21:36
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t210_o, 0);  // online_softmax_attn.pto:21:36
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        TASSIGN(t210_o, 16384);  // online_softmax_attn.pto:21:36
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
@@ -3082,7 +3066,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
                             TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t213_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t213_o, 16384);  // online_softmax_attn.pto:21:36
                             using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                             GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t213_o, t14_u2c1Gm127);  // online_softmax_attn.pto:21:36
@@ -3093,7 +3077,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMOV(t214_o, t213_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t215_o, 0);  // online_softmax_attn.pto:21:36
+                            TASSIGN(t215_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                             GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 64 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
@@ -3108,8 +3092,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TMATMUL_ACC(t207_o, t207_o, t214_o, t216_o);  // online_softmax_attn.pto:21:36
                         }
                         set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                         using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView129 t13_u2c1Gm129(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView129::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView129::Stride(D));  // online_softmax_attn.pto:21:36
@@ -3117,8 +3101,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                     for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
                         for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:21:22
@@ -3196,6 +3180,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
+                }
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                 }
                 __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
@@ -3538,6 +3524,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                         TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
+                }
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                 }
                 __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
@@ -4122,6 +4110,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
+                }
                 __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
@@ -4463,6 +4453,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                         TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
+                }
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                 }
                 __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);

@@ -52,8 +52,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
     using TileT87Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT88Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT88Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT91 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT92 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT91 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT93 = TileLeft<half, 64, 64, DYNAMIC, 64>;
     using TileT94 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, 64, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT95 = TileRight<half, 64, 64, 64, DYNAMIC>;
@@ -200,11 +200,11 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
                 GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:13
                 TLOAD(t81, qGm10);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
                 TASSIGN(t82, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t82, t81);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
@@ -213,10 +213,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
                 GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:13
                 TLOAD(t83, kjGm11);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t84, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t84, t83);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -228,7 +228,6 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
@@ -260,33 +259,30 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:22:13
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
+            TASSIGN(t92, 16384);  // flash_attn.pto:33:18
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
+            GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
+            TLOAD(t92, ptGm15);  // flash_attn.pto:33:18
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
                 TileT91 t91(min_i64(S - _qb2 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t91, 0);  // flash_attn.pto:33:18
-                TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t92, 16384);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
-                GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
-                TLOAD(t92, ptGm15);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t93, 0);  // flash_attn.pto:33:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t93, t92);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t94, 16384);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TASSIGN(t94, 24576);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView16 = GlobalTensor<half, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
                 GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:33:18
                 TLOAD(t94, vprevGm16);  // flash_attn.pto:33:18
@@ -309,8 +305,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
@@ -588,11 +584,11 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
                 GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:13
                 TLOAD(t81, qGm10);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
                 TASSIGN(t82, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t82, t81);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
@@ -601,10 +597,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
                 GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:13
                 TLOAD(t83, kjGm11);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t84, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t84, t83);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -617,7 +613,6 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
@@ -628,35 +623,33 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:22:13
             }
-            wait_flag_dev(2);
+            TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
+            TASSIGN(t92, 16384);  // flash_attn.pto:33:18
             wait_flag_dev(1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
+            GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
+            TLOAD(t92, ptGm15);  // flash_attn.pto:33:18
+            wait_flag_dev(2);
+            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
                 TileT91 t91(min_i64(S - _qb2 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t91, 0);  // flash_attn.pto:33:18
-                TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t92, 16384);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
-                GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
-                TLOAD(t92, ptGm15);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t93, 0);  // flash_attn.pto:33:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t93, t92);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t94, 16384);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TASSIGN(t94, 24576);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView16 = GlobalTensor<half, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
                 GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:33:18
                 TLOAD(t94, vprevGm16);  // flash_attn.pto:33:18
@@ -679,10 +672,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
-            ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
