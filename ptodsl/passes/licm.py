@@ -59,10 +59,7 @@ class _Hoister:
     def __init__(self, func: Func, l1_bytes: int, block_bytes: int):
         self.origins = origins_of(func) or {}
         self.writes = tile_write_counts(func)
-        self.written: set[str] = set()
-        for op in func.walk():
-            stored = [op.operands[0]] if op.name == "tile.store" else list(indexed_gm(op)[1])
-            self.written |= {self.origins[v.name].root if v.name in self.origins else v.name for v in stored}
+        self.written = self._written_in(func)
         self.l1_bytes = l1_bytes
         self.block_bytes = block_bytes  # the unit a tile's rows are padded to (memplan.tile_bytes)
         self.kept = 0  # bytes of L1 tiles already moved out of loops (live across them)
@@ -87,9 +84,10 @@ class _Hoister:
             out.append(op)
         return out
 
-    def _written_in(self, loop: Op) -> set[str]:
+    def _written_in(self, where: Func | Op) -> set[str]:
+        """The GM roots the ops of ``where`` (a function, a loop) store to."""
         out: set[str] = set()
-        for op in loop.walk():
+        for op in where.walk():
             stored = [op.operands[0]] if op.name == "tile.store" else list(indexed_gm(op)[1])
             out |= {self.origins[v.name].root if v.name in self.origins else v.name for v in stored}
         return out

@@ -24,9 +24,8 @@ def load_variant(program: Program, index: int) -> load.Loaded:
     if os.environ.get("PTO_ISA_ROOT"):
         module = program.block_module(index)
         launched = {o.attrs["kernel"] for o in module.func(program.control(index)).walk() if o.name == "launch"}
-        variant = program.variants[index].name
         load.faithful(program.cpu_source(index), program.target, [f for f in module.funcs if f.name in launched],
-                      f"`{program.op}` ({variant})" if variant else f"`{program.op}`")
+                      program.op, program.variants[index].name)
     return load.load(program.cpu_source(index), defines(program))
 
 

@@ -109,11 +109,12 @@ def unfaithful_reason(v: Entry, target: Any, kernels: Iterable[Func]) -> str | N
     return None
 
 
-def faithful(v: Entry, target: Any, kernels: Iterable[Func], what: str) -> None:
-    """Raise E0908 where :func:`unfaithful_reason` finds a reason (``what``: the op and variant, for
-    the message): a build would give another answer than the hardware's, not an error."""
+def faithful(v: Entry, target: Any, kernels: Iterable[Func], op: str, variant: str) -> None:
+    """Raise E0908 where :func:`unfaithful_reason` finds a reason (``op`` and ``variant``, ``T=bf16``
+    or empty, name it in the message): a build would give another answer than the hardware's."""
     reason = unfaithful_reason(v, target, kernels)
     if reason is not None:
+        what = f"`{op}` ({variant})" if variant else f"`{op}`"
         raise CompileError([Diagnostic(
             "E0908", f"{what} cannot run faithfully against the PTO_ISA_ROOT checkout: {reason}",
             help="unset PTO_ISA_ROOT to run it on ptodsl's own CPU header")])

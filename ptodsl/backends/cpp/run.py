@@ -63,8 +63,8 @@ def _launched(compiled: Compiled, index: int) -> list:
 
 def faithful(compiled: Compiled, index: int) -> None:
     """E0908 where the variant cannot run as the hardware computes against PTO_ISA_ROOT."""
-    what = f"`{compiled.spec.op}` ({variant_name(compiled.checked[index].variant) or 'its one variant'})"
-    load.faithful(emitted(compiled, index), compiled.target, _launched(compiled, index), what)
+    load.faithful(emitted(compiled, index), compiled.target, _launched(compiled, index), compiled.spec.op,
+                  variant_name(compiled.checked[index].variant))
 
 
 def build_variant(compiled: Compiled, index: int, *, reuse: bool = True) -> Path:
