@@ -291,10 +291,11 @@ def cmd_ir(args, out: _Out) -> int:
             return EXIT_USER
         return _library_stats(args.spec, out, args.bench)
     try:
+        last = None if args.stats else args.after
         if args.ir_file is not None:
-            c = lower_ir(args.ir_file, diags, verify_ir=not args.no_verify)
+            c = lower_ir(args.ir_file, diags, verify_ir=not args.no_verify, stop_after=last)
         else:
-            c = compile_spec(args.spec, diags, verify_ir=not args.no_verify)
+            c = compile_spec(args.spec, diags, verify_ir=not args.no_verify, stop_after=last)
     except CompileError:
         out.diagnostics(diags.items)
         return EXIT_USER

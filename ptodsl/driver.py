@@ -77,7 +77,8 @@ def read_text(path: str, diags: Diagnostics) -> str | None:
 
 
 def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bool = True,
-                 choose: bool = True, sources: Mapping[str, str] | None = None, lower: bool = True) -> Compiled:
+                 choose: bool = True, sources: Mapping[str, str] | None = None, lower: bool = True,
+                 stop_after: str | None = None) -> Compiled:
     """Parse, check and lower one spec; raises CompileError with every diagnostic on failure.
     A spec compiled before in this process, from the same files and with the same arguments, is
     not compiled again: its result is copied (see ``_MEMO``).
@@ -88,11 +89,12 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
     its own search). ``sources`` maps normalised paths to texts read instead of those files (the
     language server compiles an editor's unsaved buffers). ``lower=False`` stops at the Tensor IR
     (``ptodsl tune`` lowers each candidate schedule itself, so none is lowered with tiles nobody
-    would compile with)."""
+    would compile with). ``stop_after`` names the last pass to run (``ptodsl ir --after PASS``):
+    the passes after one that broke an invariant must not run on its IR, which they may not handle."""
     diags = diags if diags is not None else Diagnostics()
     sources = sources or {}
     # the path as given, and where it is relative to: diagnostics and the IR name the spec by it
-    key = (yaml_path, os.getcwd(), verify_ir, choose, lower, frozenset(sources.items()),
+    key = (yaml_path, os.getcwd(), verify_ir, choose, lower, stop_after, frozenset(sources.items()),
            os.environ.get(ROOT_ENV), tuple(map(id, PASSES)), tuple(sorted(PASS_OPTION_DEFAULTS.items())))
     found = _MEMO.get(key)
     if found is not None and all(_file_state(p) == state for p, state in found.files):
@@ -102,7 +104,7 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
         return found.compiled.copy(diags)
     start = len(diags.items)
     with recording_sources() as read:
-        compiled = _compile(yaml_path, diags, verify_ir, choose, sources, lower)
+        compiled = _compile(yaml_path, diags, verify_ir, choose, sources, lower, stop_after)
     files = tuple((p, _file_state(p)) for p in sorted(read) if p not in sources)
     if all(state is not None for _, state in files):
         _MEMO[key] = _Memo(files, tuple(diags.items[start:]), compiled.copy(Diagnostics()))
@@ -141,7 +143,7 @@ def _file_state(path: str) -> tuple | None:
 
 
 def _compile(yaml_path: str, diags: Diagnostics, verify_ir: bool, choose: bool, sources: Mapping[str, str],
-             lower: bool) -> Compiled:
+             lower: bool, stop_after: str | None = None) -> Compiled:
     spec = load_spec(yaml_path, diags, sources)
     text = sources[spec.source] if spec.source in sources else read_source(spec.source, diags)
     module = parse_module(text, spec.source, diags) if text is not None else None
@@ -162,8 +164,14 @@ def _compile(yaml_path: str, diags: Diagnostics, verify_ir: bool, choose: bool, 
     if verify_ir:
         _verified(compiled, diags, "tensorize", ir, target, None, repro)
     if lower:
-        _run_passes(compiled, ir, ctx, verify_ir, repro, PASSES)
+        _run_passes(compiled, ir, ctx, verify_ir, repro, _until(PASSES, stop_after))
     return compiled
+
+
+def _until(passes: list[Pass], last: str | None) -> list[Pass]:
+    """``passes`` up to and with the one called ``last`` (all of them if none is)."""
+    names = [p.name for p in passes]
+    return passes[:names.index(last) + 1] if last in names else passes
 
 
 def with_schedule(compiled: Compiled, schedule: Schedule) -> Compiled:
@@ -187,9 +195,11 @@ class Lowered:
     verify_seconds: float = 0.0  # time spent verifying the IR after each pass (reported by bench)
 
 
-def lower_ir(path: str, diags: Diagnostics | None = None, verify_ir: bool = True) -> Lowered:
-    """Run the passes a printed module has not been through yet (``ptodsl ir --from``). The module
-    names its target, its schedule and the passes already applied, so nothing else is needed."""
+def lower_ir(path: str, diags: Diagnostics | None = None, verify_ir: bool = True,
+             stop_after: str | None = None) -> Lowered:
+    """Run the passes a printed module has not been through yet (``ptodsl ir --from``), the last
+    of them ``stop_after`` if given. The module names its target, its schedule and the passes
+    already applied, so nothing else is needed."""
     diags = diags if diags is not None else Diagnostics()
     text = read_text(path, diags)
     if text is None:
@@ -220,7 +230,7 @@ def lower_ir(path: str, diags: Diagnostics | None = None, verify_ir: bool = True
     rest = PASSES[len(done) - 1:]  # done is a prefix of tensorize + PASSES
     have = [prop for p in PASSES[:len(done) - 1] for prop in p.establishes]
     repro = f"ptodsl ir --from {shlex.quote(path)} --after {{pass_name}} --no-verify"
-    _run_passes(lowered, ir, PassContext(target, diags), verify_ir, repro, rest, have)
+    _run_passes(lowered, ir, PassContext(target, diags), verify_ir, repro, _until(rest, stop_after), have)
     return lowered
 
 

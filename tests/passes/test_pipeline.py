@@ -41,3 +41,24 @@ def test_a_pass_given_the_wrong_level_is_an_internal_error(monkeypatch):
     with pytest.raises(CompileError) as info:
         driver.compile_spec("specs/add_one.yaml")
     assert [d.code for d in info.value.diagnostics] == ["E0990"]
+
+
+def test_the_repro_of_a_broken_pass_stops_after_it(monkeypatch, capsys):
+    """E0990's repro, `ptodsl ir SPEC --after PASS --no-verify`, prints the broken pass's IR: the
+    passes after it never see that IR (they may not handle it, and would crash instead)."""
+    ran: list[str] = []
+    later = [dataclasses.replace(p, run=_recording(p, ran)) for p in driver.PASSES]
+    monkeypatch.setattr(driver, "PASSES", later)
+    driver.forget_compiled()
+    assert cli.main(["ir", "specs/add_one.yaml", "--after", "fuse", "--no-verify"]) == 0
+    assert ran[-1] == "fuse" and "memplan" not in ran
+    assert "level tile" in capsys.readouterr().out
+    compiled = driver.compile_spec("specs/add_one.yaml", stop_after="partition")
+    assert "partition" in compiled.after and "memplan" not in compiled.after
+
+
+def _recording(p, ran: list[str]):
+    def run(module, ctx):
+        ran.append(p.name)
+        return p.run(module, ctx)
+    return run
