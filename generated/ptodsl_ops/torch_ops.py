@@ -1138,7 +1138,7 @@ def flash_attn(
     scale: float,
     backend: str = "sim",
 ) -> torch.Tensor:
-    """Single-head flash attention softmax(q k^T * scale) v over KV blocks of BL rows, one 64x64 vector tile per block, f32 accumulators.
+    """Single-head flash attention softmax(q k^T * scale) v over KV blocks of BL rows, one 64x128 vector tile per block, f32 accumulators.
 
     Torch custom op ``ptodsl_ops::flash_attn``; see ``ptodsl_ops.flash_attn`` for the arguments.
     """

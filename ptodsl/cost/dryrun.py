@@ -39,7 +39,7 @@ MAX_OPS = 200_000  # a dry run that would walk more ops than this stops (TooLong
 # search does: it can afford nested sampled loops (a block's share of a 3-deep nest over a reduction)
 REPORT_MAX_OPS = 1_500_000
 SAMPLE_FROM = 10  # loops of fewer iterations are walked through
-WARM_UP = 6  # at most this many first iterations to reach a steady state before sampling anyway
+WARM_UP = 10  # at most this many first iterations to reach a steady state before sampling anyway
 
 
 class TooLong(Exception):
@@ -225,12 +225,18 @@ class _Run:
         traces: list[tuple] = []
         deltas: list[dict] = []
         done = 0
+        period = 1
         while done < WARM_UP:
             before = self._state()
             traces.append(self._traced(one, trips[done]))
             deltas.append(steady.diff(self._state(), before))
             done += 1
             if done >= 3 and (traces[-1] != traces[1] or steady.same(deltas[-1], deltas[-2])):
+                break
+            if done >= 6 and steady.same(deltas[-1], deltas[-3]) and steady.same(deltas[-2], deltas[-4]):
+                # iterations alike two by two: a double-buffered body alternates its buffers and
+                # event ids, and a pipeline of two cores may settle into a period of two iterations
+                period = 2
                 break
         last = n - 2
         alike = traces[-1] == traces[1] and monotone()
@@ -244,8 +250,15 @@ class _Run:
             for k in range(done, n):
                 one(trips[k])
             return
-        self._advance(deltas[-1], last - done)
-        self.trace.append(("skipped", last - done))
+        skipped = last - done
+        if period == 2:
+            if skipped % 2:  # one more walked: the rest are whole pairs
+                one(trips[done])
+                skipped -= 1
+            self._advance(steady.joined(deltas[-2], deltas[-1]), skipped // 2)
+        else:
+            self._advance(deltas[-1], skipped)
+        self.trace.append(("skipped", skipped))
         one(trips[last])
         one(trips[last + 1])
 

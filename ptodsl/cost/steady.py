@@ -74,6 +74,13 @@ def same(a: dict, b: dict) -> bool:
     return True
 
 
+def joined(a: dict, b: dict) -> dict:
+    """What two iterations in a row changed the model by: ``a`` then ``b``."""
+    out = {k: a.get(k, 0.0) + b.get(k, 0.0) for k in set(a) | set(b) if k != BLOCKS}
+    out[BLOCKS] = [*a[BLOCKS], *b[BLOCKS]]
+    return out
+
+
 def advance(tl: Timeline, now: dict, delta: dict, times: int, set_to: Callable[[dict], None]) -> None:
     """The model as if ``times`` more iterations had each changed it by ``delta``; ``set_to`` sets
     a state (the caller's own keys in the ``run`` group included), then the blocks are added."""

@@ -15,6 +15,14 @@ def pipe_of(op: Op) -> str | None:
     return IR_OPS[op.name].pipe_for(spaces)
 
 
+def buffer_of(alloc: Op) -> str:
+    """The buffer a ``tile.alloc`` places its tile in: its space, except that the tiles of a mixed
+    kernel's second vector core (``aiv = 1``, ``passes/aivsplit.py``) are in that core's own UB,
+    ``ub@1``, at offsets of their own (the memory plan places each core's tiles apart)."""
+    space = alloc.result.type.space
+    return f"{space}@1" if alloc.attrs.get("aiv") == 1 else space
+
+
 def unit_of(op: Op, mixed: bool) -> str | None:
     """The queue an op runs on: its pipe, and in a ``mixed`` kernel the pipe of its core
     (``cube.MTE2``, ``vec.V``): the cube's and the vector cores' MTE2 are two queues, and an
@@ -56,4 +64,4 @@ def is_cross(src: str, dst: str) -> bool:
     return split_unit(src)[0] != split_unit(dst)[0]
 
 
-__all__ = ["CUBE_SPACES", "core_of", "is_cross", "pipe_of", "split_unit", "unit_of"]
+__all__ = ["CUBE_SPACES", "buffer_of", "core_of", "is_cross", "pipe_of", "split_unit", "unit_of"]

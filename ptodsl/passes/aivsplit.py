@@ -221,8 +221,8 @@ def _copy(op: Op, s: int, h: int, names: dict[tuple[str, int], Value]) -> Op:
         offsets = list(attrs["offsets"])
         offsets[0] = sym.add(offsets[0], s * h)
         attrs["offsets"] = offsets
-    if op.name != "tile.alloc":
-        attrs[AIV] = s
+    if op.name != "tile.alloc" or s == 1:
+        attrs[AIV] = s  # (an allocation of copy 1: a tile of the second vector core's own UB)
     return Op(op.name, [swap(v) for v in op.operands], attrs, [swap(v) for v in op.results], [], op.span)
 
 

@@ -71,16 +71,22 @@ class _Hoister:
     def size(self, t: TileType) -> int:
         return tile_bytes(t, self.block_bytes)
 
-    def block(self, ops: list[Op], in_rows: bool = False, in_user: bool = False) -> list[Op]:
+    def block(self, ops: list[Op], in_rows: bool = False, in_user: bool = False,
+              ranges: dict[str, sym.Bounds] | None = None) -> list[Op]:
+        """``ranges``: the indices of the loops around ``ops``, each within its loop's bounds."""
+        ranges = ranges or {}
         out: list[Op] = []
         for op in ops:
             inner = in_rows or bool(op.name == "loop" and op.attrs.get("rows_interchanged"))
             user = in_user or bool(in_rows and op.name == "loop" and is_user_loop(op))
-            op.regions = [self.block(r, inner, user) for r in op.regions]
+            within = ranges
+            if op.name == "loop" and op.attrs["step"] == 1:
+                within = ranges | {op.attrs["index"]: (op.attrs["lo"], sym.sub(op.attrs["hi"], 1))}
+            op.regions = [self.block(r, inner, user, within) for r in op.regions]
             if in_rows and op.name == "loop" and is_user_loop(op) and op.attrs.get("parallel") != 1:
-                out.extend(self.hoist(op))
+                out.extend(self.hoist(op, ranges=ranges))
             elif in_user and op.name == "loop" and op.attrs.get("kind") == "grid":
-                out.extend(self.hoist(op, self._written_in(op)))
+                out.extend(self.hoist(op, self._written_in(op), ranges))
             out.append(op)
         return out
 
@@ -92,10 +98,12 @@ class _Hoister:
             out |= {self.origins[v.name].root if v.name in self.origins else v.name for v in stored}
         return out
 
-    def hoist(self, loop: Op, written: set[str] | None = None) -> list[Op]:
+    def hoist(self, loop: Op, written: set[str] | None = None, ranges: dict[str, sym.Bounds] | None = None) -> list[Op]:
         """``written``: the roots a load may not read, by default every root the function writes
         (a load out of a grid loop inside a user loop may read what the function writes, but not
-        what the grid loop does: it stays in the user loop's iteration)."""
+        what the grid loop does: it stays in the user loop's iteration). ``ranges``: those of the
+        loops around ``loop``, which may prove it runs (a middle KV block's column tiles: the block
+        is whole), so that the load needs no guard and can move on out of the loop around."""
         written = self.written if written is None else written
         body = loop.regions[0]
         bound = bound_within(loop)
@@ -124,7 +132,7 @@ class _Hoister:
         loop.regions[0] = [o for o in body if id(o) not in gone]
         lo, hi = loop.attrs["lo"], loop.attrs["hi"]
         trips = sym.sub(hi, lo)
-        if isinstance(trips, int) and trips >= 1 or sym.prove_le(1, trips, self.dims):
+        if isinstance(trips, int) and trips >= 1 or sym.prove_le(1, trips, self.dims | (ranges or {})):
             return moved
         cond = sym.compare(">", hi, lo)
         return [o for o in moved if o.name == "tile.alloc"] + [

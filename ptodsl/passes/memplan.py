@@ -11,6 +11,9 @@ max) is R rows of one block each, valid in column 0. That is the layout pto-isa'
 write with equal source and destination rows, and the one its elementwise, tile-scalar and
 broadcast instructions read on every target (a column-major ``R x 1`` tile needs R padded to a
 block, which a reduction of fewer rows cannot write).
+A mixed kernel's second vector core has a UB of its own: the tiles of its copy of the vector
+work (``aiv = 1``, ``passes/aivsplit.py``) are placed in that buffer (``ub@1``), apart from the
+first core's, each buffer within the target's UB; the kernel's ``ub_bytes`` is the larger peak.
 The two copies of a double-buffered loop body (``passes/dbuf.py``: allocs tagged ``buffer`` and
 ``buffer_of``) never share memory with each other, whatever their lives; in L1 (``APART``) no two
 tiles of such a body do.
@@ -29,6 +32,7 @@ from typing import Any
 from ..diagnostics import Label
 from ..dtypes import itemsize
 from ..ir import Func, Module, Op, TileType
+from ..ir.queues import buffer_of
 from ..ir.schedule import schedule_of
 from ..schedule import Schedule
 from . import stack
@@ -118,13 +122,14 @@ def plan(func: Func, ctx: PassContext, schedule: Schedule | None = None) -> dict
     for n, (_name, (s, e, op)) in enumerate(sorted(intervals.items(), key=lambda kv: (kv[1][0], kv[0]))):
         t: TileType = op.result.type
         size = -(-tile_bytes(t, block) // block) * block
-        heap = live.setdefault(t.space, [])
+        space = buffer_of(op)
+        heap = live.setdefault(space, [])
         while heap and heap[0][0] < s:
             heapq.heappop(heap)
         overlapping = [p for _, _, p in heap]
         if BUFFER_OF in op.attrs:
             seen = {id(p) for p in overlapping}
-            overlapping += [p for p in copies.get((t.space, op.attrs[BUFFER_OF]), ())
+            overlapping += [p for p in copies.get((space, op.attrs[BUFFER_OF]), ())
                             if id(p) not in seen and (_other_copy(op, p[4]) or t.space in APART)]
         busy = sorted((off, off + sz) for (_, _, off, sz, _) in overlapping)
         offset = 0
@@ -133,20 +138,26 @@ def plan(func: Func, ctx: PassContext, schedule: Schedule | None = None) -> dict
                 break
             offset = max(offset, hi)
         entry = (s, e, offset, size, op)
-        placed.setdefault(t.space, []).append(entry)
+        placed.setdefault(space, []).append(entry)
         heapq.heappush(heap, (e, n, entry))
         if BUFFER_OF in op.attrs:
-            copies.setdefault((t.space, op.attrs[BUFFER_OF]), []).append(entry)
+            copies.setdefault((space, op.attrs[BUFFER_OF]), []).append(entry)
         layout, (rows, cols) = physical(t, block)
-        copy = {k: op.attrs[k] for k in (BUFFER, BUFFER_OF) if k in op.attrs}
-        op.attrs = {"offset": offset, "bytes": size, "layout": layout, "rows": rows, "cols": cols, **copy}
-        peak[t.space] = max(peak.get(t.space, 0), offset + size)
+        kept = {k: op.attrs[k] for k in (BUFFER, BUFFER_OF, "aiv") if k in op.attrs}
+        op.attrs = {"offset": offset, "bytes": size, "layout": layout, "rows": rows, "cols": cols, **kept}
+        peak[space] = max(peak.get(space, 0), offset + size)
     for space, used in peak.items():
-        cap = getattr(ctx.target, SPACE_FIELD[space])
+        kind = space.partition("@")[0]
+        cap = getattr(ctx.target, SPACE_FIELD[kind])
         if used > cap:
-            _over_capacity(func, ctx, space, used, cap, placed[space], schedule)
-    func.attrs = dict(func.attrs) | {f"{k}_bytes": v for k, v in sorted(peak.items())}
-    return peak
+            _over_capacity(func, ctx, kind, used, cap, placed[space], schedule)
+    # per memory kind, the larger of the two vector cores' peaks: what each core's buffer must hold
+    by_kind: dict[str, int] = {}
+    for space, used in peak.items():
+        kind = space.partition("@")[0]
+        by_kind[kind] = max(by_kind.get(kind, 0), used)
+    func.attrs = dict(func.attrs) | {f"{k}_bytes": v for k, v in sorted(by_kind.items())}
+    return by_kind
 
 
 # Spaces where no two tiles of a double-buffered body share memory, not even within one copy: a

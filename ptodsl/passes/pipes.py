@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from ..ir import Func, Module, Op, TensorType, TileType
 from ..ir.gm import GmLayoutError, trace_origins, walk_ops
 from ..ir.opdefs import IR_OPS
-from ..ir.queues import is_cross, pipe_of, split_unit, unit_of  # noqa: F401  (the passes' view of them)
+from ..ir.queues import buffer_of, is_cross, pipe_of, split_unit, unit_of  # noqa: F401  (the passes' view of them)
 from .merge import at_most_once  # noqa: F401  (the sync pass's and checker's)
 from .remat import bases
 
@@ -46,8 +46,7 @@ def placement_of(ops) -> dict[str, Range]:
     for top in ops:
         for o in top.walk():
             if o.name == "tile.alloc" and "offset" in o.attrs:
-                t = o.result.type
-                out[o.result.name] = (t.space, o.attrs["offset"], o.attrs["offset"] + o.attrs["bytes"])
+                out[o.result.name] = (buffer_of(o), o.attrs["offset"], o.attrs["offset"] + o.attrs["bytes"])
     return out
 
 

@@ -199,7 +199,7 @@ MID_SIZE = [  # (spec, control, shapes): a few hundred to a few thousand iterati
     ("matmul", "matmul_f16", {"M": 2000, "K": 1400, "N": 2060}),  # (256 x 128 output tiles; 11 paired K steps)
     ("softmax_long", "softmax_long_f32", {"B": 40, "N": 30000}),
     ("layernorm", "layernorm_f32", {"R": 300, "H": 4000}),
-    ("flash_attn", "flash_attn_f16", {"S": 512, "D": 128, "L": 2048}),
+    ("flash_attn", "flash_attn_f16", {"S": 512, "D": 128, "L": 4096}),
     ("tensor_sum", "tensor_sum_f32", {"B": 300, "N": 5000}),
     # double buffering flattens its kernels' 2-D grids: offsets in `// cols` and `% cols`, each
     # column of tiles sampled on its own (alike.period)

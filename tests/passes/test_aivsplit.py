@@ -3,6 +3,7 @@ vector cores of its block, each on half of every tile's rows."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import ptodsl
 from ptodsl import stats
 from ptodsl.backends.cpp.emit import emit_npu_variant
 from ptodsl.driver import compile_spec
-from ptodsl.ir.queues import core_of
+from ptodsl.ir.queues import buffer_of, core_of
 from ptodsl.passes import syncheck
 from ptodsl.targets import load_target
 
@@ -80,6 +81,36 @@ def test_the_second_core_runs_its_half_under_its_own_condition(flash):
     cube = npu.split("#if defined(__DAV_CUBE__)")[1].split("#if defined(__DAV_VEC__)")[0]
     assert "if (ptodsl_aiv0) {" in vec and "if (!ptodsl_aiv0) {" in vec
     assert "ptodsl_aiv0" not in cube
+
+
+def test_each_vector_core_plans_its_own_ub(flash):
+    """Blocks of 64 x 128 f32 scores: both halves of every tile would not fit one UB (with the
+    instructions' scratch), each core's half fits its own; the plans overlap in offsets."""
+    split, _ = flash
+    for kernel in _mixed(split.compiled.stages["block"]):
+        allocs = [op for op in kernel.walk() if op.name == "tile.alloc" and op.result.type.space == "ub"]
+        second = [op for op in allocs if op.attrs.get("aiv") == 1]
+        assert second and all(buffer_of(op) == "ub@1" for op in second)
+        first = [op for op in allocs if op.attrs.get("aiv") != 1]
+        ends = [max(op.attrs["offset"] + op.attrs["bytes"] for op in ops) for ops in (first, second)]
+        assert kernel.attrs["ub_bytes"] == max(ends) <= TARGET.ub_bytes
+        assert min(op.attrs["offset"] for op in second) < ends[0]  # inside the first core's range
+    sums = [sum(op.attrs["bytes"] for op in k.walk() if op.name == "tile.alloc" and op.result.type.space == "ub")
+            for k in _mixed(split.compiled.stages["block"])]
+    assert max(sums) > TARGET.ub_bytes  # what one UB for both would have had to hold, at least
+
+
+def test_the_cpu_build_holds_the_second_ub_after_the_first(flash):
+    split, _ = flash
+    texts = [t for kind, t in emit_npu_variant(split.compiled, 0).kernels.values() if kind == "mixed"]
+    assert texts
+    for text in texts:
+        _, cpu, npu = text.split("#else", 2)  # (the first: a block's locals, NPU only)
+        vec = npu.split("#if defined(__DAV_VEC__)")[1]
+        assert f"constexpr int64_t ptodsl_aiv1_ub = {TARGET.ub_bytes};" in cpu
+        assert "constexpr int64_t ptodsl_aiv1_ub = 0;" in vec
+        assert re.search(r"TASSIGN\(\w+_aiv1, ptodsl_aiv1_ub \+ \d+\);", cpu)
+        assert not re.search(r"TASSIGN\(\w+_aiv0, ptodsl_aiv1_ub", text)
 
 
 def test_the_model_halves_the_vector_time_and_keeps_the_roofline(flash):

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import ptodsl
+from ptodsl import sym
 from ptodsl.driver import compile_spec
 from ptodsl.passes import licm
+from ptodsl.passes.persistent import bound_within
 
 SPEC = "specs/flash_attn.yaml"
 
@@ -29,9 +31,15 @@ def test_flash_attention_loads_its_query_tile_above_the_kv_loop():
     loops = _middle_loops(func)
     assert loops
     for loop in loops:
-        loaded = {o.operands[1].name for o in loop.regions[0] if o.name == "tile.load"}
-        assert "kj" in loaded  # its offset names the KV index: it stays
-        assert "q" not in loaded
+        loads = [o for o in loop.walk() if o.name == "tile.load"]
+        assert "kj" in {o.operands[1].name for o in loads}  # its offset names the KV index: it stays
+        inner = bound_within(loop)
+        # q stays inside only where its offset names an index of the loop's (the k steps of a head
+        # dim over one k tile), not out of the product's column loop (a middle KV block is whole:
+        # that loop runs, and its load needs no guard inside the KV loop)
+        assert all(set().union(*map(sym.free_symbols, o.attrs["offsets"])) & inner
+                   for o in loads if o.operands[1].name == "q")
+        assert not _guarded_query_loads(list(loop.walk()))
     # above the loop, under `hi > lo`: with two KV blocks or fewer the loop runs no iteration
     guards = _guarded_query_loads(list(func.walk()))
     assert guards and all(str(g.attrs["cond"]).count(">") == 1 for g in guards)
@@ -46,9 +54,11 @@ def test_a_load_of_a_tensor_the_function_writes_stays_in_the_loop():
     hoister = licm._Hoister(func, c.target.l1_bytes, c.target.ub_block_bytes)
     hoister.written.add("q")  # as if the kernel wrote q: an iteration could change what it reads
     func.body = hoister.block(func.body)
-    assert not _guarded_query_loads(list(func.walk()))
-    assert all("q" in {o.operands[1].name for o in loop.regions[0] if o.name == "tile.load"}
-               for loop in _middle_loops(func))
+    for loop in _middle_loops(func):  # (out of the column loop of its product, not out of the KV loop)
+        assert _guarded_query_loads(list(loop.walk())) or \
+            "q" in {o.operands[1].name for o in loop.regions[0] if o.name == "tile.load"}
+    assert not [g for g in _guarded_query_loads(list(func.walk()))
+                if not any(g is o for loop in _middle_loops(func) for o in loop.walk())]
 
 
 def test_no_room_in_l1_keeps_the_load_in_the_loop():

@@ -35,7 +35,7 @@ def attn(
         o, a numpy array or torch tensor like the inputs.
 
     Dtype variants: T in f16, bf16, f32.
-    Symbols: BL = 64 (fixed); S, D, L from the arguments' shapes.
+    Symbols: BL = 128 (fixed); S, D, L from the arguments' shapes.
     """
     return _PTODSL_OP(
         (q, k, v),

@@ -256,8 +256,9 @@ class KernelEmitter:
         out.append("{")
         if self.func.kind == "mixed":
             out += [f"    {a}" for a in aliases]
+            second = any(o.name == "tile.alloc" and o.attrs.get("aiv") == 1 for o in self.func.walk())
             out += kernel_mixed.layout(self.lines, self.tags, [f"    {b}" for b in self.block_locals], CPU_BUILD,
-                                       self.ffts, self.aiv0)
+                                       self.ffts, self.aiv0, self.target.ub_bytes if second else None)
         else:
             if self.block_locals:
                 out += [f"#if !({CPU_BUILD})", *(f"    {b}" for b in self.block_locals), "#endif"]

@@ -32,6 +32,10 @@ from .cxx import format_lines
 CROSS_MESSAGE = "(1ULL | (2ULL << 4) | ((uint64_t)({flag}) << 8))"
 FFTS_PARAM = "ptodsl_ffts"
 AIV0 = "ptodsl_aiv0"
+# Where the second vector core's tiles (``aiv = 1``) start: each core's UB begins at 0 on the NPU,
+# while the CPU build, which runs both cores' copies in one thread, holds the second UB after the
+# first in its one arena (``load.target_defines``).
+AIV1_UB = "ptodsl_aiv1_ub"
 
 
 @dataclass(frozen=True)
@@ -73,8 +77,10 @@ def flag_lines(op: Op, pipe) -> list[tuple[Tag, str]]:
 
 
 def layout(lines: list[tuple[int, str, str]], tags: list[Tag], head: list[str], cpu_guard: str, ffts: str,
-           aiv0: str) -> list[str]:
-    """The body of a mixed kernel: the CPU build's lines, then the cube's and the vector cores'."""
+           aiv0: str, aiv1_ub: int | None = None) -> list[str]:
+    """The body of a mixed kernel: the CPU build's lines, then the cube's and the vector cores'.
+    ``aiv1_ub``: where the CPU build's arena holds the second vector core's UB, when the kernel
+    has tiles there (:data:`AIV1_UB`)."""
 
     def part(core: str) -> list[str]:
         out: list[tuple[int, str, str]] = []
@@ -95,14 +101,18 @@ def layout(lines: list[tuple[int, str, str]], tags: list[Tag], head: list[str], 
         return format_lines(out)
 
     cpu = [line for line, tag in zip(lines, tags) if not tag.npu]
+
+    def base(at: int) -> list[str]:
+        return [] if aiv1_ub is None else [f"    constexpr int64_t {AIV1_UB} = {at};"]
+
     # each part in a scope of its own: both declare the skeleton's names (a block's view of its
     # workspace copy, passes/blocks.py), which a reader of both parts at once must not see twice
-    return [f"#if {cpu_guard}", *format_lines(cpu), "#else",
+    return [f"#if {cpu_guard}", *base(aiv1_ub or 0), *format_lines(cpu), "#else",
             f"    set_ffts_base_addr((uint64_t){ffts});", *head,
             "#if defined(__DAV_CUBE__)", "    {", *part("cube"), "    }", "#endif",
-            "#if defined(__DAV_VEC__)", "    {", f"    const bool {aiv0} = get_subblockid() == 0;", *part("vec"),
-            "    }", "#endif",
+            "#if defined(__DAV_VEC__)", "    {", f"    const bool {aiv0} = get_subblockid() == 0;", *base(0),
+            *part("vec"), "    }", "#endif",
             "#endif"]
 
 
-__all__ = ["AIV0", "BOTH", "FFTS_PARAM", "Tag", "flag_lines", "layout", "tag_of"]
+__all__ = ["AIV0", "AIV1_UB", "BOTH", "FFTS_PARAM", "Tag", "flag_lines", "layout", "tag_of"]

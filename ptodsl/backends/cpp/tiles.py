@@ -24,6 +24,7 @@ from ...dtypes import itemsize
 from ...ir import Op, TileType
 from ...targets import Target
 from .cxx import cxx_type, unsupported
+from .kernel_mixed import AIV1_UB
 
 SPACE_KIND = {"ub": "Vec", "l1": "Mat", "l0a": "Left", "l0b": "Right", "l0c": "Acc", "bt": "Bias"}
 
@@ -36,7 +37,7 @@ class TileInfo:
     tile_type: TileType
     rows: int  # physical storage shape
     cols: int
-    offset: int
+    offset: int | str  # bytes into its space; C++ for a second vector core's tile (kernel_mixed.AIV1_UB)
     span: Span | None
     transposed: bool = False  # a Mat tile holding its IR shape transposed (for a transposed TMOV)
     bias_row: bool = False  # a Mat tile holding a bias row on its way to the bias table (plain row-major)
@@ -109,7 +110,10 @@ def describe(op: Op, var: str, alias: str) -> TileInfo:
         raise unsupported(f"a tile stored as {rows}x{cols} for the logical shape {list(t.shape)}", op.span)
     if rows * cols * itemsize(t.dtype) != int(op.attrs.get("bytes", rows * cols * itemsize(t.dtype))):
         raise unsupported(f"a tile whose planned bytes differ from {rows}x{cols} {t.dtype}", op.span)
-    return TileInfo(op.result.name, var, alias, t, rows, cols, int(op.attrs.get("offset", 0)), op.span)
+    offset: int | str = int(op.attrs.get("offset", 0))
+    if op.attrs.get("aiv") == 1:
+        offset = f"{AIV1_UB} + {offset}"
+    return TileInfo(op.result.name, var, alias, t, rows, cols, offset, op.span)
 
 
 def _extent(e: sym.Expr) -> str:

@@ -22,6 +22,7 @@ from ...diagnostics import Diagnostic, DiagnosticError
 from ...dtypes import DTYPES, numpy_dtype
 from ...ir import Func, Module, Op, TensorType, TileType
 from ...ir.opdefs import IR_OPS, Handlers, launched_params
+from ...ir.queues import buffer_of
 from ...ops import COMPARE_SIM, OPS
 from ..guards import guard_failure
 from . import batch
@@ -174,6 +175,7 @@ def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
     """
     func = module.func(control)
     arenas = {space: np.zeros(getattr(target, attr), np.uint8) for space, attr in SPACE_BYTES.items()}
+    arenas["ub@1"] = np.zeros(target.ub_bytes, np.uint8)  # a mixed kernel's second vector core's UB
     m = Machine(dict(symbols) | dict(scalars), poison, arenas=arenas,
                 kernels={f.name: f for f in module.funcs if f.kind in ("vector", "cube", "mixed")},
                 timeline=Timeline(target))
@@ -355,7 +357,7 @@ def _tile_alloc(m: Machine, op: Op) -> None:
 def _placed(m: Machine, op: Op, t: TileType) -> np.ndarray:
     """The tile as a view of its bytes in the buffer of its space, freshly filled."""
     npd = numpy_dtype(t.dtype)
-    arena = m.arenas[t.space]
+    arena = m.arenas[buffer_of(op)]
     offset, size = op.attrs["offset"], int(np.prod(t.shape)) * np.dtype(npd).itemsize
     if offset + size > arena.size:
         raise SimError(f"tile at {offset}+{size} bytes is outside {t.space.upper()} ({arena.size} bytes)", op)

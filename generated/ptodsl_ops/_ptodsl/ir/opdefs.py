@@ -55,9 +55,11 @@ class Attr:
     doc: str = ""
 
 
-# Any tile op of a mixed kernel: the vector core (sub-block 0 or 1) that runs it (passes/aivsplit.py)
-AIV_ATTR = Attr("aiv", "int", choices=(0, 1), doc="the vector core of its block that runs this op "
-                "(passes/aivsplit.py); absent: vector core 0, or the cube core")
+# Any tile op of a mixed kernel: the vector core (sub-block 0 or 1) that runs it, or whose UB holds
+# the tile it allocates (passes/aivsplit.py)
+AIV_ATTR = Attr("aiv", "int", choices=(0, 1), doc="the vector core of its block that runs this op, "
+                "or whose UB holds the tile a tile.alloc places (passes/aivsplit.py); absent: vector core 0, "
+                "or the cube core")
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ class IROp:
 
     def attr(self, name: str) -> Attr | None:
         found = next((a for a in self.attrs if a.name == name), None)
-        if found is None and name == AIV_ATTR.name and self.name.startswith("tile.") and self.name != "tile.alloc":
+        if found is None and name == AIV_ATTR.name and self.name.startswith("tile."):
             return AIV_ATTR
         return found
 

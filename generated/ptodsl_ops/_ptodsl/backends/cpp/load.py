@@ -74,7 +74,9 @@ def target_defines(target: Any) -> dict[str, object]:
     """The CPU header's buffer sizes, from the target rather than the header's defaults, and its
     check that every wait_flag has a set_flag before it (a wait that would hang the NPU)."""
     t = target
-    return {"PTO_CPU_CHECK_FLAGS": None, "PTO_CPU_UB_BYTES": t.ub_bytes, "PTO_CPU_L1_BYTES": t.l1_bytes,
+    # the UB arena holds a block's two vector cores' UBs, one after the other (a mixed kernel's
+    # second core's tiles sit above the first's: backends/cpp/kernel_mixed.py, AIV1_UB)
+    return {"PTO_CPU_CHECK_FLAGS": None, "PTO_CPU_UB_BYTES": 2 * t.ub_bytes, "PTO_CPU_L1_BYTES": t.l1_bytes,
             "PTO_CPU_L0A_BYTES": t.l0a_bytes, "PTO_CPU_L0B_BYTES": t.l0b_bytes, "PTO_CPU_L0C_BYTES": t.l0c_bytes,
             "PTO_CPU_BIAS_BYTES": t.bias_bytes, "PTO_CPU_ADDRESS_ALIGN": t.ub_block_bytes}
 

@@ -48,6 +48,7 @@ from ...diagnostics import DiagnosticError
 from ...dtypes import numpy_dtype
 from ...ir import Func, Op, TileType
 from ...ir.opdefs import IR_OPS
+from ...ir.queues import buffer_of
 
 BUDGET_BYTES = 64 << 20  # stacked on-chip buffers and workspaces of one batch
 ENABLED = True  # tests compare batched and element-wise runs by turning this off
@@ -212,7 +213,7 @@ def arena_bytes(kernels: Mapping[str, Func], loop: Op) -> dict[str, int]:
             if t.name == "tile.alloc" and "offset" in t.attrs:
                 ty: TileType = t.result.type
                 end = t.attrs["offset"] + math.prod(ty.shape) * np.dtype(numpy_dtype(ty.dtype)).itemsize
-                used[ty.space] = max(used.get(ty.space, 0), end)
+                used[buffer_of(t)] = max(used.get(buffer_of(t), 0), end)
     return used
 
 

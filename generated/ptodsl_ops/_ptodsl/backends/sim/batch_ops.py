@@ -23,6 +23,7 @@ from ...diagnostics import DiagnosticError
 from ...dtypes import numpy_dtype
 from ...ir import Op, TileType
 from ...ir.opdefs import FUSED, IR_OPS, launched_params, spread_operand
+from ...ir.queues import buffer_of
 from ...ops import OPS
 from . import SIM, Machine, SimError, _f32, _round_to, _slices, _Tile, spread, stored
 from .batch import BView, Unbatchable, affine, evaluate, outer_tiles, uniform
@@ -232,11 +233,11 @@ def _tile_alloc(bm: BMachine, op: Op) -> None:
             raise Unbatchable("a valid extent exceeds its tile")
         valid.append(max(0, e))
     npd = np.dtype(numpy_dtype(t.dtype))
-    if "offset" in op.attrs and t.space in bm.stacked:
+    if "offset" in op.attrs and buffer_of(op) in bm.stacked:
         offset, size = op.attrs["offset"], math.prod(t.shape) * npd.itemsize
-        if offset + size > bm.arenas[t.space].size:
+        if offset + size > bm.arenas[buffer_of(op)].size:
             raise Unbatchable("a tile outside its buffer")
-        buffer = bm.stacked[t.space]
+        buffer = bm.stacked[buffer_of(op)]
         inner = tuple(npd.itemsize * math.prod(t.shape[d + 1:]) for d in range(len(t.shape)))
         data = np.ndarray((bm.n, *t.shape), npd, buffer=buffer, offset=offset, strides=(buffer.strides[0], *inner))
         data[...] = bm.fresh(t.dtype, (1,) * (len(t.shape) + 1))

@@ -31,203 +31,218 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ bfloat16_t* k, __gm__ bflo
 extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ bfloat16_t* k, __gm__ bfloat16_t* v, __gm__ bfloat16_t* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ bfloat16_t* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale)
 #endif
 {
+    using TileT5 = Tile<TileType::Mat, bfloat16_t, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT6 = TileRight<bfloat16_t, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT4 = TileLeft<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9 = TileLeft<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10 = Tile<TileType::Mat, bfloat16_t, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT11 = TileRight<bfloat16_t, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT17Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT17Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT3 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT4 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT6 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT11 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT14Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT14Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT20Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT20Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT32Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT32Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT23Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT35Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT35Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT38Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT38Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT38Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT38Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT39Aiv0 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT39Aiv1 = Tile<TileType::Vec, bfloat16_t, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT42 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT43 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT44 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT45 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT46 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT48 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT49 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT50 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT51 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileT43 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT44 = TileLeft<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT45 = Tile<TileType::Mat, bfloat16_t, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT46 = TileRight<bfloat16_t, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT48 = Tile<TileType::Mat, bfloat16_t, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT49 = TileLeft<bfloat16_t, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT50 = Tile<TileType::Mat, bfloat16_t, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT51 = TileRight<bfloat16_t, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
         __gm__ bfloat16_t* kj_first = k;  // online_softmax_attn.pto:8:14
         __gm__ bfloat16_t* vj_first = v;  // online_softmax_attn.pto:9:14
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
+            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t5, 0);  // online_softmax_attn.pto:10:13
+            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t6, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+            GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t5, kj_firstGm0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6, t5);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t2, 0);  // online_softmax_attn.pto:10:13
+            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+            TASSIGN(t3, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+            GmView1 qGm1(q + _qb0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t3, qGm1);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+            TASSIGN(t4, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t4, t3);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t2, t4, t6);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // online_softmax_attn.pto:10:13
+                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t8, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t8, qGm2);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t9, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t9, t8);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t10, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t10, kj_firstGm3);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t11, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t11, t10);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t2, t2, t9, t11);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 128 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_firstGm4, t2);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:12:20
         TASSIGN(t17_aiv0, 0);  // online_softmax_attn.pto:12:20
         TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:12:20
-        TASSIGN(t17_aiv1, 1024);  // online_softmax_attn.pto:12:20
+        TASSIGN(t17_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:12:20
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TEXPANDS(t17_aiv0, -__builtin_inff());  // online_softmax_attn.pto:12:20
         for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
             TEXPANDS(t17_aiv1, -__builtin_inff());  // online_softmax_attn.pto:12:20
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
-            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t2, 0);  // online_softmax_attn.pto:10:13
-            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t3, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t3, qGm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t4, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t4, t3);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t5, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t5, kj_firstGm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t6, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t6, t5);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t2, t4, t6);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
-                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t8, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t8, qGm2);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t9, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t9, t8);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT10 t10(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t10, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t10, kj_firstGm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t11, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t11, t10);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t2, t2, t9, t11);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_firstGm4, t2);  // online_softmax_attn.pto:10:13
-            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t14_aiv0, 2048);  // online_softmax_attn.pto:10:13
-            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t14_aiv1, 10240);  // online_softmax_attn.pto:10:13
-            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t15_aiv0, 18432);  // online_softmax_attn.pto:10:13
-            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t15_aiv1, 26624);  // online_softmax_attn.pto:10:13
+        for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // online_softmax_attn.pto:10:13
+            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // online_softmax_attn.pto:10:13
+            TASSIGN(t14_aiv0, 1024);  // online_softmax_attn.pto:10:13
+            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // online_softmax_attn.pto:10:13
+            TASSIGN(t14_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:10:13
+            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // online_softmax_attn.pto:10:13
+            TASSIGN(t15_aiv0, 17408);  // online_softmax_attn.pto:10:13
+            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // online_softmax_attn.pto:10:13
+            TASSIGN(t15_aiv1, ptodsl_aiv1_ub + 17408);  // online_softmax_attn.pto:10:13
             TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:12:20
-            TASSIGN(t20_aiv0, 34816);  // online_softmax_attn.pto:12:20
+            TASSIGN(t20_aiv0, 33792);  // online_softmax_attn.pto:12:20
             TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:12:20
-            TASSIGN(t20_aiv1, 35840);  // online_softmax_attn.pto:12:20
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // online_softmax_attn.pto:12:20
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+            GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 128 + _g13 * 128, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t14_aiv0, t0_firstGm5);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TMULS(t15_aiv0, t14_aiv0, scale);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+            GmView6 s_firstGm6(s_first + _qb0 * 64 * 128 + _g13 * 128, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
             TSTORE(s_firstGm6, t15_aiv0);  // online_softmax_attn.pto:10:13
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-            TASSIGN(tmp0, 38912);  // online_softmax_attn.pto:12:20
+            TASSIGN(tmp0, 35840);  // online_softmax_attn.pto:12:20
             TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // online_softmax_attn.pto:12:20
             pipe_barrier(PIPE_V);
             TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // online_softmax_attn.pto:12:20
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TLOAD(t14_aiv1, t0_firstGm7);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t15_aiv1, t14_aiv1, scale);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(s_firstGm8, t15_aiv1);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp1;  // online_softmax_attn.pto:12:20
-                TASSIGN(tmp1, 38912);  // online_softmax_attn.pto:12:20
+                TASSIGN(tmp1, 35840);  // online_softmax_attn.pto:12:20
                 TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // online_softmax_attn.pto:12:20
                 pipe_barrier(PIPE_V);
                 TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // online_softmax_attn.pto:12:20
             }
         }
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -235,9 +250,9 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:14:20
-        TASSIGN(t32_aiv0, 2048);  // online_softmax_attn.pto:14:20
+        TASSIGN(t32_aiv0, 1024);  // online_softmax_attn.pto:14:20
         TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:14:20
-        TASSIGN(t32_aiv1, 3072);  // online_softmax_attn.pto:14:20
+        TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:14:20
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
@@ -257,59 +272,59 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t23_aiv0, 4096);  // online_softmax_attn.pto:13:21
-            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t23_aiv1, 12288);  // online_softmax_attn.pto:13:21
-            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t30_aiv0, 20480);  // online_softmax_attn.pto:13:17
-            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t30_aiv1, 28672);  // online_softmax_attn.pto:13:17
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // online_softmax_attn.pto:13:21
+            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // online_softmax_attn.pto:13:21
+            TASSIGN(t23_aiv0, 2048);  // online_softmax_attn.pto:13:21
+            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // online_softmax_attn.pto:13:21
+            TASSIGN(t23_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:13:21
+            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // online_softmax_attn.pto:13:17
+            TASSIGN(t30_aiv0, 18432);  // online_softmax_attn.pto:13:17
+            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // online_softmax_attn.pto:13:17
+            TASSIGN(t30_aiv1, ptodsl_aiv1_ub + 18432);  // online_softmax_attn.pto:13:17
             TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:14:20
-            TASSIGN(t35_aiv0, 36864);  // online_softmax_attn.pto:14:20
+            TASSIGN(t35_aiv0, 34816);  // online_softmax_attn.pto:14:20
             TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:14:20
-            TASSIGN(t35_aiv1, 37888);  // online_softmax_attn.pto:14:20
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
+            TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // online_softmax_attn.pto:14:20
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
+            GmView11 s_firstGm11(s_first + _qb0 * 64 * 128 + _g22 * 128, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
             TLOAD(t23_aiv0, s_firstGm11);  // online_softmax_attn.pto:13:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:13:17
-            TASSIGN(tmp2, 38912);  // online_softmax_attn.pto:13:17
+            TASSIGN(tmp2, 35840);  // online_softmax_attn.pto:13:17
             TROWEXPAND(tmp2, t17_aiv0);  // online_softmax_attn.pto:13:17
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
             TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // online_softmax_attn.pto:13:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
+            GmView12 p_firstGm12(p_first + _qb0 * 64 * 128 + _g22 * 128, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
             TSTORE(p_firstGm12, t30_aiv0);  // online_softmax_attn.pto:13:17
             pipe_barrier(PIPE_V);
             TileTmp0 tmp3;  // online_softmax_attn.pto:14:20
-            TASSIGN(tmp3, 38912);  // online_softmax_attn.pto:14:20
+            TASSIGN(tmp3, 35840);  // online_softmax_attn.pto:14:20
             TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // online_softmax_attn.pto:14:20
             pipe_barrier(PIPE_V);
             TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // online_softmax_attn.pto:14:20
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
+                GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
                 TLOAD(t23_aiv1, s_firstGm13);  // online_softmax_attn.pto:13:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:13:17
-                TASSIGN(tmp4, 38912);  // online_softmax_attn.pto:13:17
+                TASSIGN(tmp4, 35840);  // online_softmax_attn.pto:13:17
                 TROWEXPAND(tmp4, t17_aiv1);  // online_softmax_attn.pto:13:17
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
                 TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // online_softmax_attn.pto:13:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
+                GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
                 TSTORE(p_firstGm14, t30_aiv1);  // online_softmax_attn.pto:13:17
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp5;  // online_softmax_attn.pto:14:20
-                TASSIGN(tmp5, 38912);  // online_softmax_attn.pto:14:20
+                TASSIGN(tmp5, 35840);  // online_softmax_attn.pto:14:20
                 TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // online_softmax_attn.pto:14:20
                 pipe_barrier(PIPE_V);
                 TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // online_softmax_attn.pto:14:20
@@ -338,76 +353,76 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-            TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+        for (int64_t _g37 = 0; _g37 < (min_i64(L, 128) + 127) / 128; ++_g37) {  // online_softmax_attn.pto:15:29
+            TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g37 * 128, 128));  // online_softmax_attn.pto:15:29
             TASSIGN(t38_aiv0, 0);  // online_softmax_attn.pto:15:29
-            TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t38_aiv1, 8192);  // online_softmax_attn.pto:15:29
-            TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+            TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g37 * 128, 128));  // online_softmax_attn.pto:15:29
+            TASSIGN(t38_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:15:29
+            TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g37 * 128, 128));  // online_softmax_attn.pto:15:29
             TASSIGN(t39_aiv0, 16384);  // online_softmax_attn.pto:15:29
-            TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t39_aiv1, 20480);  // online_softmax_attn.pto:15:29
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView17 p_firstGm17(p_first + _qb0 * 64 * 64 + _g37 * 64, GmView17::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+            TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g37 * 128, 128));  // online_softmax_attn.pto:15:29
+            TASSIGN(t39_aiv1, ptodsl_aiv1_ub + 16384);  // online_softmax_attn.pto:15:29
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+            GmView17 p_firstGm17(p_first + _qb0 * 64 * 128 + _g37 * 128, GmView17::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
             TLOAD(t38_aiv0, p_firstGm17);  // online_softmax_attn.pto:15:29
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t39_aiv0, t38_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 64 + _g37 * 64, GmView18::Shape(t39_aiv0.GetValidRow(), t39_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+            using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+            GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 128 + _g37 * 128, GmView18::Shape(t39_aiv0.GetValidRow(), t39_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
             TSTORE(t5_firstGm18, t39_aiv0);  // online_softmax_attn.pto:15:29
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                GmView19 p_firstGm19(p_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView19::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                GmView19 p_firstGm19(p_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView19::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
                 TLOAD(t38_aiv1, p_firstGm19);  // online_softmax_attn.pto:15:29
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TCVT(t39_aiv1, t38_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                GmView20 t5_firstGm20(t5_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView20::Shape(t39_aiv1.GetValidRow(), t39_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                GmView20 t5_firstGm20(t5_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView20::Shape(t39_aiv1.GetValidRow(), t39_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
                 TSTORE(t5_firstGm20, t39_aiv1);  // online_softmax_attn.pto:15:29
             }
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
             TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t42, 0);  // online_softmax_attn.pto:15:22
-            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(L, 64));  // online_softmax_attn.pto:15:22
+            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-            GmView21 t5_firstGm21(t5_first + _qb0 * 64 * 64, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
+            GmView21 t5_firstGm21(t5_first + _qb0 * 64 * 128, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
             TLOAD(t43, t5_firstGm21);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(L, 64));  // online_softmax_attn.pto:15:22
+            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT45 t45(min_i64(L, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TileT45 t45(min_i64(L, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
             GmView22 vj_firstGm22(vj_first + _g41 * 64, GmView22::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:15:22
             TLOAD(t45, vj_firstGm22);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT46 t46(min_i64(L, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TileT46 t46(min_i64(L, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t46, t45);  // online_softmax_attn.pto:15:22
@@ -419,26 +434,26 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
-                TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
+            for (int64_t _k47 = 1; _k47 < (min_i64(L, 128) + 127) / 128; ++_k47) {  // online_softmax_attn.pto:15:22
+                TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k47 * 128, 128));  // online_softmax_attn.pto:15:22
                 TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
-                using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
+                using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
+                GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 128 + _k47 * 128, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
                 TLOAD(t48, t5_firstGm23);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
+                TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k47 * 128, 128));  // online_softmax_attn.pto:15:22
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t49, t48);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+                TileT50 t50(min_i64(min_i64(L, 128) - _k47 * 128, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView24 vj_firstGm24(vj_first + _k47 * 64 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
+                GmView24 vj_firstGm24(vj_first + _k47 * 128 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
                 TLOAD(t50, vj_firstGm24);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+                TileT51 t51(min_i64(min_i64(L, 128) - _k47 * 128, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t51, t50);  // online_softmax_attn.pto:15:22
@@ -463,15 +478,15 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
@@ -485,134 +500,148 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // online_softmax_attn.pto:7:5
         __gm__ bfloat16_t* kj_first = k;  // online_softmax_attn.pto:8:14
         __gm__ bfloat16_t* vj_first = v;  // online_softmax_attn.pto:9:14
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
-        }
         wait_flag_dev(0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
-            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t2, 0);  // online_softmax_attn.pto:10:13
-            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t3, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t3, qGm0);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
+            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t5, 0);  // online_softmax_attn.pto:10:13
+            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t6, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+            GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t5, kj_firstGm0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6, t5);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t2, 0);  // online_softmax_attn.pto:10:13
+            TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+            TASSIGN(t3, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+            GmView1 qGm1(q + _qb0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t3, qGm1);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
             TASSIGN(t4, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t5, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t5, kj_firstGm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t6, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t6, t5);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2, t4, t6);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
-                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // online_softmax_attn.pto:10:13
+                TileT8 t8(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t8, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _qb0 * 64 * D + _k7 * 128, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t8, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT9 t9(min_i64(S - _qb0 * 64, 64), min_i64(D - _k7 * 128, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t9, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT10 t10(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t10, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t10, kj_firstGm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t11, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t2, t2, t9, t11);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 128 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
             TSTORE(t0_firstGm4, t2);  // online_softmax_attn.pto:10:13
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:12:20
+        }
+        for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // online_softmax_attn.pto:10:13
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
             }
         }
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:12:20
         }
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // online_softmax_attn.pto:13:21
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
             }
         }
         for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:14:20
         }
-        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
+        for (int64_t _g37 = 0; _g37 < (min_i64(L, 128) + 127) / 128; ++_g37) {  // online_softmax_attn.pto:15:29
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
             }
         }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
         wait_flag_dev(2);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
             TileT42 t42(min_i64(S - _qb0 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t42, 0);  // online_softmax_attn.pto:15:22
-            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(L, 64));  // online_softmax_attn.pto:15:22
+            TileT43 t43(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-            GmView21 t5_firstGm21(t5_first + _qb0 * 64 * 64, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            using GmView21 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
+            GmView21 t5_firstGm21(t5_first + _qb0 * 64 * 128, GmView21::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
             TLOAD(t43, t5_firstGm21);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(L, 64));  // online_softmax_attn.pto:15:22
+            TileT44 t44(min_i64(S - _qb0 * 64, 64), min_i64(L, 128));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT45 t45(min_i64(L, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TileT45 t45(min_i64(L, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
             GmView22 vj_firstGm22(vj_first + _g41 * 64, GmView22::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView22::Stride(D));  // online_softmax_attn.pto:15:22
             TLOAD(t45, vj_firstGm22);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT46 t46(min_i64(L, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+            TileT46 t46(min_i64(L, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t46, t45);  // online_softmax_attn.pto:15:22
@@ -624,26 +653,26 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
-                TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
+            for (int64_t _k47 = 1; _k47 < (min_i64(L, 128) + 127) / 128; ++_k47) {  // online_softmax_attn.pto:15:22
+                TileT48 t48(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k47 * 128, 128));  // online_softmax_attn.pto:15:22
                 TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
-                using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 64 + _k47 * 64, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
+                using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:22
+                GmView23 t5_firstGm23(t5_first + _qb0 * 64 * 128 + _k47 * 128, GmView23::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
                 TLOAD(t48, t5_firstGm23);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
+                TileT49 t49(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _k47 * 128, 128));  // online_softmax_attn.pto:15:22
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t49, t48);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+                TileT50 t50(min_i64(min_i64(L, 128) - _k47 * 128, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView24 vj_firstGm24(vj_first + _k47 * 64 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
+                GmView24 vj_firstGm24(vj_first + _k47 * 128 * D + _g41 * 64, GmView24::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:15:22
                 TLOAD(t50, vj_firstGm24);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+                TileT51 t51(min_i64(min_i64(L, 128) - _k47 * 128, 128), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t51, t50);  // online_softmax_attn.pto:15:22
@@ -677,22 +706,27 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    constexpr int64_t ptodsl_aiv1_ub = 0;
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
         __gm__ bfloat16_t* kj_first = k;  // online_softmax_attn.pto:8:14
         __gm__ bfloat16_t* vj_first = v;  // online_softmax_attn.pto:9:14
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // online_softmax_attn.pto:10:13
+            }
+        }
         TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:12:20
         TASSIGN(t17_aiv0, 0);  // online_softmax_attn.pto:12:20
         TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:12:20
-        TASSIGN(t17_aiv1, 1024);  // online_softmax_attn.pto:12:20
+        TASSIGN(t17_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:12:20
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         if (ptodsl_aiv0) {
             TEXPANDS(t17_aiv0, -__builtin_inff());  // online_softmax_attn.pto:12:20
@@ -702,31 +736,29 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
                 TEXPANDS(t17_aiv1, -__builtin_inff());  // online_softmax_attn.pto:12:20
             }
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
-            for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
-            }
-            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t14_aiv0, 2048);  // online_softmax_attn.pto:10:13
-            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t14_aiv1, 10240);  // online_softmax_attn.pto:10:13
-            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t15_aiv0, 18432);  // online_softmax_attn.pto:10:13
-            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t15_aiv1, 26624);  // online_softmax_attn.pto:10:13
+        wait_flag_dev(2);
+        for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // online_softmax_attn.pto:10:13
+            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // online_softmax_attn.pto:10:13
+            TASSIGN(t14_aiv0, 1024);  // online_softmax_attn.pto:10:13
+            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // online_softmax_attn.pto:10:13
+            TASSIGN(t14_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:10:13
+            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // online_softmax_attn.pto:10:13
+            TASSIGN(t15_aiv0, 17408);  // online_softmax_attn.pto:10:13
+            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // online_softmax_attn.pto:10:13
+            TASSIGN(t15_aiv1, ptodsl_aiv1_ub + 17408);  // online_softmax_attn.pto:10:13
             TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:12:20
-            TASSIGN(t20_aiv0, 34816);  // online_softmax_attn.pto:12:20
+            TASSIGN(t20_aiv0, 33792);  // online_softmax_attn.pto:12:20
             TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:12:20
-            TASSIGN(t20_aiv1, 35840);  // online_softmax_attn.pto:12:20
-            wait_flag_dev(2);
+            TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // online_softmax_attn.pto:12:20
             if (ptodsl_aiv0) {
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 128 + _g13 * 128, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TLOAD(t14_aiv0, t0_firstGm5);  // online_softmax_attn.pto:10:13
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -737,14 +769,14 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView6 s_firstGm6(s_first + _qb0 * 64 * 128 + _g13 * 128, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(s_firstGm6, t15_aiv0);  // online_softmax_attn.pto:10:13
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-                TASSIGN(tmp0, 38912);  // online_softmax_attn.pto:12:20
+                TASSIGN(tmp0, 35840);  // online_softmax_attn.pto:12:20
                 TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // online_softmax_attn.pto:12:20
             }
             pipe_barrier(PIPE_V);
@@ -753,8 +785,8 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
             }
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                 if (!ptodsl_aiv0) {
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t14_aiv1, t0_firstGm7);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -765,14 +797,14 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_firstGm8, t15_aiv1);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TileTmp0 tmp1;  // online_softmax_attn.pto:12:20
-                    TASSIGN(tmp1, 38912);  // online_softmax_attn.pto:12:20
+                    TASSIGN(tmp1, 35840);  // online_softmax_attn.pto:12:20
                     TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // online_softmax_attn.pto:12:20
                 }
                 pipe_barrier(PIPE_V);
@@ -789,9 +821,9 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
         TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:14:20
-        TASSIGN(t32_aiv0, 2048);  // online_softmax_attn.pto:14:20
+        TASSIGN(t32_aiv0, 1024);  // online_softmax_attn.pto:14:20
         TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:14:20
-        TASSIGN(t32_aiv1, 3072);  // online_softmax_attn.pto:14:20
+        TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:14:20
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         if (ptodsl_aiv0) {
@@ -817,29 +849,29 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t23_aiv0, 4096);  // online_softmax_attn.pto:13:21
-            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t23_aiv1, 12288);  // online_softmax_attn.pto:13:21
-            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t30_aiv0, 20480);  // online_softmax_attn.pto:13:17
-            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t30_aiv1, 28672);  // online_softmax_attn.pto:13:17
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // online_softmax_attn.pto:13:21
+            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // online_softmax_attn.pto:13:21
+            TASSIGN(t23_aiv0, 2048);  // online_softmax_attn.pto:13:21
+            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // online_softmax_attn.pto:13:21
+            TASSIGN(t23_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:13:21
+            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // online_softmax_attn.pto:13:17
+            TASSIGN(t30_aiv0, 18432);  // online_softmax_attn.pto:13:17
+            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // online_softmax_attn.pto:13:17
+            TASSIGN(t30_aiv1, ptodsl_aiv1_ub + 18432);  // online_softmax_attn.pto:13:17
             TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:14:20
-            TASSIGN(t35_aiv0, 36864);  // online_softmax_attn.pto:14:20
+            TASSIGN(t35_aiv0, 34816);  // online_softmax_attn.pto:14:20
             TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:14:20
-            TASSIGN(t35_aiv1, 37888);  // online_softmax_attn.pto:14:20
+            TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // online_softmax_attn.pto:14:20
             if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
+                GmView11 s_firstGm11(s_first + _qb0 * 64 * 128 + _g22 * 128, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:21
                 TLOAD(t23_aiv0, s_firstGm11);  // online_softmax_attn.pto:13:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // online_softmax_attn.pto:13:17
-                TASSIGN(tmp2, 38912);  // online_softmax_attn.pto:13:17
+                TASSIGN(tmp2, 35840);  // online_softmax_attn.pto:13:17
                 TROWEXPAND(tmp2, t17_aiv0);  // online_softmax_attn.pto:13:17
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
                 TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // online_softmax_attn.pto:13:17
@@ -847,14 +879,14 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
+                GmView12 p_firstGm12(p_first + _qb0 * 64 * 128 + _g22 * 128, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // online_softmax_attn.pto:13:17
                 TSTORE(p_firstGm12, t30_aiv0);  // online_softmax_attn.pto:13:17
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp3;  // online_softmax_attn.pto:14:20
-                TASSIGN(tmp3, 38912);  // online_softmax_attn.pto:14:20
+                TASSIGN(tmp3, 35840);  // online_softmax_attn.pto:14:20
                 TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // online_softmax_attn.pto:14:20
             }
             pipe_barrier(PIPE_V);
@@ -863,15 +895,15 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
             }
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:13:21
                 if (!ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-                    GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:21
+                    GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:21
                     TLOAD(t23_aiv1, s_firstGm13);  // online_softmax_attn.pto:13:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (!ptodsl_aiv0) {
                     TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:13:17
-                    TASSIGN(tmp4, 38912);  // online_softmax_attn.pto:13:17
+                    TASSIGN(tmp4, 35840);  // online_softmax_attn.pto:13:17
                     TROWEXPAND(tmp4, t17_aiv1);  // online_softmax_attn.pto:13:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:17
                     TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // online_softmax_attn.pto:13:17
@@ -879,14 +911,14 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-                    GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:13:17
+                    GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // online_softmax_attn.pto:13:17
                     TSTORE(p_firstGm14, t30_aiv1);  // online_softmax_attn.pto:13:17
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TileTmp0 tmp5;  // online_softmax_attn.pto:14:20
-                    TASSIGN(tmp5, 38912);  // online_softmax_attn.pto:14:20
+                    TASSIGN(tmp5, 35840);  // online_softmax_attn.pto:14:20
                     TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // online_softmax_attn.pto:14:20
                 }
                 pipe_barrier(PIPE_V);
@@ -923,18 +955,18 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-            TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+        for (int64_t _g37 = 0; _g37 < (min_i64(L, 128) + 127) / 128; ++_g37) {  // online_softmax_attn.pto:15:29
+            TileT38Aiv0 t38_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g37 * 128, 128));  // online_softmax_attn.pto:15:29
             TASSIGN(t38_aiv0, 0);  // online_softmax_attn.pto:15:29
-            TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t38_aiv1, 8192);  // online_softmax_attn.pto:15:29
-            TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+            TileT38Aiv1 t38_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g37 * 128, 128));  // online_softmax_attn.pto:15:29
+            TASSIGN(t38_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:15:29
+            TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g37 * 128, 128));  // online_softmax_attn.pto:15:29
             TASSIGN(t39_aiv0, 16384);  // online_softmax_attn.pto:15:29
-            TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t39_aiv1, 20480);  // online_softmax_attn.pto:15:29
+            TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g37 * 128, 128));  // online_softmax_attn.pto:15:29
+            TASSIGN(t39_aiv1, ptodsl_aiv1_ub + 16384);  // online_softmax_attn.pto:15:29
             if (ptodsl_aiv0) {
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                GmView17 p_firstGm17(p_first + _qb0 * 64 * 64 + _g37 * 64, GmView17::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                GmView17 p_firstGm17(p_first + _qb0 * 64 * 128 + _g37 * 128, GmView17::Shape(t38_aiv0.GetValidRow(), t38_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
                 TLOAD(t38_aiv0, p_firstGm17);  // online_softmax_attn.pto:15:29
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -945,14 +977,14 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 64 + _g37 * 64, GmView18::Shape(t39_aiv0.GetValidRow(), t39_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
+                using GmView18 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                GmView18 t5_firstGm18(t5_first + _qb0 * 64 * 128 + _g37 * 128, GmView18::Shape(t39_aiv0.GetValidRow(), t39_aiv0.GetValidCol()));  // online_softmax_attn.pto:15:29
                 TSTORE(t5_firstGm18, t39_aiv0);  // online_softmax_attn.pto:15:29
             }
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:15:29
                 if (!ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView19 p_firstGm19(p_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView19::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView19 p_firstGm19(p_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView19::Shape(t38_aiv1.GetValidRow(), t38_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
                     TLOAD(t38_aiv1, p_firstGm19);  // online_softmax_attn.pto:15:29
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -963,30 +995,30 @@ extern "C" __global__ AICORE void attn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __g
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-                    GmView20 t5_firstGm20(t5_first + (_qb0 * 64 + 32) * 64 + _g37 * 64, GmView20::Shape(t39_aiv1.GetValidRow(), t39_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
+                    using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:15:29
+                    GmView20 t5_firstGm20(t5_first + (_qb0 * 64 + 32) * 128 + _g37 * 128, GmView20::Shape(t39_aiv1.GetValidRow(), t39_aiv1.GetValidCol()));  // online_softmax_attn.pto:15:29
                     TSTORE(t5_firstGm20, t39_aiv1);  // online_softmax_attn.pto:15:29
                 }
             }
         }
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
-            for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
+            for (int64_t _k47 = 1; _k47 < (min_i64(L, 128) + 127) / 128; ++_k47) {  // online_softmax_attn.pto:15:22
             }
         }
     }
     wait_flag_dev(1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }

@@ -74,15 +74,15 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
     float* l = reinterpret_cast<float*>(l_bytes.data());  // online_softmax_attn.pto:5:9
     std::vector<unsigned char> acc_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:6:11
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // online_softmax_attn.pto:6:11
-    std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> t0_first_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_first_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
+    std::vector<unsigned char> p_first_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
     float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // online_softmax_attn.pto:13:17
-    std::vector<unsigned char> t5_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:15:29
+    std::vector<unsigned char> t5_first_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:15:29
     half* t5_first = reinterpret_cast<half*>(t5_first_bytes.data());  // online_softmax_attn.pto:15:29
-    if ((L + 63) / 64 >= 1) {  // online_softmax_attn.pto:7:5
+    if ((L + 127) / 128 >= 1) {  // online_softmax_attn.pto:7:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // online_softmax_attn.pto:7:5
             {  // online_softmax_attn.pto:7:5
                 const int64_t attn_f16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
@@ -109,7 +109,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
                 }
 #endif
             }
-            if ((L + 63) / 64 == 1) {  // online_softmax_attn.pto:23:9
+            if ((L + 127) / 128 == 1) {  // online_softmax_attn.pto:23:9
                 {  // online_softmax_attn.pto:7:5
                     const int64_t attn_f16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:7:5
                     bool attn_f16_k1_block_no_memory = false;
@@ -138,61 +138,61 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
             }
         }
     }
-    std::vector<unsigned char> t0_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> t0_u2c0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* t0_u2c0 = reinterpret_cast<float*>(t0_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> t0_u2c0_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> t0_u2c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* t0_u2c0_twin = reinterpret_cast<float*>(t0_u2c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_u2c0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_u2c0_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_u2c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_u2c0_twin = reinterpret_cast<float*>(s_u2c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> p_1_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> p_1_u2c0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
-    std::vector<unsigned char> p_1_u2c0_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> p_1_u2c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     float* p_1_u2c0_twin = reinterpret_cast<float*>(p_1_u2c0_twin_bytes.data());  // online_softmax_attn.pto:19:17
-    std::vector<unsigned char> t14_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_u2c0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     half* t14_u2c0 = reinterpret_cast<half*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:43
-    std::vector<unsigned char> t14_u2c0_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_u2c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     half* t14_u2c0_twin = reinterpret_cast<half*>(t14_u2c0_twin_bytes.data());  // online_softmax_attn.pto:21:43
     std::vector<unsigned char> t13_u2c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
     float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // online_softmax_attn.pto:21:36
     std::vector<unsigned char> t13_u2c0_twin_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
     float* t13_u2c0_twin = reinterpret_cast<float*>(t13_u2c0_twin_bytes.data());  // online_softmax_attn.pto:21:36
-    std::vector<unsigned char> t0_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> t0_u2c1_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> t0_u2c1_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> t0_u2c1_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* t0_u2c1_twin = reinterpret_cast<float*>(t0_u2c1_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_u2c1_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_u2c1_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_u2c1_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_u2c1_twin = reinterpret_cast<float*>(s_u2c1_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> p_1_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> p_1_u2c1_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
-    std::vector<unsigned char> p_1_u2c1_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> p_1_u2c1_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     float* p_1_u2c1_twin = reinterpret_cast<float*>(p_1_u2c1_twin_bytes.data());  // online_softmax_attn.pto:19:17
-    std::vector<unsigned char> t14_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_u2c1_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     half* t14_u2c1 = reinterpret_cast<half*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
-    std::vector<unsigned char> t14_u2c1_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_u2c1_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     half* t14_u2c1_twin = reinterpret_cast<half*>(t14_u2c1_twin_bytes.data());  // online_softmax_attn.pto:21:43
     std::vector<unsigned char> t13_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
     float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
     std::vector<unsigned char> t13_u2c1_twin_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
     float* t13_u2c1_twin = reinterpret_cast<float*>(t13_u2c1_twin_bytes.data());  // online_softmax_attn.pto:21:36
-    std::vector<unsigned char> t0_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> t0_u1c0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> t0_u1c0_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> t0_u1c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* t0_u1c0_twin = reinterpret_cast<float*>(t0_u1c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_u1c0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_u1c0_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_u1c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_u1c0_twin = reinterpret_cast<float*>(s_u1c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> p_1_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> p_1_u1c0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
-    std::vector<unsigned char> p_1_u1c0_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> p_1_u1c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     float* p_1_u1c0_twin = reinterpret_cast<float*>(p_1_u1c0_twin_bytes.data());  // online_softmax_attn.pto:19:17
-    std::vector<unsigned char> t14_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_u1c0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     half* t14_u1c0 = reinterpret_cast<half*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
-    std::vector<unsigned char> t14_u1c0_twin_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_u1c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     half* t14_u1c0_twin = reinterpret_cast<half*>(t14_u1c0_twin_bytes.data());  // online_softmax_attn.pto:21:43
     std::vector<unsigned char> t13_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
     float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
@@ -223,13 +223,13 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
         }
 #endif
     }
-    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> t0_last_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    std::vector<unsigned char> s_last_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    std::vector<unsigned char> p_1_last_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
-    std::vector<unsigned char> t14_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    std::vector<unsigned char> t14_last_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     half* t14_last = reinterpret_cast<half*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:43
     std::vector<unsigned char> t13_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
     float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:36
@@ -258,7 +258,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
         }
 #endif
     }
-    if ((L + 63) / 64 >= 2) {  // online_softmax_attn.pto:7:5
+    if ((L + 127) / 128 >= 2) {  // online_softmax_attn.pto:7:5
         {  // online_softmax_attn.pto:7:5
             const int64_t attn_f16_k4_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
             bool attn_f16_k4_block_no_memory = false;

@@ -35,21 +35,21 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT261EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT261OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT261OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT233E = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT235E = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT236E = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT232E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT234E = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT238E = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239E = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT240E = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241E = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT247EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT247EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT233E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT232E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT234E = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT235E = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT236E = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT238E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT239E = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT240E = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT241E = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT244EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT244EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT245EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT245EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT244EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT244EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT245EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT245EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT250EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT250EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT252EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -64,50 +64,50 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT275EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT277EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT277EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT264EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT264EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT271EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT271EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT264EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT264EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT271EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT271EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT280EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT280EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT284EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT284EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT287EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT287EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT288EAiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT288EAiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT292E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT287EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT287EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT288EAiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT288EAiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT292E = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT291E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT293E = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT294E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT295E = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT297E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT298E = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT299E = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT300E = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT303EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT303EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT306EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT306EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT310EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT310EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT311EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT311EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT293E = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT294E = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT295E = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT297E = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT298E = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT299E = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT300E = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT303EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT303EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT306EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT306EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT310EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT310EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT311EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT311EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT233O = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT235O = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT236O = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT232O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT234O = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT238O = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239O = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT240O = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241O = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT247OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT247OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT233O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT232O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT234O = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT235O = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT236O = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT238O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT239O = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT240O = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT241O = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT244OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT244OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT245OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT245OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT244OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT244OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT245OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT245OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT250OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT250OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT252OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -122,47 +122,48 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT275OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT277OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT277OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT264OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT264OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT271OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT271OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT264OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT264OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT271OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT271OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT280OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT280OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT284OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT284OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT287OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT287OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT288OAiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT288OAiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT292O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT287OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT287OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT288OAiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT288OAiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT292O = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT291O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT293O = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT294O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT295O = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT297O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT298O = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT299O = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT300O = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT303OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT303OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT306OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT306OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT310OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT310OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT311OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT311OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileT293O = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT294O = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT295O = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT297O = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT298O = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT299O = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT300O = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT303OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT303OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT306OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT306OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT310OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT310OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT311OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT311OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // online_softmax_attn.pto:7:5
         TileT261EAiv0 t261_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:21
         TASSIGN(t261_e_aiv0, 0);  // online_softmax_attn.pto:18:21
         TileT261EAiv1 t261_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t261_e_aiv1, 1024);  // online_softmax_attn.pto:18:21
+        TASSIGN(t261_e_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:18:21
         TileT261OAiv0 t261_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-        TASSIGN(t261_o_aiv0, 2048);  // online_softmax_attn.pto:18:21
+        TASSIGN(t261_o_aiv0, 1024);  // online_softmax_attn.pto:18:21
         TileT261OAiv1 t261_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t261_o_aiv1, 3072);  // online_softmax_attn.pto:18:21
+        TASSIGN(t261_o_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:18:21
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -170,148 +171,162 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        for (int64_t j_u1_sk = 0; j_u1_sk < (max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + 2) / 2; ++j_u1_sk) {  // online_softmax_attn.pto:7:5
+        for (int64_t j_u1_sk = 0; j_u1_sk < (max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + 2) / 2; ++j_u1_sk) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                TileT247EAiv0 t247_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_e_aiv0, 4096);  // online_softmax_attn.pto:17:32
-                TileT247EAiv1 t247_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_e_aiv1, 5120);  // online_softmax_attn.pto:17:32
-                TEXPANDS(t247_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t247_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                TileT233E t233_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
+                TileT233E t233_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_e, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t233_e.GetValidRow(), t233_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_e, qGm0);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
+                __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    TileT232E t232_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t232_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT234E t234_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t234_e, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t234_e, t233_e);  // online_softmax_attn.pto:10:13
-                    TileT235E t235_e(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t235_e, 8192);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
+                    TileT235E t235_e(min_i64(D, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t235_e, 16384);  // online_softmax_attn.pto:10:13
+                    TileT236E t236_e(min_i64(D, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t236_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView1 kj_u1c0_sk0_eGm1(kj_u1c0_sk0_e + _g231 * 64 * D, GmView1::Shape(t235_e.GetValidRow(), t235_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t235_e, kj_u1c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT236E t236_e(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t236_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t236_e, t235_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT232E t232_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t232_e, 0);  // online_softmax_attn.pto:10:13
+                    TileT234E t234_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t234_e, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t234_e, t233_e);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t232_e, t234_e, t236_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
-                        TileT238E t238_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_e, 8192);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
+                        TileT238E t238_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_e, 16384);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb3 * 64 * D + _k237 * 64, GmView2::Shape(t238_e.GetValidRow(), t238_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb3 * 64 * D + _k237 * 128, GmView2::Shape(t238_e.GetValidRow(), t238_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t238_e, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239E t239_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT239E t239_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t239_e, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t239_e, t238_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT240E t240_e(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_e, 8192);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT240E t240_e(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_e, 16384);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + _k237 * 64, GmView3::Shape(t240_e.GetValidRow(), t240_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + _k237 * 128, GmView3::Shape(t240_e.GetValidRow(), t240_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t240_e, kj_u1c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241E t241_e(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT241E t241_e(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t241_e, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t241_e, t240_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t232_e, t232_e, t239_e, t241_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView4 t0_u1c0Gm4(t0_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView4::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView4 t0_u1c0Gm4(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView4::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u1c0Gm4, t232_e);  // online_softmax_attn.pto:10:13
-                    TileT244EAiv0 t244_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_e_aiv0, 6144);  // online_softmax_attn.pto:10:13
-                    TileT244EAiv1 t244_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_e_aiv1, 14336);  // online_softmax_attn.pto:10:13
-                    TileT245EAiv0 t245_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_e_aiv0, 22528);  // online_softmax_attn.pto:10:13
-                    TileT245EAiv1 t245_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_e_aiv1, 30720);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT247EAiv0 t247_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t247_e_aiv0, 2048);  // online_softmax_attn.pto:17:32
+                TileT247EAiv1 t247_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t247_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:17:32
+                TEXPANDS(t247_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t247_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 128); ++_g243) {  // online_softmax_attn.pto:10:13
+                    TileT244EAiv0 t244_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t244_e_aiv0, 3072);  // online_softmax_attn.pto:10:13
+                    TileT244EAiv1 t244_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t244_e_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:10:13
+                    TileT245EAiv0 t245_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t245_e_aiv0, 19456);  // online_softmax_attn.pto:10:13
+                    TileT245EAiv1 t245_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t245_e_aiv1, ptodsl_aiv1_ub + 19456);  // online_softmax_attn.pto:10:13
                     TileT250EAiv0 t250_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_e_aiv0, 38912);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t250_e_aiv0, 35840);  // online_softmax_attn.pto:17:32
                     TileT250EAiv1 t250_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_e_aiv1, 39936);  // online_softmax_attn.pto:17:32
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_u1c0Gm5(t0_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView5::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t250_e_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView5 t0_u1c0Gm5(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView5::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t244_e_aiv0, t0_u1c0Gm5);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t245_e_aiv0, t244_e_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_u1c0Gm6(s_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView6::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 s_u1c0Gm6(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView6::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_u1c0Gm6, t245_e_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp0, 69632);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp0, 67584);  // online_softmax_attn.pto:17:32
                     TROWMAX(t250_e_aiv0, t245_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t247_e_aiv0, t247_e_aiv0, t250_e_aiv0);  // online_softmax_attn.pto:17:32
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView7 t0_u1c0Gm7(t0_u1c0 + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView7::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_u1c0Gm7(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView7::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t244_e_aiv1, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t245_e_aiv1, t244_e_aiv1, scale);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 s_u1c0Gm8(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView8::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_u1c0Gm8(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView8::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u1c0Gm8, t245_e_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp1, 69632);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 67584);  // online_softmax_attn.pto:17:32
                         TROWMAX(t250_e_aiv1, t245_e_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                         pipe_barrier(PIPE_V);
                         TMAX(t247_e_aiv1, t247_e_aiv1, t250_e_aiv1);  // online_softmax_attn.pto:17:32
@@ -322,29 +337,29 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT252EAiv0 t252_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_e_aiv0, 6144);  // online_softmax_attn.pto:17:21
+                TASSIGN(t252_e_aiv0, 3072);  // online_softmax_attn.pto:17:21
                 TileT252EAiv1 t252_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_e_aiv1, 7168);  // online_softmax_attn.pto:17:21
+                TASSIGN(t252_e_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:17:21
                 TileT254EAiv0 t254_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_e_aiv0, 8192);  // online_softmax_attn.pto:17:21
+                TASSIGN(t254_e_aiv0, 4096);  // online_softmax_attn.pto:17:21
                 TileT254EAiv1 t254_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_e_aiv1, 9216);  // online_softmax_attn.pto:17:21
+                TASSIGN(t254_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:21
                 TileT258EAiv0 t258_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_e_aiv0, 10240);  // online_softmax_attn.pto:18:25
+                TASSIGN(t258_e_aiv0, 5120);  // online_softmax_attn.pto:18:25
                 TileT258EAiv1 t258_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_e_aiv1, 11264);  // online_softmax_attn.pto:18:25
+                TASSIGN(t258_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:18:25
                 TileT273EAiv0 t273_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_e_aiv0, 12288);  // online_softmax_attn.pto:20:20
+                TASSIGN(t273_e_aiv0, 6144);  // online_softmax_attn.pto:20:20
                 TileT273EAiv1 t273_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_e_aiv1, 13312);  // online_softmax_attn.pto:20:20
+                TASSIGN(t273_e_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:20:20
                 TileT275EAiv0 t275_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_e_aiv0, 14336);  // online_softmax_attn.pto:20:20
+                TASSIGN(t275_e_aiv0, 7168);  // online_softmax_attn.pto:20:20
                 TileT275EAiv1 t275_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_e_aiv1, 15360);  // online_softmax_attn.pto:20:20
+                TASSIGN(t275_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:20:20
                 TileT277EAiv0 t277_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_e_aiv0, 16384);  // online_softmax_attn.pto:20:32
+                TASSIGN(t277_e_aiv0, 8192);  // online_softmax_attn.pto:20:32
                 TileT277EAiv1 t277_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_e_aiv1, 17408);  // online_softmax_attn.pto:20:32
+                TASSIGN(t277_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                 GmView9 mGm9(m + _qb3 * 64, GmView9::Shape(t252_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -392,71 +407,72 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-                    TileT264EAiv0 t264_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_e_aiv0, 18432);  // online_softmax_attn.pto:19:21
-                    TileT264EAiv1 t264_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_e_aiv1, 26624);  // online_softmax_attn.pto:19:21
-                    TileT271EAiv0 t271_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_e_aiv0, 34816);  // online_softmax_attn.pto:19:17
-                    TileT271EAiv1 t271_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_e_aiv1, 43008);  // online_softmax_attn.pto:19:17
+                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 128); ++_g263) {  // online_softmax_attn.pto:19:21
+                    TileT264EAiv0 t264_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t264_e_aiv0, 9216);  // online_softmax_attn.pto:19:21
+                    TileT264EAiv1 t264_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t264_e_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:19:21
+                    TileT271EAiv0 t271_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t271_e_aiv0, 25600);  // online_softmax_attn.pto:19:17
+                    TileT271EAiv1 t271_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t271_e_aiv1, ptodsl_aiv1_ub + 25600);  // online_softmax_attn.pto:19:17
                     TileT280EAiv0 t280_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_e_aiv0, 4096);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t280_e_aiv0, 2048);  // online_softmax_attn.pto:20:32
                     TileT280EAiv1 t280_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_e_aiv1, 5120);  // online_softmax_attn.pto:20:32
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_u1c0Gm13(s_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView13::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t280_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView13 s_u1c0Gm13(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView13::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                     TLOAD(t264_e_aiv0, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp2, 69632);  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 67584);  // online_softmax_attn.pto:19:17
                     TROWEXPAND(tmp2, t254_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t271_e_aiv0, t264_e_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_u1c0Gm14(p_1_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView14::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView14 p_1_u1c0Gm14(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView14::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                     TSTORE(p_1_u1c0Gm14, t271_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp3, 69632);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp3, 67584);  // online_softmax_attn.pto:20:32
                     TROWSUM(t280_e_aiv0, t271_e_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t277_e_aiv0, t277_e_aiv0, t280_e_aiv0);  // online_softmax_attn.pto:20:32
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView15 s_u1c0Gm15(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView15::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView15 s_u1c0Gm15(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView15::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t264_e_aiv1, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp4, 69632);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp4, 67584);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp4, t254_e_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t271_e_aiv1, t264_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView16 p_1_u1c0Gm16(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView16::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView16 p_1_u1c0Gm16(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView16::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u1c0Gm16, t271_e_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp5, 69632);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 67584);  // online_softmax_attn.pto:20:32
                         TROWSUM(t280_e_aiv1, t271_e_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                         pipe_barrier(PIPE_V);
                         TADD(t277_e_aiv1, t277_e_aiv1, t280_e_aiv1);  // online_softmax_attn.pto:20:32
                     }
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT284EAiv0 t284_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_e_aiv0, 4096);  // online_softmax_attn.pto:20:20
+                TASSIGN(t284_e_aiv0, 2048);  // online_softmax_attn.pto:20:20
                 TileT284EAiv1 t284_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_e_aiv1, 5120);  // online_softmax_attn.pto:20:20
+                TASSIGN(t284_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TADD(t284_e_aiv0, t275_e_aiv0, t277_e_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -475,44 +491,43 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(lGm18, t284_e_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g286) {  // online_softmax_attn.pto:21:43
-                    TileT287EAiv0 t287_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t287_e_aiv0, 10240);  // online_softmax_attn.pto:21:43
-                    TileT287EAiv1 t287_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t287_e_aiv1, 18432);  // online_softmax_attn.pto:21:43
-                    TileT288EAiv0 t288_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t288_e_aiv0, 4096);  // online_softmax_attn.pto:21:43
-                    TileT288EAiv1 t288_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t288_e_aiv1, 26624);  // online_softmax_attn.pto:21:43
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView19 p_1_u1c0Gm19(p_1_u1c0 + _qb3 * 64 * 64 + _g286 * 64, GmView19::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 128); ++_g286) {  // online_softmax_attn.pto:21:43
+                    TileT287EAiv0 t287_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t287_e_aiv0, 5120);  // online_softmax_attn.pto:21:43
+                    TileT287EAiv1 t287_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t287_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
+                    TileT288EAiv0 t288_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t288_e_aiv0, 21504);  // online_softmax_attn.pto:21:43
+                    TileT288EAiv1 t288_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t288_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView19 p_1_u1c0Gm19(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView19::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TLOAD(t287_e_aiv0, p_1_u1c0Gm19);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TCVT(t288_e_aiv0, t287_e_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView20 t14_u1c0Gm20(t14_u1c0 + _qb3 * 64 * 64 + _g286 * 64, GmView20::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView20 t14_u1c0Gm20(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView20::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TSTORE(t14_u1c0Gm20, t288_e_aiv0);  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView21 p_1_u1c0Gm21(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView21::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView21 p_1_u1c0Gm21(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView21::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t287_e_aiv1, p_1_u1c0Gm21);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TCVT(t288_e_aiv1, t287_e_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView22 t14_u1c0Gm22(t14_u1c0 + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView22::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView22 t14_u1c0Gm22(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView22::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u1c0Gm22, t288_e_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
@@ -543,13 +558,13 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-                TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 64, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 128, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t292_e, t14_u1c0_twinGm25);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ half* vj_u1c0_sk1_e = v + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ half* vj_u1c0_sk1_e = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -557,18 +572,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                     TileT291E t291_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t291_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT293E t293_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT293E t293_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t293_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     TMOV(t293_e, t292_e);  // online_softmax_attn.pto:21:36
-                    TileT294E t294_e(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t294_e, 8192);  // online_softmax_attn.pto:21:36
+                    TileT294E t294_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t294_e, 16384);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView26 vj_u1c0_sk1_eGm26(vj_u1c0_sk1_e + _g290 * 64, GmView26::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t294_e, vj_u1c0_sk1_eGm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT295E t295_e(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT295E t295_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t295_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t295_e, t294_e);  // online_softmax_attn.pto:21:36
@@ -580,26 +595,26 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
-                        TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t297_e, 8192);  // online_softmax_attn.pto:21:36
-                        using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 64 + _k296 * 64, GmView27::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
+                        TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t297_e, 16384);  // online_softmax_attn.pto:21:36
+                        using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView27::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t297_e, t14_u1c0_twinGm27);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT298E t298_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT298E t298_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t298_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t298_e, t297_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t299_e, 8192);  // online_softmax_attn.pto:21:36
+                        TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t299_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _k296 * 64 * D + _g290 * 64, GmView28::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
+                        GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView28::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t299_e, vj_u1c0_sk1_eGm28);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT300E t300_e(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT300E t300_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t300_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t300_e, t299_e);  // online_softmax_attn.pto:21:36
@@ -625,41 +640,41 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g302 = 0; _g302 < (D + 63) / 64; ++_g302) {  // online_softmax_attn.pto:21:22
+                for (int64_t _g302 = 0; _g302 < (D + 127) / 128; ++_g302) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT303EAiv0 t303_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t303_e_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                    TileT303EAiv1 t303_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t303_e_aiv1, 12288);  // online_softmax_attn.pto:21:22
-                    TileT306EAiv0 t306_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t306_e_aiv0, 20480);  // online_softmax_attn.pto:21:22
-                    TileT306EAiv1 t306_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t306_e_aiv1, 28672);  // online_softmax_attn.pto:21:22
-                    TileT310EAiv0 t310_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t310_e_aiv0, 36864);  // online_softmax_attn.pto:21:22
-                    TileT310EAiv1 t310_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t310_e_aiv1, 45056);  // online_softmax_attn.pto:21:22
-                    TileT311EAiv0 t311_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t311_e_aiv0, 53248);  // online_softmax_attn.pto:21:22
-                    TileT311EAiv1 t311_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t311_e_aiv1, 61440);  // online_softmax_attn.pto:21:22
+                    TileT303EAiv0 t303_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t303_e_aiv0, 2048);  // online_softmax_attn.pto:21:22
+                    TileT303EAiv1 t303_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t303_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:21:22
+                    TileT306EAiv0 t306_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t306_e_aiv0, 18432);  // online_softmax_attn.pto:21:22
+                    TileT306EAiv1 t306_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t306_e_aiv1, ptodsl_aiv1_ub + 18432);  // online_softmax_attn.pto:21:22
+                    TileT310EAiv0 t310_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t310_e_aiv0, 34816);  // online_softmax_attn.pto:21:22
+                    TileT310EAiv1 t310_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t310_e_aiv1, ptodsl_aiv1_ub + 34816);  // online_softmax_attn.pto:21:22
+                    TileT311EAiv0 t311_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t311_e_aiv0, 51200);  // online_softmax_attn.pto:21:22
+                    TileT311EAiv1 t311_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t311_e_aiv1, ptodsl_aiv1_ub + 51200);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView30 accGm30(acc + _qb3 * 64 * D + _g302 * 64, GmView30::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView30 accGm30(acc + _qb3 * 64 * D + _g302 * 128, GmView30::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t303_e_aiv0, accGm30);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp6, 69632);  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp6, 67584);  // online_softmax_attn.pto:21:22
                     TROWEXPAND(tmp6, t261_o_aiv0);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t306_e_aiv0, t303_e_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView31 t13_u1c0_twinGm31(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 64, GmView31::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView31 t13_u1c0_twinGm31(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView31::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t310_e_aiv0, t13_u1c0_twinGm31);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
@@ -671,7 +686,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView32 accGm32(acc + _qb3 * 64 * D + _g302 * 64, GmView32::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView32 accGm32(acc + _qb3 * 64 * D + _g302 * 128, GmView32::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
                     TSTORE(accGm32, t311_e_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -680,18 +695,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView33 accGm33(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView33::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView33 accGm33(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView33::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t303_e_aiv1, accGm33);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp7, 69632);  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp7, 67584);  // online_softmax_attn.pto:21:22
                         TROWEXPAND(tmp7, t261_o_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t306_e_aiv1, t303_e_aiv1, tmp7);  // online_softmax_attn.pto:21:22
                         using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView34 t13_u1c0_twinGm34(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 64, GmView34::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView34 t13_u1c0_twinGm34(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView34::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t310_e_aiv1, t13_u1c0_twinGm34);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -701,7 +716,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView35 accGm35(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView35::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView35 accGm35(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView35::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
                         TSTORE(accGm35, t311_e_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -719,144 +734,158 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                TileT247OAiv0 t247_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_o_aiv0, 4096);  // online_softmax_attn.pto:17:32
-                TileT247OAiv1 t247_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_o_aiv1, 5120);  // online_softmax_attn.pto:17:32
-                TEXPANDS(t247_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t247_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
+                TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
                     using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView36 qGm36(q + _qb3 * 64 * D, GmView36::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_o, qGm36);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
+                __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT234O t234_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t234_o, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t234_o, t233_o);  // online_softmax_attn.pto:10:13
-                    TileT235O t235_o(min_i64(D, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t235_o, 8192);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
+                    TileT235O t235_o(min_i64(D, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t235_o, 16384);  // online_softmax_attn.pto:10:13
+                    TileT236O t236_o(min_i64(D, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t236_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView37 kj_u1c0_sk0_oGm37(kj_u1c0_sk0_o + _g231 * 64 * D, GmView37::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t235_o, kj_u1c0_sk0_oGm37);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT236O t236_o(min_i64(D, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t236_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t236_o, t235_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
+                    TileT234O t234_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t234_o, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t234_o, t233_o);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t232_o, t234_o, t236_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
-                        TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_o, 8192);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
+                        TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_o, 16384);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView38 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView38 qGm38(q + _qb3 * 64 * D + _k237 * 64, GmView38::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView38 qGm38(q + _qb3 * 64 * D + _k237 * 128, GmView38::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t238_o, qGm38);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239O t239_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT239O t239_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t239_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t239_o, t238_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT240O t240_o(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_o, 8192);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT240O t240_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_o, 16384);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 64, GmView39::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 128, GmView39::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t240_o, kj_u1c0_sk0_oGm39);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241O t241_o(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT241O t241_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t241_o, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t241_o, t240_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t232_o, t232_o, t239_o, t241_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView40 t0_u1c0_twinGm40(t0_u1c0_twin + _qb3 * 64 * 64 + _g231 * 64, GmView40::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView40 t0_u1c0_twinGm40(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView40::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u1c0_twinGm40, t232_o);  // online_softmax_attn.pto:10:13
-                    TileT244OAiv0 t244_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_o_aiv0, 6144);  // online_softmax_attn.pto:10:13
-                    TileT244OAiv1 t244_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_o_aiv1, 14336);  // online_softmax_attn.pto:10:13
-                    TileT245OAiv0 t245_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_o_aiv0, 22528);  // online_softmax_attn.pto:10:13
-                    TileT245OAiv1 t245_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_o_aiv1, 30720);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT247OAiv0 t247_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t247_o_aiv0, 2048);  // online_softmax_attn.pto:17:32
+                TileT247OAiv1 t247_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t247_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:17:32
+                TEXPANDS(t247_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t247_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 128); ++_g243) {  // online_softmax_attn.pto:10:13
+                    TileT244OAiv0 t244_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t244_o_aiv0, 3072);  // online_softmax_attn.pto:10:13
+                    TileT244OAiv1 t244_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t244_o_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:10:13
+                    TileT245OAiv0 t245_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t245_o_aiv0, 19456);  // online_softmax_attn.pto:10:13
+                    TileT245OAiv1 t245_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t245_o_aiv1, ptodsl_aiv1_ub + 19456);  // online_softmax_attn.pto:10:13
                     TileT250OAiv0 t250_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_o_aiv0, 38912);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t250_o_aiv0, 35840);  // online_softmax_attn.pto:17:32
                     TileT250OAiv1 t250_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_o_aiv1, 39936);  // online_softmax_attn.pto:17:32
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView41 t0_u1c0_twinGm41(t0_u1c0_twin + _qb3 * 64 * 64 + _g231 * 64, GmView41::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t250_o_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
+                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView41 t0_u1c0_twinGm41(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView41::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t244_o_aiv0, t0_u1c0_twinGm41);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t245_o_aiv0, t244_o_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView42 s_u1c0_twinGm42(s_u1c0_twin + _qb3 * 64 * 64 + _g231 * 64, GmView42::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView42 s_u1c0_twinGm42(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView42::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_u1c0_twinGm42, t245_o_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp8, 69632);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp8, 67584);  // online_softmax_attn.pto:17:32
                     TROWMAX(t250_o_aiv0, t245_o_aiv0, tmp8);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t247_o_aiv0, t247_o_aiv0, t250_o_aiv0);  // online_softmax_attn.pto:17:32
                     for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
-                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView43 t0_u1c0_twinGm43(t0_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView43::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView43 t0_u1c0_twinGm43(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView43::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t244_o_aiv1, t0_u1c0_twinGm43);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t245_o_aiv1, t244_o_aiv1, scale);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView44 s_u1c0_twinGm44(s_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView44::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView44 s_u1c0_twinGm44(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView44::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u1c0_twinGm44, t245_o_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp9, 69632);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp9, 67584);  // online_softmax_attn.pto:17:32
                         TROWMAX(t250_o_aiv1, t245_o_aiv1, tmp9);  // online_softmax_attn.pto:17:32
                         pipe_barrier(PIPE_V);
                         TMAX(t247_o_aiv1, t247_o_aiv1, t250_o_aiv1);  // online_softmax_attn.pto:17:32
@@ -867,29 +896,29 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT252OAiv0 t252_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_o_aiv0, 6144);  // online_softmax_attn.pto:17:21
+                TASSIGN(t252_o_aiv0, 3072);  // online_softmax_attn.pto:17:21
                 TileT252OAiv1 t252_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_o_aiv1, 7168);  // online_softmax_attn.pto:17:21
+                TASSIGN(t252_o_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:17:21
                 TileT254OAiv0 t254_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_o_aiv0, 8192);  // online_softmax_attn.pto:17:21
+                TASSIGN(t254_o_aiv0, 4096);  // online_softmax_attn.pto:17:21
                 TileT254OAiv1 t254_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_o_aiv1, 9216);  // online_softmax_attn.pto:17:21
+                TASSIGN(t254_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:21
                 TileT258OAiv0 t258_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_o_aiv0, 10240);  // online_softmax_attn.pto:18:25
+                TASSIGN(t258_o_aiv0, 5120);  // online_softmax_attn.pto:18:25
                 TileT258OAiv1 t258_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_o_aiv1, 11264);  // online_softmax_attn.pto:18:25
+                TASSIGN(t258_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:18:25
                 TileT273OAiv0 t273_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_o_aiv0, 12288);  // online_softmax_attn.pto:20:20
+                TASSIGN(t273_o_aiv0, 6144);  // online_softmax_attn.pto:20:20
                 TileT273OAiv1 t273_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_o_aiv1, 13312);  // online_softmax_attn.pto:20:20
+                TASSIGN(t273_o_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:20:20
                 TileT275OAiv0 t275_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_o_aiv0, 14336);  // online_softmax_attn.pto:20:20
+                TASSIGN(t275_o_aiv0, 7168);  // online_softmax_attn.pto:20:20
                 TileT275OAiv1 t275_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_o_aiv1, 15360);  // online_softmax_attn.pto:20:20
+                TASSIGN(t275_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:20:20
                 TileT277OAiv0 t277_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_o_aiv0, 16384);  // online_softmax_attn.pto:20:32
+                TASSIGN(t277_o_aiv0, 8192);  // online_softmax_attn.pto:20:32
                 TileT277OAiv1 t277_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_o_aiv1, 17408);  // online_softmax_attn.pto:20:32
+                TASSIGN(t277_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                 GmView45 mGm45(m + _qb3 * 64, GmView45::Shape(t252_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -937,71 +966,72 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-                    TileT264OAiv0 t264_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_o_aiv0, 18432);  // online_softmax_attn.pto:19:21
-                    TileT264OAiv1 t264_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_o_aiv1, 26624);  // online_softmax_attn.pto:19:21
-                    TileT271OAiv0 t271_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_o_aiv0, 34816);  // online_softmax_attn.pto:19:17
-                    TileT271OAiv1 t271_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_o_aiv1, 43008);  // online_softmax_attn.pto:19:17
+                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 128); ++_g263) {  // online_softmax_attn.pto:19:21
+                    TileT264OAiv0 t264_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t264_o_aiv0, 9216);  // online_softmax_attn.pto:19:21
+                    TileT264OAiv1 t264_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t264_o_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:19:21
+                    TileT271OAiv0 t271_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t271_o_aiv0, 25600);  // online_softmax_attn.pto:19:17
+                    TileT271OAiv1 t271_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t271_o_aiv1, ptodsl_aiv1_ub + 25600);  // online_softmax_attn.pto:19:17
                     TileT280OAiv0 t280_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_o_aiv0, 4096);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t280_o_aiv0, 2048);  // online_softmax_attn.pto:20:32
                     TileT280OAiv1 t280_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_o_aiv1, 5120);  // online_softmax_attn.pto:20:32
-                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView49 s_u1c0_twinGm49(s_u1c0_twin + _qb3 * 64 * 64 + _g263 * 64, GmView49::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t280_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
+                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView49 s_u1c0_twinGm49(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView49::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                     TLOAD(t264_o_aiv0, s_u1c0_twinGm49);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TileTmp1 tmp10(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp10, 69632);  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp10, 67584);  // online_softmax_attn.pto:19:17
                     TROWEXPAND(tmp10, t254_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t271_o_aiv0, t264_o_aiv0, tmp10);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView50 p_1_u1c0_twinGm50(p_1_u1c0_twin + _qb3 * 64 * 64 + _g263 * 64, GmView50::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView50 p_1_u1c0_twinGm50(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView50::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                     TSTORE(p_1_u1c0_twinGm50, t271_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp11, 69632);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp11, 67584);  // online_softmax_attn.pto:20:32
                     TROWSUM(t280_o_aiv0, t271_o_aiv0, tmp11);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t277_o_aiv0, t277_o_aiv0, t280_o_aiv0);  // online_softmax_attn.pto:20:32
                     for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
-                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView51 s_u1c0_twinGm51(s_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView51::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView51 s_u1c0_twinGm51(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView51::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t264_o_aiv1, s_u1c0_twinGm51);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TileTmp1 tmp12(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp12, 69632);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp12, 67584);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp12, t254_o_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t271_o_aiv1, t264_o_aiv1, tmp12);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView52 p_1_u1c0_twinGm52(p_1_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView52::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView52 p_1_u1c0_twinGm52(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView52::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u1c0_twinGm52, t271_o_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp13, 69632);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp13, 67584);  // online_softmax_attn.pto:20:32
                         TROWSUM(t280_o_aiv1, t271_o_aiv1, tmp13);  // online_softmax_attn.pto:20:32
                         pipe_barrier(PIPE_V);
                         TADD(t277_o_aiv1, t277_o_aiv1, t280_o_aiv1);  // online_softmax_attn.pto:20:32
                     }
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT284OAiv0 t284_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_o_aiv0, 4096);  // online_softmax_attn.pto:20:20
+                TASSIGN(t284_o_aiv0, 2048);  // online_softmax_attn.pto:20:20
                 TileT284OAiv1 t284_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_o_aiv1, 5120);  // online_softmax_attn.pto:20:20
+                TASSIGN(t284_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TADD(t284_o_aiv0, t275_o_aiv0, t277_o_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -1020,44 +1050,43 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(lGm54, t284_o_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g286) {  // online_softmax_attn.pto:21:43
-                    TileT287OAiv0 t287_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t287_o_aiv0, 10240);  // online_softmax_attn.pto:21:43
-                    TileT287OAiv1 t287_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t287_o_aiv1, 18432);  // online_softmax_attn.pto:21:43
-                    TileT288OAiv0 t288_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t288_o_aiv0, 4096);  // online_softmax_attn.pto:21:43
-                    TileT288OAiv1 t288_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t288_o_aiv1, 26624);  // online_softmax_attn.pto:21:43
-                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView55 p_1_u1c0_twinGm55(p_1_u1c0_twin + _qb3 * 64 * 64 + _g286 * 64, GmView55::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 128); ++_g286) {  // online_softmax_attn.pto:21:43
+                    TileT287OAiv0 t287_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t287_o_aiv0, 5120);  // online_softmax_attn.pto:21:43
+                    TileT287OAiv1 t287_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t287_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
+                    TileT288OAiv0 t288_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t288_o_aiv0, 21504);  // online_softmax_attn.pto:21:43
+                    TileT288OAiv1 t288_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t288_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
+                    using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView55 p_1_u1c0_twinGm55(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView55::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TLOAD(t287_o_aiv0, p_1_u1c0_twinGm55);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TCVT(t288_o_aiv0, t287_o_aiv0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView56 t14_u1c0_twinGm56(t14_u1c0_twin + _qb3 * 64 * 64 + _g286 * 64, GmView56::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView56 t14_u1c0_twinGm56(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView56::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TSTORE(t14_u1c0_twinGm56, t288_o_aiv0);  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
-                        using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView57 p_1_u1c0_twinGm57(p_1_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView57::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView57 p_1_u1c0_twinGm57(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView57::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t287_o_aiv1, p_1_u1c0_twinGm57);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TCVT(t288_o_aiv1, t287_o_aiv1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView58 t14_u1c0_twinGm58(t14_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView58::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView58 t14_u1c0_twinGm58(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView58::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u1c0_twinGm58, t288_o_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
@@ -1087,15 +1116,15 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-                    TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 64, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 128, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t292_o, t14_u1c0Gm61);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    __gm__ half* vj_u1c0_sk1_o = v + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ half* vj_u1c0_sk1_o = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -1103,18 +1132,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                         TileT291O t291_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t291_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT293O t293_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT293O t293_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t293_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         TMOV(t293_o, t292_o);  // online_softmax_attn.pto:21:36
-                        TileT294O t294_o(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t294_o, 8192);  // online_softmax_attn.pto:21:36
+                        TileT294O t294_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t294_o, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView62 vj_u1c0_sk1_oGm62(vj_u1c0_sk1_o + _g290 * 64, GmView62::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t294_o, vj_u1c0_sk1_oGm62);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT295O t295_o(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT295O t295_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t295_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t295_o, t294_o);  // online_softmax_attn.pto:21:36
@@ -1126,26 +1155,26 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
-                            TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t297_o, 8192);  // online_softmax_attn.pto:21:36
-                            using GmView63 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView63 t14_u1c0Gm63(t14_u1c0 + _qb3 * 64 * 64 + _k296 * 64, GmView63::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
+                            TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t297_o, 16384);  // online_softmax_attn.pto:21:36
+                            using GmView63 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView63 t14_u1c0Gm63(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView63::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t297_o, t14_u1c0Gm63);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT298O t298_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT298O t298_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t298_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t298_o, t297_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t299_o, 8192);  // online_softmax_attn.pto:21:36
+                            TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t299_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView64 vj_u1c0_sk1_oGm64(vj_u1c0_sk1_o + _k296 * 64 * D + _g290 * 64, GmView64::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:36
+                            GmView64 vj_u1c0_sk1_oGm64(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView64::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:36
                             TLOAD(t299_o, vj_u1c0_sk1_oGm64);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT300O t300_o(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT300O t300_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t300_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t300_o, t299_o);  // online_softmax_attn.pto:21:36
@@ -1171,41 +1200,41 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _g302 = 0; _g302 < (D + 63) / 64; ++_g302) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _g302 = 0; _g302 < (D + 127) / 128; ++_g302) {  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
-                        TileT303OAiv0 t303_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t303_o_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                        TileT303OAiv1 t303_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t303_o_aiv1, 12288);  // online_softmax_attn.pto:21:22
-                        TileT306OAiv0 t306_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t306_o_aiv0, 20480);  // online_softmax_attn.pto:21:22
-                        TileT306OAiv1 t306_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t306_o_aiv1, 28672);  // online_softmax_attn.pto:21:22
-                        TileT310OAiv0 t310_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t310_o_aiv0, 36864);  // online_softmax_attn.pto:21:22
-                        TileT310OAiv1 t310_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t310_o_aiv1, 45056);  // online_softmax_attn.pto:21:22
-                        TileT311OAiv0 t311_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t311_o_aiv0, 53248);  // online_softmax_attn.pto:21:22
-                        TileT311OAiv1 t311_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t311_o_aiv1, 61440);  // online_softmax_attn.pto:21:22
+                        TileT303OAiv0 t303_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t303_o_aiv0, 2048);  // online_softmax_attn.pto:21:22
+                        TileT303OAiv1 t303_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t303_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:21:22
+                        TileT306OAiv0 t306_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t306_o_aiv0, 18432);  // online_softmax_attn.pto:21:22
+                        TileT306OAiv1 t306_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t306_o_aiv1, ptodsl_aiv1_ub + 18432);  // online_softmax_attn.pto:21:22
+                        TileT310OAiv0 t310_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t310_o_aiv0, 34816);  // online_softmax_attn.pto:21:22
+                        TileT310OAiv1 t310_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t310_o_aiv1, ptodsl_aiv1_ub + 34816);  // online_softmax_attn.pto:21:22
+                        TileT311OAiv0 t311_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t311_o_aiv0, 51200);  // online_softmax_attn.pto:21:22
+                        TileT311OAiv1 t311_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t311_o_aiv1, ptodsl_aiv1_ub + 51200);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView66 accGm66(acc + _qb3 * 64 * D + _g302 * 64, GmView66::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView66 accGm66(acc + _qb3 * 64 * D + _g302 * 128, GmView66::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t303_o_aiv0, accGm66);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileTmp1 tmp14(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp14, 69632);  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp14, 67584);  // online_softmax_attn.pto:21:22
                         TROWEXPAND(tmp14, t261_e_aiv0);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t306_o_aiv0, t303_o_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView67 t13_u1c0Gm67(t13_u1c0 + _qb3 * 64 * D + _g302 * 64, GmView67::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView67 t13_u1c0Gm67(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView67::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t310_o_aiv0, t13_u1c0Gm67);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         pipe_barrier(PIPE_V);
@@ -1217,7 +1246,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView68 accGm68(acc + _qb3 * 64 * D + _g302 * 64, GmView68::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView68 accGm68(acc + _qb3 * 64 * D + _g302 * 128, GmView68::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:22
                         TSTORE(accGm68, t311_o_aiv0);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1226,18 +1255,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
                             using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView69 accGm69(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView69::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView69 accGm69(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView69::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t303_o_aiv1, accGm69);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp15, 69632);  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp15, 67584);  // online_softmax_attn.pto:21:22
                             TROWEXPAND(tmp15, t261_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t306_o_aiv1, t303_o_aiv1, tmp15);  // online_softmax_attn.pto:21:22
                             using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView70 t13_u1c0Gm70(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 64, GmView70::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView70 t13_u1c0Gm70(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView70::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t310_o_aiv1, t13_u1c0Gm70);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1247,7 +1276,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView71 accGm71(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView71::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView71 accGm71(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView71::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
                             TSTORE(accGm71, t311_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1267,10 +1296,10 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -1279,10 +1308,10 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
@@ -1295,100 +1324,114 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t j_u1_sk = 0; j_u1_sk < (max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + 2) / 2; ++j_u1_sk) {  // online_softmax_attn.pto:7:5
+        for (int64_t j_u1_sk = 0; j_u1_sk < (max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + 2) / 2; ++j_u1_sk) {  // online_softmax_attn.pto:7:5
             wait_flag_dev(0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                }
-                TileT233E t233_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
+                TileT233E t233_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_e, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t233_e.GetValidRow(), t233_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_e, qGm0);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
+                __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    TileT232E t232_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t232_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT234E t234_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t234_e, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t234_e, t233_e);  // online_softmax_attn.pto:10:13
-                    TileT235E t235_e(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t235_e, 8192);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
+                    TileT235E t235_e(min_i64(D, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t235_e, 16384);  // online_softmax_attn.pto:10:13
+                    TileT236E t236_e(min_i64(D, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t236_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView1 kj_u1c0_sk0_eGm1(kj_u1c0_sk0_e + _g231 * 64 * D, GmView1::Shape(t235_e.GetValidRow(), t235_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t235_e, kj_u1c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT236E t236_e(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t236_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t236_e, t235_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT232E t232_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t232_e, 0);  // online_softmax_attn.pto:10:13
+                    TileT234E t234_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t234_e, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t234_e, t233_e);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t232_e, t234_e, t236_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
-                        TileT238E t238_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_e, 8192);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
+                        TileT238E t238_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_e, 16384);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb3 * 64 * D + _k237 * 64, GmView2::Shape(t238_e.GetValidRow(), t238_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb3 * 64 * D + _k237 * 128, GmView2::Shape(t238_e.GetValidRow(), t238_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t238_e, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239E t239_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT239E t239_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t239_e, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t239_e, t238_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT240E t240_e(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_e, 8192);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT240E t240_e(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_e, 16384);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + _k237 * 64, GmView3::Shape(t240_e.GetValidRow(), t240_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u1c0_sk0_eGm3(kj_u1c0_sk0_e + _g231 * 64 * D + _k237 * 128, GmView3::Shape(t240_e.GetValidRow(), t240_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t240_e, kj_u1c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241E t241_e(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT241E t241_e(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t241_e, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t241_e, t240_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t232_e, t232_e, t239_e, t241_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView4 t0_u1c0Gm4(t0_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView4::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView4 t0_u1c0Gm4(t0_u1c0 + _qb3 * 64 * 128 + _g231 * 64, GmView4::Shape(t232_e.GetValidRow(), t232_e.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u1c0Gm4, t232_e);  // online_softmax_attn.pto:10:13
-                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 128); ++_g243) {  // online_softmax_attn.pto:10:13
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                     }
                 }
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                 }
-                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
+                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 128); ++_g263) {  // online_softmax_attn.pto:19:21
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                     }
                 }
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 }
-                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g286) {  // online_softmax_attn.pto:21:43
+                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 128); ++_g286) {  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                     }
                 }
@@ -1404,13 +1447,13 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-                TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT292E t292_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t292_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 64, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView25 t14_u1c0_twinGm25(t14_u1c0_twin + _qb3 * 64 * 128, GmView25::Shape(t292_e.GetValidRow(), t292_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t292_e, t14_u1c0_twinGm25);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ half* vj_u1c0_sk1_e = v + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ half* vj_u1c0_sk1_e = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -1418,18 +1461,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                     TileT291E t291_e(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t291_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT293E t293_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT293E t293_e(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t293_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     TMOV(t293_e, t292_e);  // online_softmax_attn.pto:21:36
-                    TileT294E t294_e(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t294_e, 8192);  // online_softmax_attn.pto:21:36
+                    TileT294E t294_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t294_e, 16384);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView26 vj_u1c0_sk1_eGm26(vj_u1c0_sk1_e + _g290 * 64, GmView26::Shape(t294_e.GetValidRow(), t294_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t294_e, vj_u1c0_sk1_eGm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT295E t295_e(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT295E t295_e(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t295_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t295_e, t294_e);  // online_softmax_attn.pto:21:36
@@ -1441,26 +1484,26 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
-                        TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t297_e, 8192);  // online_softmax_attn.pto:21:36
-                        using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 64 + _k296 * 64, GmView27::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
+                        TileT297E t297_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t297_e, 16384);  // online_softmax_attn.pto:21:36
+                        using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView27 t14_u1c0_twinGm27(t14_u1c0_twin + _qb3 * 64 * 128 + _k296 * 128, GmView27::Shape(t297_e.GetValidRow(), t297_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t297_e, t14_u1c0_twinGm27);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT298E t298_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT298E t298_e(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t298_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t298_e, t297_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t299_e, 8192);  // online_softmax_attn.pto:21:36
+                        TileT299E t299_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t299_e, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView28 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _k296 * 64 * D + _g290 * 64, GmView28::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
+                        GmView28 vj_u1c0_sk1_eGm28(vj_u1c0_sk1_e + _k296 * 128 * D + _g290 * 64, GmView28::Shape(t299_e.GetValidRow(), t299_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t299_e, vj_u1c0_sk1_eGm28);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT300E t300_e(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT300E t300_e(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t300_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t300_e, t299_e);  // online_softmax_attn.pto:21:36
@@ -1481,7 +1524,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
-                for (int64_t _g302 = 0; _g302 < (D + 63) / 64; ++_g302) {  // online_softmax_attn.pto:21:22
+                for (int64_t _g302 = 0; _g302 < (D + 127) / 128; ++_g302) {  // online_softmax_attn.pto:21:22
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                     }
                 }
@@ -1494,95 +1537,109 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
-                }
-                TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
+                TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
                     using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView36 qGm36(q + _qb3 * 64 * D, GmView36::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_o, qGm36);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT234O t234_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t234_o, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t234_o, t233_o);  // online_softmax_attn.pto:10:13
-                    TileT235O t235_o(min_i64(D, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t235_o, 8192);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
+                    TileT235O t235_o(min_i64(D, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t235_o, 16384);  // online_softmax_attn.pto:10:13
+                    TileT236O t236_o(min_i64(D, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t236_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView37 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView37 kj_u1c0_sk0_oGm37(kj_u1c0_sk0_o + _g231 * 64 * D, GmView37::Shape(t235_o.GetValidRow(), t235_o.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t235_o, kj_u1c0_sk0_oGm37);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT236O t236_o(min_i64(D, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t236_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t236_o, t235_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT232O t232_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t232_o, 0);  // online_softmax_attn.pto:10:13
+                    TileT234O t234_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t234_o, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t234_o, t233_o);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t232_o, t234_o, t236_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
-                        TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t238_o, 8192);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
+                        TileT238O t238_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t238_o, 16384);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView38 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView38 qGm38(q + _qb3 * 64 * D + _k237 * 64, GmView38::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView38 qGm38(q + _qb3 * 64 * D + _k237 * 128, GmView38::Shape(t238_o.GetValidRow(), t238_o.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t238_o, qGm38);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT239O t239_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT239O t239_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _k237 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t239_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t239_o, t238_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT240O t240_o(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t240_o, 8192);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT240O t240_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t240_o, 16384);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 64, GmView39::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView39 kj_u1c0_sk0_oGm39(kj_u1c0_sk0_o + _g231 * 64 * D + _k237 * 128, GmView39::Shape(t240_o.GetValidRow(), t240_o.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t240_o, kj_u1c0_sk0_oGm39);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT241O t241_o(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT241O t241_o(min_i64(D - _k237 * 128, 128), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t241_o, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t241_o, t240_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t232_o, t232_o, t239_o, t241_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView40 t0_u1c0_twinGm40(t0_u1c0_twin + _qb3 * 64 * 64 + _g231 * 64, GmView40::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView40 t0_u1c0_twinGm40(t0_u1c0_twin + _qb3 * 64 * 128 + _g231 * 64, GmView40::Shape(t232_o.GetValidRow(), t232_o.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u1c0_twinGm40, t232_o);  // online_softmax_attn.pto:10:13
-                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 128); ++_g243) {  // online_softmax_attn.pto:10:13
                     for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
                     }
                 }
                 for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:17:21
                 }
-                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
+                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 128); ++_g263) {  // online_softmax_attn.pto:19:21
                     for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
                     }
                 }
                 for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:20:20
                 }
-                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g286) {  // online_softmax_attn.pto:21:43
+                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 128); ++_g286) {  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
                     }
                 }
@@ -1597,15 +1654,15 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag_dev(6);
-            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-                    TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT292O t292_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t292_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 64, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    using GmView61 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView61 t14_u1c0Gm61(t14_u1c0 + _qb3 * 64 * 128, GmView61::Shape(t292_o.GetValidRow(), t292_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t292_o, t14_u1c0Gm61);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    __gm__ half* vj_u1c0_sk1_o = v + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ half* vj_u1c0_sk1_o = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -1613,18 +1670,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
                         TileT291O t291_o(min_i64(S - _qb3 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t291_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT293O t293_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT293O t293_o(min_i64(S - _qb3 * 64, 64), min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t293_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         TMOV(t293_o, t292_o);  // online_softmax_attn.pto:21:36
-                        TileT294O t294_o(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t294_o, 8192);  // online_softmax_attn.pto:21:36
+                        TileT294O t294_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t294_o, 16384);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView62 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView62 vj_u1c0_sk1_oGm62(vj_u1c0_sk1_o + _g290 * 64, GmView62::Shape(t294_o.GetValidRow(), t294_o.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t294_o, vj_u1c0_sk1_oGm62);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT295O t295_o(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT295O t295_o(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t295_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t295_o, t294_o);  // online_softmax_attn.pto:21:36
@@ -1636,26 +1693,26 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
-                            TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t297_o, 8192);  // online_softmax_attn.pto:21:36
-                            using GmView63 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView63 t14_u1c0Gm63(t14_u1c0 + _qb3 * 64 * 64 + _k296 * 64, GmView63::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
+                            TileT297O t297_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t297_o, 16384);  // online_softmax_attn.pto:21:36
+                            using GmView63 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView63 t14_u1c0Gm63(t14_u1c0 + _qb3 * 64 * 128 + _k296 * 128, GmView63::Shape(t297_o.GetValidRow(), t297_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t297_o, t14_u1c0Gm63);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT298O t298_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT298O t298_o(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t298_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t298_o, t297_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t299_o, 8192);  // online_softmax_attn.pto:21:36
+                            TileT299O t299_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t299_o, 16384);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView64 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView64 vj_u1c0_sk1_oGm64(vj_u1c0_sk1_o + _k296 * 64 * D + _g290 * 64, GmView64::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:36
+                            GmView64 vj_u1c0_sk1_oGm64(vj_u1c0_sk1_o + _k296 * 128 * D + _g290 * 64, GmView64::Shape(t299_o.GetValidRow(), t299_o.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:36
                             TLOAD(t299_o, vj_u1c0_sk1_oGm64);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT300O t300_o(min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64) - _k296 * 64, 64), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT300O t300_o(min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128) - _k296 * 128, 128), min_i64(D - _g290 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t300_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t300_o, t299_o);  // online_softmax_attn.pto:21:36
@@ -1676,7 +1733,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                    for (int64_t _g302 = 0; _g302 < (D + 63) / 64; ++_g302) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _g302 = 0; _g302 < (D + 127) / 128; ++_g302) {  // online_softmax_attn.pto:21:22
                         for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
                         }
                     }
@@ -1701,15 +1758,16 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    constexpr int64_t ptodsl_aiv1_ub = 0;
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // online_softmax_attn.pto:7:5
         TileT261EAiv0 t261_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:21
         TASSIGN(t261_e_aiv0, 0);  // online_softmax_attn.pto:18:21
         TileT261EAiv1 t261_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t261_e_aiv1, 1024);  // online_softmax_attn.pto:18:21
+        TASSIGN(t261_e_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:18:21
         TileT261OAiv0 t261_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-        TASSIGN(t261_o_aiv0, 2048);  // online_softmax_attn.pto:18:21
+        TASSIGN(t261_o_aiv0, 1024);  // online_softmax_attn.pto:18:21
         TileT261OAiv1 t261_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t261_o_aiv1, 3072);  // online_softmax_attn.pto:18:21
+        TASSIGN(t261_o_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:18:21
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1721,9 +1779,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        for (int64_t j_u1_sk = 0; j_u1_sk < (max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + 2) / 2; ++j_u1_sk) {  // online_softmax_attn.pto:7:5
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        for (int64_t j_u1_sk = 0; j_u1_sk < (max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + 2) / 2; ++j_u1_sk) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
             wait_flag_dev(1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -1732,11 +1790,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
+            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                }
+                __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128 * D;  // online_softmax_attn.pto:8:14
+                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
+                    }
+                }
                 TileT247EAiv0 t247_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_e_aiv0, 4096);  // online_softmax_attn.pto:17:32
+                TASSIGN(t247_e_aiv0, 2048);  // online_softmax_attn.pto:17:32
                 TileT247EAiv1 t247_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_e_aiv1, 5120);  // online_softmax_attn.pto:17:32
+                TASSIGN(t247_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:17:32
                 if (ptodsl_aiv0) {
                     TEXPANDS(t247_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
@@ -1745,29 +1810,24 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t247_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
-                }
-                __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
-                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
-                    }
-                    TileT244EAiv0 t244_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_e_aiv0, 6144);  // online_softmax_attn.pto:10:13
-                    TileT244EAiv1 t244_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_e_aiv1, 14336);  // online_softmax_attn.pto:10:13
-                    TileT245EAiv0 t245_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_e_aiv0, 22528);  // online_softmax_attn.pto:10:13
-                    TileT245EAiv1 t245_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_e_aiv1, 30720);  // online_softmax_attn.pto:10:13
+                wait_flag_dev(7);
+                for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 128); ++_g243) {  // online_softmax_attn.pto:10:13
+                    TileT244EAiv0 t244_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t244_e_aiv0, 3072);  // online_softmax_attn.pto:10:13
+                    TileT244EAiv1 t244_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t244_e_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:10:13
+                    TileT245EAiv0 t245_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t245_e_aiv0, 19456);  // online_softmax_attn.pto:10:13
+                    TileT245EAiv1 t245_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t245_e_aiv1, ptodsl_aiv1_ub + 19456);  // online_softmax_attn.pto:10:13
                     TileT250EAiv0 t250_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_e_aiv0, 38912);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t250_e_aiv0, 35840);  // online_softmax_attn.pto:17:32
                     TileT250EAiv1 t250_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_e_aiv1, 39936);  // online_softmax_attn.pto:17:32
-                    wait_flag_dev(7);
+                    TASSIGN(t250_e_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView5 t0_u1c0Gm5(t0_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView5::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView5 t0_u1c0Gm5(t0_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView5::Shape(t244_e_aiv0.GetValidRow(), t244_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t244_e_aiv0, t0_u1c0Gm5);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1778,14 +1838,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView6 s_u1c0Gm6(s_u1c0 + _qb3 * 64 * 64 + _g231 * 64, GmView6::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView6 s_u1c0Gm6(s_u1c0 + _qb3 * 64 * 128 + _g243 * 128, GmView6::Shape(t245_e_aiv0.GetValidRow(), t245_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u1c0Gm6, t245_e_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp0, 69632);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp0, 67584);  // online_softmax_attn.pto:17:32
                         TROWMAX(t250_e_aiv0, t245_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
@@ -1794,8 +1854,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView7 t0_u1c0Gm7(t0_u1c0 + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView7::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView7 t0_u1c0Gm7(t0_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView7::Shape(t244_e_aiv1.GetValidRow(), t244_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TLOAD(t244_e_aiv1, t0_u1c0Gm7);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1806,14 +1866,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView8 s_u1c0Gm8(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView8::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView8 s_u1c0Gm8(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView8::Shape(t245_e_aiv1.GetValidRow(), t245_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TSTORE(s_u1c0Gm8, t245_e_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp1, 69632);  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp1, 67584);  // online_softmax_attn.pto:17:32
                             TROWMAX(t250_e_aiv1, t245_e_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                         }
                         pipe_barrier(PIPE_V);
@@ -1827,29 +1887,29 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT252EAiv0 t252_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_e_aiv0, 6144);  // online_softmax_attn.pto:17:21
+                TASSIGN(t252_e_aiv0, 3072);  // online_softmax_attn.pto:17:21
                 TileT252EAiv1 t252_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_e_aiv1, 7168);  // online_softmax_attn.pto:17:21
+                TASSIGN(t252_e_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:17:21
                 TileT254EAiv0 t254_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_e_aiv0, 8192);  // online_softmax_attn.pto:17:21
+                TASSIGN(t254_e_aiv0, 4096);  // online_softmax_attn.pto:17:21
                 TileT254EAiv1 t254_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_e_aiv1, 9216);  // online_softmax_attn.pto:17:21
+                TASSIGN(t254_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:21
                 TileT258EAiv0 t258_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_e_aiv0, 10240);  // online_softmax_attn.pto:18:25
+                TASSIGN(t258_e_aiv0, 5120);  // online_softmax_attn.pto:18:25
                 TileT258EAiv1 t258_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_e_aiv1, 11264);  // online_softmax_attn.pto:18:25
+                TASSIGN(t258_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:18:25
                 TileT273EAiv0 t273_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_e_aiv0, 12288);  // online_softmax_attn.pto:20:20
+                TASSIGN(t273_e_aiv0, 6144);  // online_softmax_attn.pto:20:20
                 TileT273EAiv1 t273_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_e_aiv1, 13312);  // online_softmax_attn.pto:20:20
+                TASSIGN(t273_e_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:20:20
                 TileT275EAiv0 t275_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_e_aiv0, 14336);  // online_softmax_attn.pto:20:20
+                TASSIGN(t275_e_aiv0, 7168);  // online_softmax_attn.pto:20:20
                 TileT275EAiv1 t275_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_e_aiv1, 15360);  // online_softmax_attn.pto:20:20
+                TASSIGN(t275_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:20:20
                 TileT277EAiv0 t277_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_e_aiv0, 16384);  // online_softmax_attn.pto:20:32
+                TASSIGN(t277_e_aiv0, 8192);  // online_softmax_attn.pto:20:32
                 TileT277EAiv1 t277_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_e_aiv1, 17408);  // online_softmax_attn.pto:20:32
+                TASSIGN(t277_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
@@ -1919,29 +1979,29 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-                    TileT264EAiv0 t264_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_e_aiv0, 18432);  // online_softmax_attn.pto:19:21
-                    TileT264EAiv1 t264_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_e_aiv1, 26624);  // online_softmax_attn.pto:19:21
-                    TileT271EAiv0 t271_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_e_aiv0, 34816);  // online_softmax_attn.pto:19:17
-                    TileT271EAiv1 t271_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_e_aiv1, 43008);  // online_softmax_attn.pto:19:17
+                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 128); ++_g263) {  // online_softmax_attn.pto:19:21
+                    TileT264EAiv0 t264_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t264_e_aiv0, 9216);  // online_softmax_attn.pto:19:21
+                    TileT264EAiv1 t264_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t264_e_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:19:21
+                    TileT271EAiv0 t271_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t271_e_aiv0, 25600);  // online_softmax_attn.pto:19:17
+                    TileT271EAiv1 t271_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t271_e_aiv1, ptodsl_aiv1_ub + 25600);  // online_softmax_attn.pto:19:17
                     TileT280EAiv0 t280_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_e_aiv0, 4096);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t280_e_aiv0, 2048);  // online_softmax_attn.pto:20:32
                     TileT280EAiv1 t280_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_e_aiv1, 5120);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t280_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView13 s_u1c0Gm13(s_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView13::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView13 s_u1c0Gm13(s_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView13::Shape(t264_e_aiv0.GetValidRow(), t264_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t264_e_aiv0, s_u1c0Gm13);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp2, 69632);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp2, 67584);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp2, t254_e_aiv0);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t271_e_aiv0, t264_e_aiv0, tmp2);  // online_softmax_attn.pto:19:17
@@ -1949,14 +2009,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_u1c0Gm14(p_1_u1c0 + _qb3 * 64 * 64 + _g263 * 64, GmView14::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView14 p_1_u1c0Gm14(p_1_u1c0 + _qb3 * 64 * 128 + _g263 * 128, GmView14::Shape(t271_e_aiv0.GetValidRow(), t271_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u1c0Gm14, t271_e_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp3, 69632);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp3, 67584);  // online_softmax_attn.pto:20:32
                         TROWSUM(t280_e_aiv0, t271_e_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
@@ -1965,15 +2025,15 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView15 s_u1c0Gm15(s_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView15::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView15 s_u1c0Gm15(s_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView15::Shape(t264_e_aiv1.GetValidRow(), t264_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                             TLOAD(t264_e_aiv1, s_u1c0Gm15);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (!ptodsl_aiv0) {
                             TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp4, 69632);  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp4, 67584);  // online_softmax_attn.pto:19:17
                             TROWEXPAND(tmp4, t254_e_aiv1);  // online_softmax_attn.pto:19:17
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                             TROWEXPANDEXPDIF(t271_e_aiv1, t264_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
@@ -1981,14 +2041,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView16 p_1_u1c0Gm16(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView16::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView16 p_1_u1c0Gm16(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView16::Shape(t271_e_aiv1.GetValidRow(), t271_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                             TSTORE(p_1_u1c0Gm16, t271_e_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp5, 69632);  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp5, 67584);  // online_softmax_attn.pto:20:32
                             TROWSUM(t280_e_aiv1, t271_e_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                         }
                         pipe_barrier(PIPE_V);
@@ -1998,12 +2058,13 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT284EAiv0 t284_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_e_aiv0, 4096);  // online_softmax_attn.pto:20:20
+                TASSIGN(t284_e_aiv0, 2048);  // online_softmax_attn.pto:20:20
                 TileT284EAiv1 t284_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_e_aiv1, 5120);  // online_softmax_attn.pto:20:20
+                TASSIGN(t284_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t284_e_aiv0, t275_e_aiv0, t277_e_aiv0);  // online_softmax_attn.pto:20:20
@@ -2030,25 +2091,24 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64), 64); ++_g286) {  // online_softmax_attn.pto:21:43
-                    TileT287EAiv0 t287_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t287_e_aiv0, 10240);  // online_softmax_attn.pto:21:43
-                    TileT287EAiv1 t287_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t287_e_aiv1, 18432);  // online_softmax_attn.pto:21:43
-                    TileT288EAiv0 t288_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t288_e_aiv0, 4096);  // online_softmax_attn.pto:21:43
-                    TileT288EAiv1 t288_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t288_e_aiv1, 26624);  // online_softmax_attn.pto:21:43
+                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 128); ++_g286) {  // online_softmax_attn.pto:21:43
+                    TileT287EAiv0 t287_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t287_e_aiv0, 5120);  // online_softmax_attn.pto:21:43
+                    TileT287EAiv1 t287_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t287_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
+                    TileT288EAiv0 t288_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t288_e_aiv0, 21504);  // online_softmax_attn.pto:21:43
+                    TileT288EAiv1 t288_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t288_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView19 p_1_u1c0Gm19(p_1_u1c0 + _qb3 * 64 * 64 + _g286 * 64, GmView19::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView19 p_1_u1c0Gm19(p_1_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView19::Shape(t287_e_aiv0.GetValidRow(), t287_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t287_e_aiv0, p_1_u1c0Gm19);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2059,14 +2119,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView20 t14_u1c0Gm20(t14_u1c0 + _qb3 * 64 * 64 + _g286 * 64, GmView20::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView20 t14_u1c0Gm20(t14_u1c0 + _qb3 * 64 * 128 + _g286 * 128, GmView20::Shape(t288_e_aiv0.GetValidRow(), t288_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u1c0Gm20, t288_e_aiv0);  // online_softmax_attn.pto:21:43
                     }
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView21 p_1_u1c0Gm21(p_1_u1c0 + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView21::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView21 p_1_u1c0Gm21(p_1_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView21::Shape(t287_e_aiv1.GetValidRow(), t287_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TLOAD(t287_e_aiv1, p_1_u1c0Gm21);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2077,8 +2137,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView22 t14_u1c0Gm22(t14_u1c0 + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView22::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView22 t14_u1c0Gm22(t14_u1c0 + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView22::Shape(t288_e_aiv1.GetValidRow(), t288_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TSTORE(t14_u1c0Gm22, t288_e_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
@@ -2110,9 +2170,9 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-                __gm__ half* vj_u1c0_sk1_e = v + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ half* vj_u1c0_sk1_e = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128 * D;  // online_softmax_attn.pto:9:14
                 for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
-                    for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
+                    for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                     }
                 }
                 wait_flag_dev(8);
@@ -2122,29 +2182,29 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g302 = 0; _g302 < (D + 63) / 64; ++_g302) {  // online_softmax_attn.pto:21:22
+                for (int64_t _g302 = 0; _g302 < (D + 127) / 128; ++_g302) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT303EAiv0 t303_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t303_e_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                    TileT303EAiv1 t303_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t303_e_aiv1, 12288);  // online_softmax_attn.pto:21:22
-                    TileT306EAiv0 t306_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t306_e_aiv0, 20480);  // online_softmax_attn.pto:21:22
-                    TileT306EAiv1 t306_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t306_e_aiv1, 28672);  // online_softmax_attn.pto:21:22
-                    TileT310EAiv0 t310_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t310_e_aiv0, 36864);  // online_softmax_attn.pto:21:22
-                    TileT310EAiv1 t310_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t310_e_aiv1, 45056);  // online_softmax_attn.pto:21:22
-                    TileT311EAiv0 t311_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t311_e_aiv0, 53248);  // online_softmax_attn.pto:21:22
-                    TileT311EAiv1 t311_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t311_e_aiv1, 61440);  // online_softmax_attn.pto:21:22
+                    TileT303EAiv0 t303_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t303_e_aiv0, 2048);  // online_softmax_attn.pto:21:22
+                    TileT303EAiv1 t303_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t303_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:21:22
+                    TileT306EAiv0 t306_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t306_e_aiv0, 18432);  // online_softmax_attn.pto:21:22
+                    TileT306EAiv1 t306_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t306_e_aiv1, ptodsl_aiv1_ub + 18432);  // online_softmax_attn.pto:21:22
+                    TileT310EAiv0 t310_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t310_e_aiv0, 34816);  // online_softmax_attn.pto:21:22
+                    TileT310EAiv1 t310_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t310_e_aiv1, ptodsl_aiv1_ub + 34816);  // online_softmax_attn.pto:21:22
+                    TileT311EAiv0 t311_e_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t311_e_aiv0, 51200);  // online_softmax_attn.pto:21:22
+                    TileT311EAiv1 t311_e_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t311_e_aiv1, ptodsl_aiv1_ub + 51200);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView30 accGm30(acc + _qb3 * 64 * D + _g302 * 64, GmView30::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView30 accGm30(acc + _qb3 * 64 * D + _g302 * 128, GmView30::Shape(t303_e_aiv0.GetValidRow(), t303_e_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t303_e_aiv0, accGm30);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -2152,7 +2212,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp6, 69632);  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp6, 67584);  // online_softmax_attn.pto:21:22
                         TROWEXPAND(tmp6, t261_o_aiv0);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t306_e_aiv0, t303_e_aiv0, tmp6);  // online_softmax_attn.pto:21:22
@@ -2161,7 +2221,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView31 t13_u1c0_twinGm31(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 64, GmView31::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView31 t13_u1c0_twinGm31(t13_u1c0_twin + _qb3 * 64 * D + _g302 * 128, GmView31::Shape(t310_e_aiv0.GetValidRow(), t310_e_aiv0.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t310_e_aiv0, t13_u1c0_twinGm31);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -2177,7 +2237,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView32 accGm32(acc + _qb3 * 64 * D + _g302 * 64, GmView32::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView32 accGm32(acc + _qb3 * 64 * D + _g302 * 128, GmView32::Shape(t311_e_aiv0.GetValidRow(), t311_e_aiv0.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
                         TSTORE(accGm32, t311_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2188,7 +2248,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
                             using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView33 accGm33(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView33::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView33 accGm33(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView33::Shape(t303_e_aiv1.GetValidRow(), t303_e_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t303_e_aiv1, accGm33);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -2196,12 +2256,12 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         if (!ptodsl_aiv0) {
                             TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp7, 69632);  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp7, 67584);  // online_softmax_attn.pto:21:22
                             TROWEXPAND(tmp7, t261_o_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t306_e_aiv1, t303_e_aiv1, tmp7);  // online_softmax_attn.pto:21:22
                             using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView34 t13_u1c0_twinGm34(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 64, GmView34::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView34 t13_u1c0_twinGm34(t13_u1c0_twin + (_qb3 * 64 + 32) * D + _g302 * 128, GmView34::Shape(t310_e_aiv1.GetValidRow(), t310_e_aiv1.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t310_e_aiv1, t13_u1c0_twinGm34);  // online_softmax_attn.pto:21:22
                         }
                         pipe_barrier(PIPE_V);
@@ -2215,7 +2275,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
                             using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView35 accGm35(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView35::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView35 accGm35(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView35::Shape(t311_e_aiv1.GetValidRow(), t311_e_aiv1.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
                             TSTORE(accGm35, t311_e_aiv1);  // online_softmax_attn.pto:21:22
                         }
                     }
@@ -2241,11 +2301,18 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
+            for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
+                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                }
+                __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
+                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k237 = 1; _k237 < (D + 127) / 128; ++_k237) {  // online_softmax_attn.pto:10:13
+                    }
+                }
                 TileT247OAiv0 t247_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_o_aiv0, 4096);  // online_softmax_attn.pto:17:32
+                TASSIGN(t247_o_aiv0, 2048);  // online_softmax_attn.pto:17:32
                 TileT247OAiv1 t247_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t247_o_aiv1, 5120);  // online_softmax_attn.pto:17:32
+                TASSIGN(t247_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:17:32
                 if (ptodsl_aiv0) {
                     TEXPANDS(t247_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
@@ -2254,29 +2321,24 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t247_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
-                }
-                __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
-                for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
-                    }
-                    TileT244OAiv0 t244_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_o_aiv0, 6144);  // online_softmax_attn.pto:10:13
-                    TileT244OAiv1 t244_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t244_o_aiv1, 14336);  // online_softmax_attn.pto:10:13
-                    TileT245OAiv0 t245_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_o_aiv0, 22528);  // online_softmax_attn.pto:10:13
-                    TileT245OAiv1 t245_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t245_o_aiv1, 30720);  // online_softmax_attn.pto:10:13
+                wait_flag_dev(7);
+                for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 128); ++_g243) {  // online_softmax_attn.pto:10:13
+                    TileT244OAiv0 t244_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t244_o_aiv0, 3072);  // online_softmax_attn.pto:10:13
+                    TileT244OAiv1 t244_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t244_o_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:10:13
+                    TileT245OAiv0 t245_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t245_o_aiv0, 19456);  // online_softmax_attn.pto:10:13
+                    TileT245OAiv1 t245_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g243 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t245_o_aiv1, ptodsl_aiv1_ub + 19456);  // online_softmax_attn.pto:10:13
                     TileT250OAiv0 t250_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_o_aiv0, 38912);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t250_o_aiv0, 35840);  // online_softmax_attn.pto:17:32
                     TileT250OAiv1 t250_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t250_o_aiv1, 39936);  // online_softmax_attn.pto:17:32
-                    wait_flag_dev(7);
+                    TASSIGN(t250_o_aiv1, ptodsl_aiv1_ub + 35840);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView41 t0_u1c0_twinGm41(t0_u1c0_twin + _qb3 * 64 * 64 + _g231 * 64, GmView41::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView41 t0_u1c0_twinGm41(t0_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView41::Shape(t244_o_aiv0.GetValidRow(), t244_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t244_o_aiv0, t0_u1c0_twinGm41);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2287,14 +2349,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView42 s_u1c0_twinGm42(s_u1c0_twin + _qb3 * 64 * 64 + _g231 * 64, GmView42::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView42 s_u1c0_twinGm42(s_u1c0_twin + _qb3 * 64 * 128 + _g243 * 128, GmView42::Shape(t245_o_aiv0.GetValidRow(), t245_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u1c0_twinGm42, t245_o_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp8;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp8, 69632);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp8, 67584);  // online_softmax_attn.pto:17:32
                         TROWMAX(t250_o_aiv0, t245_o_aiv0, tmp8);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
@@ -2303,8 +2365,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView43 t0_u1c0_twinGm43(t0_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView43::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView43 t0_u1c0_twinGm43(t0_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView43::Shape(t244_o_aiv1.GetValidRow(), t244_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TLOAD(t244_o_aiv1, t0_u1c0_twinGm43);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2315,14 +2377,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView44 s_u1c0_twinGm44(s_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g231 * 64, GmView44::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView44 s_u1c0_twinGm44(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g243 * 128, GmView44::Shape(t245_o_aiv1.GetValidRow(), t245_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TSTORE(s_u1c0_twinGm44, t245_o_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp9, 69632);  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp9, 67584);  // online_softmax_attn.pto:17:32
                             TROWMAX(t250_o_aiv1, t245_o_aiv1, tmp9);  // online_softmax_attn.pto:17:32
                         }
                         pipe_barrier(PIPE_V);
@@ -2336,29 +2398,29 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT252OAiv0 t252_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_o_aiv0, 6144);  // online_softmax_attn.pto:17:21
+                TASSIGN(t252_o_aiv0, 3072);  // online_softmax_attn.pto:17:21
                 TileT252OAiv1 t252_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t252_o_aiv1, 7168);  // online_softmax_attn.pto:17:21
+                TASSIGN(t252_o_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:17:21
                 TileT254OAiv0 t254_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_o_aiv0, 8192);  // online_softmax_attn.pto:17:21
+                TASSIGN(t254_o_aiv0, 4096);  // online_softmax_attn.pto:17:21
                 TileT254OAiv1 t254_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t254_o_aiv1, 9216);  // online_softmax_attn.pto:17:21
+                TASSIGN(t254_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:21
                 TileT258OAiv0 t258_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_o_aiv0, 10240);  // online_softmax_attn.pto:18:25
+                TASSIGN(t258_o_aiv0, 5120);  // online_softmax_attn.pto:18:25
                 TileT258OAiv1 t258_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t258_o_aiv1, 11264);  // online_softmax_attn.pto:18:25
+                TASSIGN(t258_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:18:25
                 TileT273OAiv0 t273_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_o_aiv0, 12288);  // online_softmax_attn.pto:20:20
+                TASSIGN(t273_o_aiv0, 6144);  // online_softmax_attn.pto:20:20
                 TileT273OAiv1 t273_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t273_o_aiv1, 13312);  // online_softmax_attn.pto:20:20
+                TASSIGN(t273_o_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:20:20
                 TileT275OAiv0 t275_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_o_aiv0, 14336);  // online_softmax_attn.pto:20:20
+                TASSIGN(t275_o_aiv0, 7168);  // online_softmax_attn.pto:20:20
                 TileT275OAiv1 t275_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t275_o_aiv1, 15360);  // online_softmax_attn.pto:20:20
+                TASSIGN(t275_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:20:20
                 TileT277OAiv0 t277_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_o_aiv0, 16384);  // online_softmax_attn.pto:20:32
+                TASSIGN(t277_o_aiv0, 8192);  // online_softmax_attn.pto:20:32
                 TileT277OAiv1 t277_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t277_o_aiv1, 17408);  // online_softmax_attn.pto:20:32
+                TASSIGN(t277_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
@@ -2428,29 +2490,29 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-                    TileT264OAiv0 t264_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_o_aiv0, 18432);  // online_softmax_attn.pto:19:21
-                    TileT264OAiv1 t264_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t264_o_aiv1, 26624);  // online_softmax_attn.pto:19:21
-                    TileT271OAiv0 t271_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_o_aiv0, 34816);  // online_softmax_attn.pto:19:17
-                    TileT271OAiv1 t271_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t271_o_aiv1, 43008);  // online_softmax_attn.pto:19:17
+                for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 128); ++_g263) {  // online_softmax_attn.pto:19:21
+                    TileT264OAiv0 t264_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t264_o_aiv0, 9216);  // online_softmax_attn.pto:19:21
+                    TileT264OAiv1 t264_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t264_o_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:19:21
+                    TileT271OAiv0 t271_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t271_o_aiv0, 25600);  // online_softmax_attn.pto:19:17
+                    TileT271OAiv1 t271_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g263 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t271_o_aiv1, ptodsl_aiv1_ub + 25600);  // online_softmax_attn.pto:19:17
                     TileT280OAiv0 t280_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_o_aiv0, 4096);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t280_o_aiv0, 2048);  // online_softmax_attn.pto:20:32
                     TileT280OAiv1 t280_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t280_o_aiv1, 5120);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t280_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView49 s_u1c0_twinGm49(s_u1c0_twin + _qb3 * 64 * 64 + _g263 * 64, GmView49::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView49 s_u1c0_twinGm49(s_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView49::Shape(t264_o_aiv0.GetValidRow(), t264_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t264_o_aiv0, s_u1c0_twinGm49);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         TileTmp1 tmp10(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp10, 69632);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp10, 67584);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp10, t254_o_aiv0);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t271_o_aiv0, t264_o_aiv0, tmp10);  // online_softmax_attn.pto:19:17
@@ -2458,14 +2520,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView50 p_1_u1c0_twinGm50(p_1_u1c0_twin + _qb3 * 64 * 64 + _g263 * 64, GmView50::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView50 p_1_u1c0_twinGm50(p_1_u1c0_twin + _qb3 * 64 * 128 + _g263 * 128, GmView50::Shape(t271_o_aiv0.GetValidRow(), t271_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u1c0_twinGm50, t271_o_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp11, 69632);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp11, 67584);  // online_softmax_attn.pto:20:32
                         TROWSUM(t280_o_aiv0, t271_o_aiv0, tmp11);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
@@ -2474,15 +2536,15 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView51 s_u1c0_twinGm51(s_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView51::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView51 s_u1c0_twinGm51(s_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView51::Shape(t264_o_aiv1.GetValidRow(), t264_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                             TLOAD(t264_o_aiv1, s_u1c0_twinGm51);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         if (!ptodsl_aiv0) {
                             TileTmp1 tmp12(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp12, 69632);  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp12, 67584);  // online_softmax_attn.pto:19:17
                             TROWEXPAND(tmp12, t254_o_aiv1);  // online_softmax_attn.pto:19:17
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                             TROWEXPANDEXPDIF(t271_o_aiv1, t264_o_aiv1, tmp12);  // online_softmax_attn.pto:19:17
@@ -2490,14 +2552,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView52 p_1_u1c0_twinGm52(p_1_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g263 * 64, GmView52::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView52 p_1_u1c0_twinGm52(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g263 * 128, GmView52::Shape(t271_o_aiv1.GetValidRow(), t271_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                             TSTORE(p_1_u1c0_twinGm52, t271_o_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp13;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp13, 69632);  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp13, 67584);  // online_softmax_attn.pto:20:32
                             TROWSUM(t280_o_aiv1, t271_o_aiv1, tmp13);  // online_softmax_attn.pto:20:32
                         }
                         pipe_barrier(PIPE_V);
@@ -2507,12 +2569,13 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT284OAiv0 t284_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_o_aiv0, 4096);  // online_softmax_attn.pto:20:20
+                TASSIGN(t284_o_aiv0, 2048);  // online_softmax_attn.pto:20:20
                 TileT284OAiv1 t284_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t284_o_aiv1, 5120);  // online_softmax_attn.pto:20:20
+                TASSIGN(t284_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t284_o_aiv0, t275_o_aiv0, t277_o_aiv0);  // online_softmax_attn.pto:20:20
@@ -2539,25 +2602,24 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64), 64); ++_g286) {  // online_softmax_attn.pto:21:43
-                    TileT287OAiv0 t287_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t287_o_aiv0, 10240);  // online_softmax_attn.pto:21:43
-                    TileT287OAiv1 t287_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t287_o_aiv1, 18432);  // online_softmax_attn.pto:21:43
-                    TileT288OAiv0 t288_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t288_o_aiv0, 4096);  // online_softmax_attn.pto:21:43
-                    TileT288OAiv1 t288_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 64, 64) - _g286 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t288_o_aiv1, 26624);  // online_softmax_attn.pto:21:43
+                for (int64_t _g286 = 0; _g286 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 128); ++_g286) {  // online_softmax_attn.pto:21:43
+                    TileT287OAiv0 t287_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t287_o_aiv0, 5120);  // online_softmax_attn.pto:21:43
+                    TileT287OAiv1 t287_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t287_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
+                    TileT288OAiv0 t288_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t288_o_aiv0, 21504);  // online_softmax_attn.pto:21:43
+                    TileT288OAiv1 t288_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128) - _g286 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t288_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView55 p_1_u1c0_twinGm55(p_1_u1c0_twin + _qb3 * 64 * 64 + _g286 * 64, GmView55::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView55 p_1_u1c0_twinGm55(p_1_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView55::Shape(t287_o_aiv0.GetValidRow(), t287_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t287_o_aiv0, p_1_u1c0_twinGm55);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2568,14 +2630,14 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView56 t14_u1c0_twinGm56(t14_u1c0_twin + _qb3 * 64 * 64 + _g286 * 64, GmView56::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView56 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView56 t14_u1c0_twinGm56(t14_u1c0_twin + _qb3 * 64 * 128 + _g286 * 128, GmView56::Shape(t288_o_aiv0.GetValidRow(), t288_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u1c0_twinGm56, t288_o_aiv0);  // online_softmax_attn.pto:21:43
                     }
                     for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView57 p_1_u1c0_twinGm57(p_1_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView57::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView57 p_1_u1c0_twinGm57(p_1_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView57::Shape(t287_o_aiv1.GetValidRow(), t287_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TLOAD(t287_o_aiv1, p_1_u1c0_twinGm57);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -2586,8 +2648,8 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView58 t14_u1c0_twinGm58(t14_u1c0_twin + (_qb3 * 64 + 32) * 64 + _g286 * 64, GmView58::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView58 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView58 t14_u1c0_twinGm58(t14_u1c0_twin + (_qb3 * 64 + 32) * 128 + _g286 * 128, GmView58::Shape(t288_o_aiv1.GetValidRow(), t288_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TSTORE(t14_u1c0_twinGm58, t288_o_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
@@ -2618,11 +2680,11 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk3 = 0; _sk3 < min_i64(max_i64(j_u1_sk * 2 + 1, 0), 1); ++_sk3) {  // online_softmax_attn.pto:7:5
-                    __gm__ half* vj_u1c0_sk1_o = v + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ half* vj_u1c0_sk1_o = v + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128 * D;  // online_softmax_attn.pto:9:14
                     for (int64_t _g290 = 0; _g290 < (D + 63) / 64; ++_g290) {  // online_softmax_attn.pto:21:36
-                        for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 64, 64), 64); ++_k296) {  // online_softmax_attn.pto:21:36
+                        for (int64_t _k296 = 1; _k296 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + (j_u1_sk * 2 + 1)) * 128, 128), 128); ++_k296) {  // online_softmax_attn.pto:21:36
                         }
                     }
                     wait_flag_dev(6);
@@ -2632,29 +2694,29 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _g302 = 0; _g302 < (D + 63) / 64; ++_g302) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _g302 = 0; _g302 < (D + 127) / 128; ++_g302) {  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
-                        TileT303OAiv0 t303_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t303_o_aiv0, 4096);  // online_softmax_attn.pto:21:22
-                        TileT303OAiv1 t303_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t303_o_aiv1, 12288);  // online_softmax_attn.pto:21:22
-                        TileT306OAiv0 t306_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t306_o_aiv0, 20480);  // online_softmax_attn.pto:21:22
-                        TileT306OAiv1 t306_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t306_o_aiv1, 28672);  // online_softmax_attn.pto:21:22
-                        TileT310OAiv0 t310_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t310_o_aiv0, 36864);  // online_softmax_attn.pto:21:22
-                        TileT310OAiv1 t310_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t310_o_aiv1, 45056);  // online_softmax_attn.pto:21:22
-                        TileT311OAiv0 t311_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t311_o_aiv0, 53248);  // online_softmax_attn.pto:21:22
-                        TileT311OAiv1 t311_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t311_o_aiv1, 61440);  // online_softmax_attn.pto:21:22
+                        TileT303OAiv0 t303_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t303_o_aiv0, 2048);  // online_softmax_attn.pto:21:22
+                        TileT303OAiv1 t303_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t303_o_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:21:22
+                        TileT306OAiv0 t306_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t306_o_aiv0, 18432);  // online_softmax_attn.pto:21:22
+                        TileT306OAiv1 t306_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t306_o_aiv1, ptodsl_aiv1_ub + 18432);  // online_softmax_attn.pto:21:22
+                        TileT310OAiv0 t310_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t310_o_aiv0, 34816);  // online_softmax_attn.pto:21:22
+                        TileT310OAiv1 t310_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t310_o_aiv1, ptodsl_aiv1_ub + 34816);  // online_softmax_attn.pto:21:22
+                        TileT311OAiv0 t311_o_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t311_o_aiv0, 51200);  // online_softmax_attn.pto:21:22
+                        TileT311OAiv1 t311_o_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(D - _g302 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t311_o_aiv1, ptodsl_aiv1_ub + 51200);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (ptodsl_aiv0) {
                             using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView66 accGm66(acc + _qb3 * 64 * D + _g302 * 64, GmView66::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView66 accGm66(acc + _qb3 * 64 * D + _g302 * 128, GmView66::Shape(t303_o_aiv0.GetValidRow(), t303_o_aiv0.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t303_o_aiv0, accGm66);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -2662,7 +2724,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         if (ptodsl_aiv0) {
                             TileTmp1 tmp14(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp14, 69632);  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp14, 67584);  // online_softmax_attn.pto:21:22
                             TROWEXPAND(tmp14, t261_e_aiv0);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t306_o_aiv0, t303_o_aiv0, tmp14);  // online_softmax_attn.pto:21:22
@@ -2671,7 +2733,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
                             using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView67 t13_u1c0Gm67(t13_u1c0 + _qb3 * 64 * D + _g302 * 64, GmView67::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView67 t13_u1c0Gm67(t13_u1c0 + _qb3 * 64 * D + _g302 * 128, GmView67::Shape(t310_o_aiv0.GetValidRow(), t310_o_aiv0.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t310_o_aiv0, t13_u1c0Gm67);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -2687,7 +2749,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
                             using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView68 accGm68(acc + _qb3 * 64 * D + _g302 * 64, GmView68::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView68 accGm68(acc + _qb3 * 64 * D + _g302 * 128, GmView68::Shape(t311_o_aiv0.GetValidRow(), t311_o_aiv0.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:21:22
                             TSTORE(accGm68, t311_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2698,7 +2760,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
                                 using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView69 accGm69(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView69::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
+                                GmView69 accGm69(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView69::Shape(t303_o_aiv1.GetValidRow(), t303_o_aiv1.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:21:22
                                 TLOAD(t303_o_aiv1, accGm69);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -2706,12 +2768,12 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             if (!ptodsl_aiv0) {
                                 TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                                TASSIGN(tmp15, 69632);  // online_softmax_attn.pto:21:22
+                                TASSIGN(tmp15, 67584);  // online_softmax_attn.pto:21:22
                                 TROWEXPAND(tmp15, t261_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t306_o_aiv1, t303_o_aiv1, tmp15);  // online_softmax_attn.pto:21:22
                                 using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView70 t13_u1c0Gm70(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 64, GmView70::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
+                                GmView70 t13_u1c0Gm70(t13_u1c0 + (_qb3 * 64 + 32) * D + _g302 * 128, GmView70::Shape(t310_o_aiv1.GetValidRow(), t310_o_aiv1.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:21:22
                                 TLOAD(t310_o_aiv1, t13_u1c0Gm70);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
@@ -2725,7 +2787,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
                                 using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView71 accGm71(acc + (_qb3 * 64 + 32) * D + _g302 * 64, GmView71::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
+                                GmView71 accGm71(acc + (_qb3 * 64 + 32) * D + _g302 * 128, GmView71::Shape(t311_o_aiv1.GetValidRow(), t311_o_aiv1.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:21:22
                                 TSTORE(accGm71, t311_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }

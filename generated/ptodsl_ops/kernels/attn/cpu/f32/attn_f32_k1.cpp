@@ -30,12 +30,12 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* acc, __gm__ float* l
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT54B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT54B0 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT55B0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT57B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT54B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT57B0 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT54B1 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT55B1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT57B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT57B1 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _qb1 = block_index * ceil_div((S + 63) / 64, block_count); _qb1 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb1) {  // online_softmax_attn.pto:7:5
@@ -43,26 +43,26 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* acc, __gm__ float* l
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g53_db = 0; _g53_db < ((D + 63) / 64 + 1) / 2; ++_g53_db) {  // online_softmax_attn.pto:24:25
+        for (int64_t _g53_db = 0; _g53_db < ((D + 127) / 128 + 1) / 2; ++_g53_db) {  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);
-            TileT54B0 t54_b0(min_i64(S - _qb1 * 64, 64), min_i64(D - _g53_db * 2 * 64, 64));  // online_softmax_attn.pto:24:25
+            TileT54B0 t54_b0(min_i64(S - _qb1 * 64, 64), min_i64(D - _g53_db * 2 * 128, 128));  // online_softmax_attn.pto:24:25
             TASSIGN(t54_b0, 0);  // online_softmax_attn.pto:24:25
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView0 accGm0(acc + _qb1 * 64 * D + _g53_db * 2 * 64, GmView0::Shape(t54_b0.GetValidRow(), t54_b0.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:24:25
+            GmView0 accGm0(acc + _qb1 * 64 * D + _g53_db * 2 * 128, GmView0::Shape(t54_b0.GetValidRow(), t54_b0.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:24:25
             TLOAD(t54_b0, accGm0);  // online_softmax_attn.pto:24:25
             TileT55B0 t55_b0(min_i64(S - _qb1 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t55_b0, 16384);  // online_softmax_attn.pto:24:25
+            TASSIGN(t55_b0, 32768);  // online_softmax_attn.pto:24:25
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
             GmView1 lGm1(l + _qb1 * 64, GmView1::Shape(t55_b0.GetValidRow()));  // online_softmax_attn.pto:24:25
             TLOAD(t55_b0, lGm1);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT57B0 t57_b0(min_i64(S - _qb1 * 64, 64), min_i64(D - _g53_db * 2 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t57_b0, 18432);  // online_softmax_attn.pto:24:25
+            TileT57B0 t57_b0(min_i64(S - _qb1 * 64, 64), min_i64(D - _g53_db * 2 * 128, 128));  // online_softmax_attn.pto:24:25
+            TASSIGN(t57_b0, 34816);  // online_softmax_attn.pto:24:25
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0(min_i64(S - _qb1 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(tmp0, 69632);  // online_softmax_attn.pto:24:25
+            TASSIGN(tmp0, 135168);  // online_softmax_attn.pto:24:25
             TROWEXPAND(tmp0, t55_b0);  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
             TROWEXPANDDIV(t57_b0, t54_b0, tmp0);  // online_softmax_attn.pto:24:25
@@ -70,35 +70,35 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* acc, __gm__ float* l
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView2 oGm2(o + _qb1 * 64 * D + _g53_db * 2 * 64, GmView2::Shape(t57_b0.GetValidRow(), t57_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:24:20
+            GmView2 oGm2(o + _qb1 * 64 * D + _g53_db * 2 * 128, GmView2::Shape(t57_b0.GetValidRow(), t57_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:24:20
             TSTORE(oGm2, t57_b0);  // online_softmax_attn.pto:24:20
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g53_dr = 0; _g53_dr < min_i64((D + 63) / 64 - (_g53_db * 2 + 1), 1); ++_g53_dr) {  // online_softmax_attn.pto:24:25
-                TileT54B1 t54_b1(min_i64(S - _qb1 * 64, 64), min_i64(D - (_g53_db * 2 + 1 + _g53_dr) * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(t54_b1, 34816);  // online_softmax_attn.pto:24:25
+            for (int64_t _g53_dr = 0; _g53_dr < min_i64((D + 127) / 128 - (_g53_db * 2 + 1), 1); ++_g53_dr) {  // online_softmax_attn.pto:24:25
+                TileT54B1 t54_b1(min_i64(S - _qb1 * 64, 64), min_i64(D - (_g53_db * 2 + 1 + _g53_dr) * 128, 128));  // online_softmax_attn.pto:24:25
+                TASSIGN(t54_b1, 67584);  // online_softmax_attn.pto:24:25
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                GmView3 accGm3(acc + _qb1 * 64 * D + (_g53_db * 2 + 1 + _g53_dr) * 64, GmView3::Shape(t54_b1.GetValidRow(), t54_b1.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:24:25
+                GmView3 accGm3(acc + _qb1 * 64 * D + (_g53_db * 2 + 1 + _g53_dr) * 128, GmView3::Shape(t54_b1.GetValidRow(), t54_b1.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:24:25
                 TLOAD(t54_b1, accGm3);  // online_softmax_attn.pto:24:25
                 TileT55B1 t55_b1(min_i64(S - _qb1 * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(t55_b1, 51200);  // online_softmax_attn.pto:24:25
+                TASSIGN(t55_b1, 100352);  // online_softmax_attn.pto:24:25
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
                 GmView4 lGm4(l + _qb1 * 64, GmView4::Shape(t55_b1.GetValidRow()));  // online_softmax_attn.pto:24:25
                 TLOAD(t55_b1, lGm4);  // online_softmax_attn.pto:24:25
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT57B1 t57_b1(min_i64(S - _qb1 * 64, 64), min_i64(D - (_g53_db * 2 + 1 + _g53_dr) * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(t57_b1, 53248);  // online_softmax_attn.pto:24:25
+                TileT57B1 t57_b1(min_i64(S - _qb1 * 64, 64), min_i64(D - (_g53_db * 2 + 1 + _g53_dr) * 128, 128));  // online_softmax_attn.pto:24:25
+                TASSIGN(t57_b1, 102400);  // online_softmax_attn.pto:24:25
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileTmp0 tmp1(min_i64(S - _qb1 * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(tmp1, 69632);  // online_softmax_attn.pto:24:25
+                TASSIGN(tmp1, 135168);  // online_softmax_attn.pto:24:25
                 TROWEXPAND(tmp1, t55_b1);  // online_softmax_attn.pto:24:25
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
                 TROWEXPANDDIV(t57_b1, t54_b1, tmp1);  // online_softmax_attn.pto:24:25
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                GmView5 oGm5(o + _qb1 * 64 * D + (_g53_db * 2 + 1 + _g53_dr) * 64, GmView5::Shape(t57_b1.GetValidRow(), t57_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:24:20
+                GmView5 oGm5(o + _qb1 * 64 * D + (_g53_db * 2 + 1 + _g53_dr) * 128, GmView5::Shape(t57_b1.GetValidRow(), t57_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:24:20
                 TSTORE(oGm5, t57_b1);  // online_softmax_attn.pto:24:20
             }
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);

@@ -39,21 +39,21 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT93EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT93OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT93OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT65E = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT67E = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT68E = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT64E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT66E = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT70E = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71E = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT72E = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73E = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT79EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT79EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT65E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT64E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT66E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT67E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT68E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT70E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT71E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT72E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT73E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT76EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT76EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT82EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT82EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT84EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -68,31 +68,31 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT107EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT96EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT112EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT112EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT119EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT149E = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT151E = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT152E = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT148E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT150E = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT154E = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155E = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT156E = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157E = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT163EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT163EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT149E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT148E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT150E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT151E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT152E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT154E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT155E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT156E = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT157E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT160EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT160EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT161EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT161EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT160EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT160EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT166EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT166EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT170EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -103,65 +103,65 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT191EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT180EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT180EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT196EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT196EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT203EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT124E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT203EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT203EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT124E = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT123E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT125E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT126E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT127E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT129E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT130E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT131E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT132E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT135EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT135EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT138EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT138EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT142EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT142EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT143EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT143EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT208E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT125E = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT126E = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT127E = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT129E = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT130E = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT131E = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT132E = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT135EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT135EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT138EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT138EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT208E = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT207E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT209E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT210E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT211E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT213E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT214E = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT215E = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT216E = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT219EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT219EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT222EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT222EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227EAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227EAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT209E = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT210E = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT211E = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT213E = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT214E = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT215E = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT216E = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT219EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT219EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT65O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT67O = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT68O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT64O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT66O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT70O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT71O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT72O = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT73O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT79OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT79OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT65O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT64O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT66O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT67O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT68O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT70O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT71O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT72O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT73O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT76OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT76OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT76OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT77OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT82OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT82OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT84OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -176,31 +176,31 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT107OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT96OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT96OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT112OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT112OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT119OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT119OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT149O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT151O = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT152O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT148O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT150O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT154O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT156O = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT163OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT163OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT149O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT148O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT150O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT151O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT152O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT154O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT155O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT156O = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT157O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT160OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT160OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT161OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT161OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT160OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT160OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT166OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT166OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT170OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -211,255 +211,270 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT191OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT180OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT180OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT180OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT196OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT196OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT203OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT124O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT203OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT203OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT124O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT123O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT125O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT126O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT127O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT129O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT130O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT131O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT132O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT135OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT135OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT138OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT138OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT142OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT142OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT143OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT143OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT208O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT125O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT126O = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT127O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT129O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT130O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT131O = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT132O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT135OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT135OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT138OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT138OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT208O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT207O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT209O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT210O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT211O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT213O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT214O = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT215O = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT216O = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT219OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT219OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT222OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT222OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227OAiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227OAiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileT209O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT210O = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT211O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT213O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT214O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT215O = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT216O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT219OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT219OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // online_softmax_attn.pto:7:5
         TileT177EAiv0 t177_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
         TASSIGN(t177_e_aiv0, 0);  // online_softmax_attn.pto:18:21
         TileT177EAiv1 t177_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t177_e_aiv1, 1024);  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_e_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:18:21
         TileT177OAiv0 t177_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-        TASSIGN(t177_o_aiv0, 2048);  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_o_aiv0, 1024);  // online_softmax_attn.pto:18:21
         TileT177OAiv1 t177_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t177_o_aiv1, 3072);  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_o_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:18:21
         TileT93EAiv0 t93_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-        TASSIGN(t93_e_aiv0, 4096);  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_e_aiv0, 2048);  // online_softmax_attn.pto:18:21
         TileT93EAiv1 t93_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t93_e_aiv1, 5120);  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:18:21
         TileT93OAiv0 t93_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-        TASSIGN(t93_o_aiv0, 6144);  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_o_aiv0, 3072);  // online_softmax_attn.pto:18:21
         TileT93OAiv1 t93_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t93_o_aiv1, 7168);  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_o_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:18:21
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        for (int64_t j_u2_sk = 0; j_u2_sk < (max_i64((L + 63) / 64 - 2, 0) / 2 + 2) / 2; ++j_u2_sk) {  // online_softmax_attn.pto:7:5
+        for (int64_t j_u2_sk = 0; j_u2_sk < (max_i64((L + 127) / 128 - 2, 0) / 2 + 2) / 2; ++j_u2_sk) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                TileT79EAiv0 t79_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_e_aiv0, 8192);  // online_softmax_attn.pto:17:32
-                TileT79EAiv1 t79_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_e_aiv1, 9216);  // online_softmax_attn.pto:17:32
-                TEXPANDS(t79_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
+                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT66E t66_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t66_e, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t66_e, t65_e);  // online_softmax_attn.pto:10:13
-                    TileT67E t67_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_e, 16384);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT67E t67_e(min_i64(D, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t67_e, 32768);  // online_softmax_attn.pto:10:13
+                    TileT68E t68_e(min_i64(D, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t68_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView1 kj_u2c0_sk0_eGm1(kj_u2c0_sk0_e + _g63 * 64 * D, GmView1::Shape(t67_e.GetValidRow(), t67_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_e, kj_u2c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT68E t68_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t68_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t68_e, t67_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
+                    TileT66E t66_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t66_e, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t66_e, t65_e);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t64_e, t66_e, t68_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
-                        TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_e, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
+                        TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_e, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 128, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t70_e, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT71E t71_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT71E t71_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t71_e, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t71_e, t70_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT72E t72_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_e, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        TileT72E t72_e(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_e, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 128, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t72_e, kj_u2c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73E t73_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT73E t73_e(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t73_e, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t73_e, t72_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t64_e, t64_e, t71_e, t73_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 128 + _g63 * 64, GmView4::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u2c0Gm4, t64_e);  // online_softmax_attn.pto:10:13
-                    TileT76EAiv0 t76_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_e_aiv0, 10240);  // online_softmax_attn.pto:10:13
-                    TileT76EAiv1 t76_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_e_aiv1, 18432);  // online_softmax_attn.pto:10:13
-                    TileT77EAiv0 t77_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_e_aiv0, 26624);  // online_softmax_attn.pto:10:13
-                    TileT77EAiv1 t77_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_e_aiv1, 34816);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT79EAiv0 t79_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_e_aiv0, 4096);  // online_softmax_attn.pto:17:32
+                TileT79EAiv1 t79_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
+                TEXPANDS(t79_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
+                    TileT76EAiv0 t76_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_e_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                    TileT76EAiv1 t76_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                    TileT77EAiv0 t77_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_e_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                    TileT77EAiv1 t77_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
                     TileT82EAiv0 t82_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_e_aiv0, 43008);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_e_aiv0, 37888);  // online_softmax_attn.pto:17:32
                     TileT82EAiv1 t82_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_e_aiv1, 44032);  // online_softmax_attn.pto:17:32
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t82_e_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 128 + _g75 * 128, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t76_e_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t77_e_aiv0, t76_e_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77_e_aiv0.GetValidRow(), t77_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 128 + _g75 * 128, GmView6::Shape(t77_e_aiv0.GetValidRow(), t77_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_u2c0Gm6, t77_e_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp0, 73728);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp0, 69632);  // online_softmax_attn.pto:17:32
                     TROWMAX(t82_e_aiv0, t77_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t79_e_aiv0, t79_e_aiv0, t82_e_aiv0);  // online_softmax_attn.pto:17:32
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView7::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView7::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t76_e_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t77_e_aiv1, t76_e_aiv1, scale);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView8::Shape(t77_e_aiv1.GetValidRow(), t77_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView8::Shape(t77_e_aiv1.GetValidRow(), t77_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u2c0Gm8, t77_e_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp1, 73728);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 69632);  // online_softmax_attn.pto:17:32
                         TROWMAX(t82_e_aiv1, t77_e_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                         pipe_barrier(PIPE_V);
                         TMAX(t79_e_aiv1, t79_e_aiv1, t82_e_aiv1);  // online_softmax_attn.pto:17:32
                     }
                 }
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT84EAiv0 t84_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_e_aiv0, 10240);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv0, 5120);  // online_softmax_attn.pto:17:21
                 TileT84EAiv1 t84_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_e_aiv1, 11264);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:21
                 TileT86EAiv0 t86_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_e_aiv0, 12288);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv0, 6144);  // online_softmax_attn.pto:17:21
                 TileT86EAiv1 t86_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_e_aiv1, 13312);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:17:21
                 TileT90EAiv0 t90_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_e_aiv0, 14336);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv0, 7168);  // online_softmax_attn.pto:18:25
                 TileT90EAiv1 t90_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_e_aiv1, 15360);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:18:25
                 TileT105EAiv0 t105_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_e_aiv0, 16384);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
                 TileT105EAiv1 t105_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_e_aiv1, 17408);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:20
                 TileT107EAiv0 t107_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_e_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv0, 9216);  // online_softmax_attn.pto:20:20
                 TileT107EAiv1 t107_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_e_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
                 TileT109EAiv0 t109_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_e_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_e_aiv0, 10240);  // online_softmax_attn.pto:20:32
                 TileT109EAiv1 t109_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_e_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_e_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                 GmView9 mGm9(m + _qb2 * 64, GmView9::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -508,59 +523,59 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96EAiv0 t96_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_e_aiv0, 22528);  // online_softmax_attn.pto:19:21
-                    TileT96EAiv1 t96_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_e_aiv1, 30720);  // online_softmax_attn.pto:19:21
-                    TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_e_aiv0, 38912);  // online_softmax_attn.pto:19:17
-                    TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_e_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
+                    TileT96EAiv0 t96_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_e_aiv0, 11264);  // online_softmax_attn.pto:19:21
+                    TileT96EAiv1 t96_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_e_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
+                    TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_e_aiv0, 27648);  // online_softmax_attn.pto:19:17
+                    TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_e_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
                     TileT112EAiv0 t112_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_e_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_e_aiv0, 4096);  // online_softmax_attn.pto:20:32
                     TileT112EAiv1 t112_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_e_aiv1, 9216);  // online_softmax_attn.pto:20:32
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView13::Shape(t96_e_aiv0.GetValidRow(), t96_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t112_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 128 + _g95 * 128, GmView13::Shape(t96_e_aiv0.GetValidRow(), t96_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                     TLOAD(t96_e_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp2, 73728);  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 69632);  // online_softmax_attn.pto:19:17
                     TROWEXPAND(tmp2, t86_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t103_e_aiv0, t96_e_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView14::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 128 + _g95 * 128, GmView14::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                     TSTORE(p_1_u2c0Gm14, t103_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp3, 73728);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp3, 69632);  // online_softmax_attn.pto:20:32
                     TROWSUM(t112_e_aiv0, t103_e_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t109_e_aiv0, t109_e_aiv0, t112_e_aiv0);  // online_softmax_attn.pto:20:32
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView15::Shape(t96_e_aiv1.GetValidRow(), t96_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView15::Shape(t96_e_aiv1.GetValidRow(), t96_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t96_e_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp4, 73728);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp4, 69632);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t103_e_aiv1, t96_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView16::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView16::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u2c0Gm16, t103_e_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp5, 73728);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 69632);  // online_softmax_attn.pto:20:32
                         TROWSUM(t112_e_aiv1, t103_e_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                         pipe_barrier(PIPE_V);
                         TADD(t109_e_aiv1, t109_e_aiv1, t112_e_aiv1);  // online_softmax_attn.pto:20:32
@@ -568,11 +583,12 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT116EAiv0 t116_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv0, 4096);  // online_softmax_attn.pto:20:20
                 TileT116EAiv1 t116_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_e_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TADD(t116_e_aiv0, t107_e_aiv0, t109_e_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -591,199 +607,217 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(lGm18, t116_e_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
-                    TileT119EAiv0 t119_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_e_aiv0, 14336);  // online_softmax_attn.pto:21:43
-                    TileT119EAiv1 t119_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_e_aiv1, 22528);  // online_softmax_attn.pto:21:43
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView19::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
+                    TileT119EAiv0 t119_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_e_aiv0, 7168);  // online_softmax_attn.pto:21:43
+                    TileT119EAiv1 t119_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:21:43
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 128 + _g118 * 128, GmView19::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TLOAD(t119_e_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView20::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 128 + _g118 * 128, GmView20::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TSTORE(t14_u2c0Gm20, t119_e_aiv0);  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView21::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView21::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t119_e_aiv1, p_1_u2c0Gm21);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView22::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView22::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u2c0Gm22, t119_e_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT163EAiv0 t163_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_e_aiv0, 10240);  // online_softmax_attn.pto:17:32
-                TileT163EAiv1 t163_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_e_aiv1, 11264);  // online_softmax_attn.pto:17:32
                 using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                 GmView23 mGm23(m + _qb2 * 64, GmView23::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
                 TSTORE(mGm23, t86_e_aiv0);  // online_softmax_attn.pto:22:13
-                pipe_barrier(PIPE_V);
-                TEXPANDS(t163_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
                     using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                     GmView24 mGm24(m + _qb2 * 64 + 32, GmView24::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
                     TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
-                    TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                     using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT150E t150_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t150_e, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t150_e, t149_e);  // online_softmax_attn.pto:10:13
-                    TileT151E t151_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_e, 16384);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT151E t151_e(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t151_e, 32768);  // online_softmax_attn.pto:10:13
+                    TileT152E t152_e(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView26 kj_u2c1_sk1_eGm26(kj_u2c1_sk1_e + _g147 * 64 * D, GmView26::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_e, kj_u2c1_sk1_eGm26);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT152E t152_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t152_e, t151_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
+                    TileT150E t150_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t150_e, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t150_e, t149_e);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t148_e, t150_e, t152_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
-                        TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_e, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
+                        TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_e, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 64, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 128, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t154_e, qGm27);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_e, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t155_e, t154_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT156E t156_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_e, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT156E t156_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_e, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 64, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t156_e, kj_u2c1_sk1_eGm28);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT157E t157_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT157E t157_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_e, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t157_e, t156_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t148_e, t148_e, t155_e, t157_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView29 t0_u2c1Gm29(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView29::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView29 t0_u2c1Gm29(t0_u2c1 + _qb2 * 64 * 128 + _g147 * 64, GmView29::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u2c1Gm29, t148_e);  // online_softmax_attn.pto:10:13
-                    TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_e_aiv0, 14336);  // online_softmax_attn.pto:10:13
-                    TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_e_aiv1, 22528);  // online_softmax_attn.pto:10:13
-                    TileT161EAiv0 t161_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_e_aiv0, 30720);  // online_softmax_attn.pto:10:13
-                    TileT161EAiv1 t161_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_e_aiv1, 38912);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT163EAiv0 t163_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv0, 5120);  // online_softmax_attn.pto:17:32
+                TileT163EAiv1 t163_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                TEXPANDS(t163_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
+                    TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_e_aiv0, 7168);  // online_softmax_attn.pto:10:13
+                    TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:10:13
+                    TileT161EAiv0 t161_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_e_aiv0, 23552);  // online_softmax_attn.pto:10:13
+                    TileT161EAiv1 t161_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_e_aiv1, ptodsl_aiv1_ub + 23552);  // online_softmax_attn.pto:10:13
                     TileT166EAiv0 t166_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_e_aiv0, 47104);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_e_aiv0, 39936);  // online_softmax_attn.pto:17:32
                     TileT166EAiv1 t166_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_e_aiv1, 48128);  // online_softmax_attn.pto:17:32
-                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView30 t0_u2c1Gm30(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView30::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t166_e_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:32
+                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView30 t0_u2c1Gm30(t0_u2c1 + _qb2 * 64 * 128 + _g159 * 128, GmView30::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t160_e_aiv0, t0_u2c1Gm30);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TMULS(t161_e_aiv0, t160_e_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView31 s_u2c1Gm31(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView31::Shape(t161_e_aiv0.GetValidRow(), t161_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView31 s_u2c1Gm31(s_u2c1 + _qb2 * 64 * 128 + _g159 * 128, GmView31::Shape(t161_e_aiv0.GetValidRow(), t161_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_u2c1Gm31, t161_e_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp6;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp6, 73728);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp6, 69632);  // online_softmax_attn.pto:17:32
                     TROWMAX(t166_e_aiv0, t161_e_aiv0, tmp6);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t163_e_aiv0, t163_e_aiv0, t166_e_aiv0);  // online_softmax_attn.pto:17:32
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:10:13
-                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView32 t0_u2c1Gm32(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView32::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:10:13
+                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView32 t0_u2c1Gm32(t0_u2c1 + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView32::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t160_e_aiv1, t0_u2c1Gm32);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TMULS(t161_e_aiv1, t160_e_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView33 s_u2c1Gm33(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView33::Shape(t161_e_aiv1.GetValidRow(), t161_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView33 s_u2c1Gm33(s_u2c1 + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView33::Shape(t161_e_aiv1.GetValidRow(), t161_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u2c1Gm33, t161_e_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp7;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp7, 73728);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp7, 69632);  // online_softmax_attn.pto:17:32
                         TROWMAX(t166_e_aiv1, t161_e_aiv1, tmp7);  // online_softmax_attn.pto:17:32
                         pipe_barrier(PIPE_V);
                         TMAX(t163_e_aiv1, t163_e_aiv1, t166_e_aiv1);  // online_softmax_attn.pto:17:32
                     }
                 }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT170EAiv0 t170_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_e_aiv0, 14336);  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv0, 7168);  // online_softmax_attn.pto:17:21
                 TileT170EAiv1 t170_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_e_aiv1, 15360);  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:17:21
                 TileT174EAiv0 t174_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_e_aiv0, 16384);  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv0, 8192);  // online_softmax_attn.pto:18:25
                 TileT174EAiv1 t174_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_e_aiv1, 17408);  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:18:25
                 TileT191EAiv0 t191_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_e_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv0, 9216);  // online_softmax_attn.pto:20:20
                 TileT191EAiv1 t191_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_e_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
                 TileT193EAiv0 t193_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_e_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv0, 10240);  // online_softmax_attn.pto:20:32
                 TileT193EAiv1 t193_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_e_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMAX(t170_e_aiv0, t86_e_aiv0, t163_e_aiv0);  // online_softmax_attn.pto:17:21
@@ -796,7 +830,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 TEXPANDS(t193_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:21
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:17:21
                     TMAX(t170_e_aiv1, t86_e_aiv1, t163_e_aiv1);  // online_softmax_attn.pto:17:21
                     pipe_barrier(PIPE_V);
                     TSUB(t174_e_aiv1, t86_e_aiv1, t170_e_aiv1);  // online_softmax_attn.pto:18:25
@@ -807,62 +841,63 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TEXPANDS(t193_e_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180EAiv0 t180_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_e_aiv0, 22528);  // online_softmax_attn.pto:19:21
-                    TileT180EAiv1 t180_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_e_aiv1, 30720);  // online_softmax_attn.pto:19:21
-                    TileT187EAiv0 t187_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_e_aiv0, 38912);  // online_softmax_attn.pto:19:17
-                    TileT187EAiv1 t187_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_e_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
+                    TileT180EAiv0 t180_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_e_aiv0, 11264);  // online_softmax_attn.pto:19:21
+                    TileT180EAiv1 t180_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_e_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
+                    TileT187EAiv0 t187_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_e_aiv0, 27648);  // online_softmax_attn.pto:19:17
+                    TileT187EAiv1 t187_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_e_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
                     TileT196EAiv0 t196_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_e_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_e_aiv0, 4096);  // online_softmax_attn.pto:20:32
                     TileT196EAiv1 t196_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_e_aiv1, 9216);  // online_softmax_attn.pto:20:32
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView34 s_u2c1Gm34(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView34::Shape(t180_e_aiv0.GetValidRow(), t180_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t196_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView34 s_u2c1Gm34(s_u2c1 + _qb2 * 64 * 128 + _g179 * 128, GmView34::Shape(t180_e_aiv0.GetValidRow(), t180_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                     TLOAD(t180_e_aiv0, s_u2c1Gm34);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp8(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp8, 73728);  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp8, 69632);  // online_softmax_attn.pto:19:17
                     TROWEXPAND(tmp8, t170_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t187_e_aiv0, t180_e_aiv0, tmp8);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView35 p_1_u2c1Gm35(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView35::Shape(t187_e_aiv0.GetValidRow(), t187_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView35 p_1_u2c1Gm35(p_1_u2c1 + _qb2 * 64 * 128 + _g179 * 128, GmView35::Shape(t187_e_aiv0.GetValidRow(), t187_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                     TSTORE(p_1_u2c1Gm35, t187_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp9;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp9, 73728);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp9, 69632);  // online_softmax_attn.pto:20:32
                     TROWSUM(t196_e_aiv0, t187_e_aiv0, tmp9);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t193_e_aiv0, t193_e_aiv0, t196_e_aiv0);  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:19:21
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView36 s_u2c1Gm36(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView36::Shape(t180_e_aiv1.GetValidRow(), t180_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:19:21
+                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView36 s_u2c1Gm36(s_u2c1 + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView36::Shape(t180_e_aiv1.GetValidRow(), t180_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t180_e_aiv1, s_u2c1Gm36);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp10, 73728);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp10, 69632);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp10, t170_e_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t187_e_aiv1, t180_e_aiv1, tmp10);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView37 p_1_u2c1Gm37(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView37::Shape(t187_e_aiv1.GetValidRow(), t187_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView37 p_1_u2c1Gm37(p_1_u2c1 + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView37::Shape(t187_e_aiv1.GetValidRow(), t187_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u2c1Gm37, t187_e_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp11, 73728);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp11, 69632);  // online_softmax_attn.pto:20:32
                         TROWSUM(t196_e_aiv1, t187_e_aiv1, tmp11);  // online_softmax_attn.pto:20:32
                         pipe_barrier(PIPE_V);
                         TADD(t193_e_aiv1, t193_e_aiv1, t196_e_aiv1);  // online_softmax_attn.pto:20:32
@@ -871,9 +906,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT200EAiv0 t200_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv0, 4096);  // online_softmax_attn.pto:20:20
                 TileT200EAiv1 t200_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_e_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TADD(t200_e_aiv0, t191_e_aiv0, t193_e_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -882,7 +917,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 GmView38 lGm38(l + _qb2 * 64, GmView38::Shape(t200_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
                 TSTORE(lGm38, t200_e_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:20:20
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:20:20
                     TADD(t200_e_aiv1, t191_e_aiv1, t193_e_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -894,34 +929,34 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
-                    TileT203EAiv0 t203_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_e_aiv0, 16384);  // online_softmax_attn.pto:21:43
-                    TileT203EAiv1 t203_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_e_aiv1, 24576);  // online_softmax_attn.pto:21:43
-                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView40 p_1_u2c1Gm40(p_1_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView40::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
+                    TileT203EAiv0 t203_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_e_aiv0, 8192);  // online_softmax_attn.pto:21:43
+                    TileT203EAiv1 t203_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:21:43
+                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView40 p_1_u2c1Gm40(p_1_u2c1 + _qb2 * 64 * 128 + _g202 * 128, GmView40::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TLOAD(t203_e_aiv0, p_1_u2c1Gm40);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView41 t14_u2c1Gm41(t14_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView41::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView41 t14_u2c1Gm41(t14_u2c1 + _qb2 * 64 * 128 + _g202 * 128, GmView41::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TSTORE(t14_u2c1Gm41, t203_e_aiv0);  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:21:43
-                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView42 p_1_u2c1Gm42(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView42::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:21:43
+                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView42 p_1_u2c1Gm42(p_1_u2c1 + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView42::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t203_e_aiv1, p_1_u2c1Gm42);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView43 t14_u2c1Gm43(t14_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView43::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView43 t14_u2c1Gm43(t14_u2c1 + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView43::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u2c1Gm43, t203_e_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
                 using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                 GmView44 mGm44(m + _qb2 * 64, GmView44::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
                 TSTORE(mGm44, t170_e_aiv0);  // online_softmax_attn.pto:22:13
-                for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:22:13
                     using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                     GmView45 mGm45(m + _qb2 * 64 + 32, GmView45::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
                     TSTORE(mGm45, t170_e_aiv1);  // online_softmax_attn.pto:22:13
@@ -945,13 +980,13 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
-                TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 128, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -959,18 +994,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                     TileT123E t123_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t123_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t125_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     TMOV(t125_e, t124_e);  // online_softmax_attn.pto:21:36
-                    TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t126_e, 16384);  // online_softmax_attn.pto:21:36
+                    TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t126_e, 32768);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT127E t127_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT127E t127_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t127_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t127_e, t126_e);  // online_softmax_attn.pto:21:36
@@ -982,26 +1017,26 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
-                        TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t129_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 64 + _k128 * 64, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
+                        TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t129_e, 32768);  // online_softmax_attn.pto:21:36
+                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 128 + _k128 * 128, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t129_e, t14_u2c0_twinGm48);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT130E t130_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT130E t130_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t130_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t130_e, t129_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t131_e, 16384);  // online_softmax_attn.pto:21:36
+                        TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t131_e, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 64 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
+                        GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 128 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t131_e, vj_u2c0_sk2_eGm49);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT132E t132_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT132E t132_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t132_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t132_e, t131_e);  // online_softmax_attn.pto:21:36
@@ -1030,41 +1065,41 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                for (int64_t _g134 = 0; _g134 < (D + 127) / 128; ++_g134) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT135EAiv0 t135_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t135_e_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT135EAiv1 t135_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t135_e_aiv1, 16384);  // online_softmax_attn.pto:21:22
-                    TileT138EAiv0 t138_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t138_e_aiv0, 24576);  // online_softmax_attn.pto:21:22
-                    TileT138EAiv1 t138_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t138_e_aiv1, 32768);  // online_softmax_attn.pto:21:22
-                    TileT142EAiv0 t142_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t142_e_aiv0, 40960);  // online_softmax_attn.pto:21:22
-                    TileT142EAiv1 t142_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t142_e_aiv1, 49152);  // online_softmax_attn.pto:21:22
-                    TileT143EAiv0 t143_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t143_e_aiv0, 57344);  // online_softmax_attn.pto:21:22
-                    TileT143EAiv1 t143_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t143_e_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                    TileT135EAiv0 t135_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t135_e_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                    TileT135EAiv1 t135_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t135_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:21:22
+                    TileT138EAiv0 t138_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t138_e_aiv0, 20480);  // online_softmax_attn.pto:21:22
+                    TileT138EAiv1 t138_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t138_e_aiv1, ptodsl_aiv1_ub + 20480);  // online_softmax_attn.pto:21:22
+                    TileT142EAiv0 t142_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_e_aiv0, 36864);  // online_softmax_attn.pto:21:22
+                    TileT142EAiv1 t142_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_e_aiv1, ptodsl_aiv1_ub + 36864);  // online_softmax_attn.pto:21:22
+                    TileT143EAiv0 t143_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_e_aiv0, 53248);  // online_softmax_attn.pto:21:22
+                    TileT143EAiv1 t143_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_e_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView51 accGm51(acc + _qb2 * 64 * D + _g134 * 64, GmView51::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView51 accGm51(acc + _qb2 * 64 * D + _g134 * 128, GmView51::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t135_e_aiv0, accGm51);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp12(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp12, 73728);  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp12, 69632);  // online_softmax_attn.pto:21:22
                     TROWEXPAND(tmp12, t93_o_aiv0);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t138_e_aiv0, t135_e_aiv0, tmp12);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView52 t13_u2c0_twinGm52(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 64, GmView52::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView52 t13_u2c0_twinGm52(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 128, GmView52::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t142_e_aiv0, t13_u2c0_twinGm52);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
@@ -1076,27 +1111,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView53 accGm53(acc + _qb2 * 64 * D + _g134 * 64, GmView53::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView53 accGm53(acc + _qb2 * 64 * D + _g134 * 128, GmView53::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
                     TSTORE(accGm53, t143_e_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
                         using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView54 accGm54(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView54::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView54 accGm54(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView54::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t135_e_aiv1, accGm54);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TileTmp1 tmp13(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp13, 73728);  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp13, 69632);  // online_softmax_attn.pto:21:22
                         TROWEXPAND(tmp13, t93_o_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t138_e_aiv1, t135_e_aiv1, tmp13);  // online_softmax_attn.pto:21:22
                         using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView55 t13_u2c0_twinGm55(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 64, GmView55::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView55 t13_u2c0_twinGm55(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 128, GmView55::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t142_e_aiv1, t13_u2c0_twinGm55);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1106,7 +1141,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView56 accGm56(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView56::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView56 accGm56(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView56::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:22
                         TSTORE(accGm56, t143_e_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1122,14 +1157,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 128, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
@@ -1139,18 +1174,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                     TileT207E t207_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t207_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t209_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     TMOV(t209_e, t208_e);  // online_softmax_attn.pto:21:36
-                    TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t210_e, 16384);  // online_softmax_attn.pto:21:36
+                    TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t210_e, 32768);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT211E t211_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT211E t211_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t211_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t211_e, t210_e);  // online_softmax_attn.pto:21:36
@@ -1162,26 +1197,26 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
-                        TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t213_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 64 + _k212 * 64, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
+                        TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t213_e, 32768);  // online_softmax_attn.pto:21:36
+                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 128 + _k212 * 128, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t213_e, t14_u2c1_twinGm59);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT214E t214_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT214E t214_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t214_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t214_e, t213_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t215_e, 16384);  // online_softmax_attn.pto:21:36
+                        TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t215_e, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 64 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
+                        GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 128 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t215_e, vj_u2c1_sk3_eGm60);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT216E t216_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT216E t216_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t216_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t216_e, t215_e);  // online_softmax_attn.pto:21:36
@@ -1211,41 +1246,41 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                for (int64_t _g218 = 0; _g218 < (D + 127) / 128; ++_g218) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT219EAiv0 t219_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t219_e_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT219EAiv1 t219_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t219_e_aiv1, 16384);  // online_softmax_attn.pto:21:22
-                    TileT222EAiv0 t222_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t222_e_aiv0, 24576);  // online_softmax_attn.pto:21:22
-                    TileT222EAiv1 t222_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t222_e_aiv1, 32768);  // online_softmax_attn.pto:21:22
-                    TileT226EAiv0 t226_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t226_e_aiv0, 40960);  // online_softmax_attn.pto:21:22
-                    TileT226EAiv1 t226_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t226_e_aiv1, 49152);  // online_softmax_attn.pto:21:22
-                    TileT227EAiv0 t227_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t227_e_aiv0, 57344);  // online_softmax_attn.pto:21:22
-                    TileT227EAiv1 t227_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t227_e_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                    TileT219EAiv0 t219_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t219_e_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                    TileT219EAiv1 t219_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t219_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:21:22
+                    TileT222EAiv0 t222_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t222_e_aiv0, 20480);  // online_softmax_attn.pto:21:22
+                    TileT222EAiv1 t222_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t222_e_aiv1, ptodsl_aiv1_ub + 20480);  // online_softmax_attn.pto:21:22
+                    TileT226EAiv0 t226_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_e_aiv0, 36864);  // online_softmax_attn.pto:21:22
+                    TileT226EAiv1 t226_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_e_aiv1, ptodsl_aiv1_ub + 36864);  // online_softmax_attn.pto:21:22
+                    TileT227EAiv0 t227_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_e_aiv0, 53248);  // online_softmax_attn.pto:21:22
+                    TileT227EAiv1 t227_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_e_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 64, GmView62::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 128, GmView62::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t219_e_aiv0, accGm62);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp14, 73728);  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp14, 69632);  // online_softmax_attn.pto:21:22
                     TROWEXPAND(tmp14, t177_o_aiv0);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t222_e_aiv0, t219_e_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView63 t13_u2c1_twinGm63(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 64, GmView63::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView63 t13_u2c1_twinGm63(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 128, GmView63::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t226_e_aiv0, t13_u2c1_twinGm63);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
@@ -1257,27 +1292,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView64 accGm64(acc + _qb2 * 64 * D + _g218 * 64, GmView64::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView64 accGm64(acc + _qb2 * 64 * D + _g218 * 128, GmView64::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
                     TSTORE(accGm64, t227_e_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
                         using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView65::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView65::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t219_e_aiv1, accGm65);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp15, 73728);  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp15, 69632);  // online_softmax_attn.pto:21:22
                         TROWEXPAND(tmp15, t177_o_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t222_e_aiv1, t219_e_aiv1, tmp15);  // online_softmax_attn.pto:21:22
                         using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView66 t13_u2c1_twinGm66(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 64, GmView66::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView66 t13_u2c1_twinGm66(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 128, GmView66::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t226_e_aiv1, t13_u2c1_twinGm66);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1287,7 +1322,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView67 accGm67(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView67::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView67 accGm67(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView67::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
                         TSTORE(accGm67, t227_e_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -1305,180 +1340,194 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                TileT79OAiv0 t79_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_o_aiv0, 8192);  // online_softmax_attn.pto:17:32
-                TileT79OAiv1 t79_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_o_aiv1, 9216);  // online_softmax_attn.pto:17:32
-                TEXPANDS(t79_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView68 qGm68(q + _qb2 * 64 * D, GmView68::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_o, qGm68);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
+                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t66_o, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t66_o, t65_o);  // online_softmax_attn.pto:10:13
-                    TileT67O t67_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_o, 16384);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT67O t67_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t67_o, 32768);  // online_softmax_attn.pto:10:13
+                    TileT68O t68_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t68_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView69 kj_u2c0_sk0_oGm69(kj_u2c0_sk0_o + _g63 * 64 * D, GmView69::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_o, kj_u2c0_sk0_oGm69);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT68O t68_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t68_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t68_o, t67_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
+                    TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t66_o, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t66_o, t65_o);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t64_o, t66_o, t68_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
-                        TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_o, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
+                        TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_o, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 64, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 128, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t70_o, qGm70);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t71_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t71_o, t70_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT72O t72_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_o, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        TileT72O t72_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_o, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 64, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t72_o, kj_u2c0_sk0_oGm71);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73O t73_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT73O t73_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t73_o, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t73_o, t72_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t64_o, t64_o, t71_o, t73_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView72 t0_u2c0_twinGm72(t0_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView72::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView72 t0_u2c0_twinGm72(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView72::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u2c0_twinGm72, t64_o);  // online_softmax_attn.pto:10:13
-                    TileT76OAiv0 t76_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_o_aiv0, 10240);  // online_softmax_attn.pto:10:13
-                    TileT76OAiv1 t76_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_o_aiv1, 18432);  // online_softmax_attn.pto:10:13
-                    TileT77OAiv0 t77_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_o_aiv0, 26624);  // online_softmax_attn.pto:10:13
-                    TileT77OAiv1 t77_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_o_aiv1, 34816);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT79OAiv0 t79_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_o_aiv0, 4096);  // online_softmax_attn.pto:17:32
+                TileT79OAiv1 t79_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
+                TEXPANDS(t79_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
+                    TileT76OAiv0 t76_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_o_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                    TileT76OAiv1 t76_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                    TileT77OAiv0 t77_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_o_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                    TileT77OAiv1 t77_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
                     TileT82OAiv0 t82_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_o_aiv0, 43008);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_o_aiv0, 37888);  // online_softmax_attn.pto:17:32
                     TileT82OAiv1 t82_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_o_aiv1, 44032);  // online_softmax_attn.pto:17:32
-                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView73 t0_u2c0_twinGm73(t0_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView73::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t82_o_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
+                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView73 t0_u2c0_twinGm73(t0_u2c0_twin + _qb2 * 64 * 128 + _g75 * 128, GmView73::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t76_o_aiv0, t0_u2c0_twinGm73);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t77_o_aiv0, t76_o_aiv0, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView74 s_u2c0_twinGm74(s_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView74::Shape(t77_o_aiv0.GetValidRow(), t77_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView74 s_u2c0_twinGm74(s_u2c0_twin + _qb2 * 64 * 128 + _g75 * 128, GmView74::Shape(t77_o_aiv0.GetValidRow(), t77_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_u2c0_twinGm74, t77_o_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp16;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp16, 73728);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp16, 69632);  // online_softmax_attn.pto:17:32
                     TROWMAX(t82_o_aiv0, t77_o_aiv0, tmp16);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
-                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:10:13
-                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView75 t0_u2c0_twinGm75(t0_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView75::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:10:13
+                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView75 t0_u2c0_twinGm75(t0_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView75::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t76_o_aiv1, t0_u2c0_twinGm75);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TMULS(t77_o_aiv1, t76_o_aiv1, scale);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView76 s_u2c0_twinGm76(s_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView76::Shape(t77_o_aiv1.GetValidRow(), t77_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView76 s_u2c0_twinGm76(s_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView76::Shape(t77_o_aiv1.GetValidRow(), t77_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u2c0_twinGm76, t77_o_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp17;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp17, 73728);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp17, 69632);  // online_softmax_attn.pto:17:32
                         TROWMAX(t82_o_aiv1, t77_o_aiv1, tmp17);  // online_softmax_attn.pto:17:32
                         pipe_barrier(PIPE_V);
                         TMAX(t79_o_aiv1, t79_o_aiv1, t82_o_aiv1);  // online_softmax_attn.pto:17:32
                     }
                 }
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT84OAiv0 t84_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_o_aiv0, 10240);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv0, 5120);  // online_softmax_attn.pto:17:21
                 TileT84OAiv1 t84_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_o_aiv1, 11264);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:21
                 TileT86OAiv0 t86_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_o_aiv0, 12288);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv0, 6144);  // online_softmax_attn.pto:17:21
                 TileT86OAiv1 t86_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_o_aiv1, 13312);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:17:21
                 TileT90OAiv0 t90_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_o_aiv0, 14336);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv0, 7168);  // online_softmax_attn.pto:18:25
                 TileT90OAiv1 t90_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_o_aiv1, 15360);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:18:25
                 TileT105OAiv0 t105_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_o_aiv0, 16384);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
                 TileT105OAiv1 t105_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_o_aiv1, 17408);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:20
                 TileT107OAiv0 t107_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_o_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv0, 9216);  // online_softmax_attn.pto:20:20
                 TileT107OAiv1 t107_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_o_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
                 TileT109OAiv0 t109_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_o_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_o_aiv0, 10240);  // online_softmax_attn.pto:20:32
                 TileT109OAiv1 t109_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_o_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_o_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                 GmView77 mGm77(m + _qb2 * 64, GmView77::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -1501,7 +1550,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 TEXPANDS(t109_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:17:21
+                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:17:21
                     using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                     GmView79 mGm79(m + _qb2 * 64 + 32, GmView79::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
                     TLOAD(t84_o_aiv1, mGm79);  // online_softmax_attn.pto:17:21
@@ -1527,59 +1576,59 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96OAiv0 t96_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_o_aiv0, 22528);  // online_softmax_attn.pto:19:21
-                    TileT96OAiv1 t96_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_o_aiv1, 30720);  // online_softmax_attn.pto:19:21
-                    TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_o_aiv0, 38912);  // online_softmax_attn.pto:19:17
-                    TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_o_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
+                    TileT96OAiv0 t96_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_o_aiv0, 11264);  // online_softmax_attn.pto:19:21
+                    TileT96OAiv1 t96_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_o_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
+                    TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_o_aiv0, 27648);  // online_softmax_attn.pto:19:17
+                    TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_o_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
                     TileT112OAiv0 t112_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_o_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_o_aiv0, 4096);  // online_softmax_attn.pto:20:32
                     TileT112OAiv1 t112_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_o_aiv1, 9216);  // online_softmax_attn.pto:20:32
-                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView81 s_u2c0_twinGm81(s_u2c0_twin + _qb2 * 64 * 64 + _g95 * 64, GmView81::Shape(t96_o_aiv0.GetValidRow(), t96_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t112_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
+                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView81 s_u2c0_twinGm81(s_u2c0_twin + _qb2 * 64 * 128 + _g95 * 128, GmView81::Shape(t96_o_aiv0.GetValidRow(), t96_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                     TLOAD(t96_o_aiv0, s_u2c0_twinGm81);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     TileTmp1 tmp18(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp18, 73728);  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp18, 69632);  // online_softmax_attn.pto:19:17
                     TROWEXPAND(tmp18, t86_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t103_o_aiv0, t96_o_aiv0, tmp18);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView82 p_1_u2c0_twinGm82(p_1_u2c0_twin + _qb2 * 64 * 64 + _g95 * 64, GmView82::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView82 p_1_u2c0_twinGm82(p_1_u2c0_twin + _qb2 * 64 * 128 + _g95 * 128, GmView82::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                     TSTORE(p_1_u2c0_twinGm82, t103_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp19;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp19, 73728);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp19, 69632);  // online_softmax_attn.pto:20:32
                     TROWSUM(t112_o_aiv0, t103_o_aiv0, tmp19);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t109_o_aiv0, t109_o_aiv0, t112_o_aiv0);  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:19:21
-                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView83 s_u2c0_twinGm83(s_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView83::Shape(t96_o_aiv1.GetValidRow(), t96_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:19:21
+                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView83 s_u2c0_twinGm83(s_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView83::Shape(t96_o_aiv1.GetValidRow(), t96_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t96_o_aiv1, s_u2c0_twinGm83);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         TileTmp1 tmp20(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp20, 73728);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp20, 69632);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t103_o_aiv1, t96_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView84 p_1_u2c0_twinGm84(p_1_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView84::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView84 p_1_u2c0_twinGm84(p_1_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView84::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u2c0_twinGm84, t103_o_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp21;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp21, 73728);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp21, 69632);  // online_softmax_attn.pto:20:32
                         TROWSUM(t112_o_aiv1, t103_o_aiv1, tmp21);  // online_softmax_attn.pto:20:32
                         pipe_barrier(PIPE_V);
                         TADD(t109_o_aiv1, t109_o_aiv1, t112_o_aiv1);  // online_softmax_attn.pto:20:32
@@ -1587,11 +1636,12 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT116OAiv0 t116_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv0, 4096);  // online_softmax_attn.pto:20:20
                 TileT116OAiv1 t116_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_o_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TADD(t116_o_aiv0, t107_o_aiv0, t109_o_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -1601,7 +1651,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 GmView85 lGm85(l + _qb2 * 64, GmView85::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
                 TSTORE(lGm85, t116_o_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:20:20
+                for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:20:20
                     TADD(t116_o_aiv1, t107_o_aiv1, t109_o_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -1610,199 +1660,217 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(lGm86, t116_o_aiv1);  // online_softmax_attn.pto:20:20
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
-                    TileT119OAiv0 t119_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_o_aiv0, 14336);  // online_softmax_attn.pto:21:43
-                    TileT119OAiv1 t119_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_o_aiv1, 22528);  // online_softmax_attn.pto:21:43
-                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView87 p_1_u2c0_twinGm87(p_1_u2c0_twin + _qb2 * 64 * 64 + _g118 * 64, GmView87::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
+                    TileT119OAiv0 t119_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_o_aiv0, 7168);  // online_softmax_attn.pto:21:43
+                    TileT119OAiv1 t119_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:21:43
+                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView87 p_1_u2c0_twinGm87(p_1_u2c0_twin + _qb2 * 64 * 128 + _g118 * 128, GmView87::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TLOAD(t119_o_aiv0, p_1_u2c0_twinGm87);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView88 t14_u2c0_twinGm88(t14_u2c0_twin + _qb2 * 64 * 64 + _g118 * 64, GmView88::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView88 t14_u2c0_twinGm88(t14_u2c0_twin + _qb2 * 64 * 128 + _g118 * 128, GmView88::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TSTORE(t14_u2c0_twinGm88, t119_o_aiv0);  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:43
-                        using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView89 p_1_u2c0_twinGm89(p_1_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView89::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:21:43
+                        using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView89 p_1_u2c0_twinGm89(p_1_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView89::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t119_o_aiv1, p_1_u2c0_twinGm89);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView90 t14_u2c0_twinGm90(t14_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView90::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView90 t14_u2c0_twinGm90(t14_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView90::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u2c0_twinGm90, t119_o_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT163OAiv0 t163_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_o_aiv0, 10240);  // online_softmax_attn.pto:17:32
-                TileT163OAiv1 t163_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_o_aiv1, 11264);  // online_softmax_attn.pto:17:32
                 using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                 GmView91 mGm91(m + _qb2 * 64, GmView91::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
                 TSTORE(mGm91, t86_o_aiv0);  // online_softmax_attn.pto:22:13
-                pipe_barrier(PIPE_V);
-                TEXPANDS(t163_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:22:13
                     using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                     GmView92 mGm92(m + _qb2 * 64 + 32, GmView92::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
                     TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
-                    TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                     using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 128 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t150_o, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t150_o, t149_o);  // online_softmax_attn.pto:10:13
-                    TileT151O t151_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_o, 16384);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT151O t151_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t151_o, 32768);  // online_softmax_attn.pto:10:13
+                    TileT152O t152_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView94 kj_u2c1_sk1_oGm94(kj_u2c1_sk1_o + _g147 * 64 * D, GmView94::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_o, kj_u2c1_sk1_oGm94);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT152O t152_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t152_o, t151_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
+                    TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t150_o, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t150_o, t149_o);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t148_o, t150_o, t152_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
-                        TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_o, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
+                        TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_o, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 64, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 128, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t154_o, qGm95);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t155_o, t154_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT156O t156_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_o, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT156O t156_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_o, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 64, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t156_o, kj_u2c1_sk1_oGm96);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT157O t157_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT157O t157_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_o, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t157_o, t156_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t148_o, t148_o, t155_o, t157_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView97 t0_u2c1_twinGm97(t0_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView97::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView97 t0_u2c1_twinGm97(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView97::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u2c1_twinGm97, t148_o);  // online_softmax_attn.pto:10:13
-                    TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_o_aiv0, 14336);  // online_softmax_attn.pto:10:13
-                    TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_o_aiv1, 22528);  // online_softmax_attn.pto:10:13
-                    TileT161OAiv0 t161_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_o_aiv0, 30720);  // online_softmax_attn.pto:10:13
-                    TileT161OAiv1 t161_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_o_aiv1, 38912);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT163OAiv0 t163_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv0, 5120);  // online_softmax_attn.pto:17:32
+                TileT163OAiv1 t163_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                TEXPANDS(t163_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
+                    TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_o_aiv0, 7168);  // online_softmax_attn.pto:10:13
+                    TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:10:13
+                    TileT161OAiv0 t161_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_o_aiv0, 23552);  // online_softmax_attn.pto:10:13
+                    TileT161OAiv1 t161_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_o_aiv1, ptodsl_aiv1_ub + 23552);  // online_softmax_attn.pto:10:13
                     TileT166OAiv0 t166_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_o_aiv0, 47104);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_o_aiv0, 39936);  // online_softmax_attn.pto:17:32
                     TileT166OAiv1 t166_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_o_aiv1, 48128);  // online_softmax_attn.pto:17:32
-                    using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView98 t0_u2c1_twinGm98(t0_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView98::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t166_o_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:32
+                    using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView98 t0_u2c1_twinGm98(t0_u2c1_twin + _qb2 * 64 * 128 + _g159 * 128, GmView98::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t160_o_aiv0, t0_u2c1_twinGm98);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     TMULS(t161_o_aiv0, t160_o_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView99 s_u2c1_twinGm99(s_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView99::Shape(t161_o_aiv0.GetValidRow(), t161_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView99 s_u2c1_twinGm99(s_u2c1_twin + _qb2 * 64 * 128 + _g159 * 128, GmView99::Shape(t161_o_aiv0.GetValidRow(), t161_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_u2c1_twinGm99, t161_o_aiv0);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp22;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp22, 73728);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp22, 69632);  // online_softmax_attn.pto:17:32
                     TROWMAX(t166_o_aiv0, t161_o_aiv0, tmp22);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t163_o_aiv0, t163_o_aiv0, t166_o_aiv0);  // online_softmax_attn.pto:17:32
-                    for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:10:13
-                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView100 t0_u2c1_twinGm100(t0_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView100::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:10:13
+                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView100 t0_u2c1_twinGm100(t0_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView100::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t160_o_aiv1, t0_u2c1_twinGm100);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         TMULS(t161_o_aiv1, t160_o_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView101 s_u2c1_twinGm101(s_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView101::Shape(t161_o_aiv1.GetValidRow(), t161_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView101 s_u2c1_twinGm101(s_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView101::Shape(t161_o_aiv1.GetValidRow(), t161_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u2c1_twinGm101, t161_o_aiv1);  // online_softmax_attn.pto:10:13
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp23;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp23, 73728);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp23, 69632);  // online_softmax_attn.pto:17:32
                         TROWMAX(t166_o_aiv1, t161_o_aiv1, tmp23);  // online_softmax_attn.pto:17:32
                         pipe_barrier(PIPE_V);
                         TMAX(t163_o_aiv1, t163_o_aiv1, t166_o_aiv1);  // online_softmax_attn.pto:17:32
                     }
                 }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT170OAiv0 t170_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_o_aiv0, 14336);  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv0, 7168);  // online_softmax_attn.pto:17:21
                 TileT170OAiv1 t170_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_o_aiv1, 15360);  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:17:21
                 TileT174OAiv0 t174_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_o_aiv0, 16384);  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv0, 8192);  // online_softmax_attn.pto:18:25
                 TileT174OAiv1 t174_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_o_aiv1, 17408);  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:18:25
                 TileT191OAiv0 t191_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_o_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv0, 9216);  // online_softmax_attn.pto:20:20
                 TileT191OAiv1 t191_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_o_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
                 TileT193OAiv0 t193_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_o_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv0, 10240);  // online_softmax_attn.pto:20:32
                 TileT193OAiv1 t193_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_o_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMAX(t170_o_aiv0, t86_o_aiv0, t163_o_aiv0);  // online_softmax_attn.pto:17:21
@@ -1815,7 +1883,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 TEXPANDS(t193_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:21
+                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:17:21
                     TMAX(t170_o_aiv1, t86_o_aiv1, t163_o_aiv1);  // online_softmax_attn.pto:17:21
                     pipe_barrier(PIPE_V);
                     TSUB(t174_o_aiv1, t86_o_aiv1, t170_o_aiv1);  // online_softmax_attn.pto:18:25
@@ -1826,62 +1894,63 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TEXPANDS(t193_o_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180OAiv0 t180_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_o_aiv0, 22528);  // online_softmax_attn.pto:19:21
-                    TileT180OAiv1 t180_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_o_aiv1, 30720);  // online_softmax_attn.pto:19:21
-                    TileT187OAiv0 t187_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_o_aiv0, 38912);  // online_softmax_attn.pto:19:17
-                    TileT187OAiv1 t187_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_o_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
+                    TileT180OAiv0 t180_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_o_aiv0, 11264);  // online_softmax_attn.pto:19:21
+                    TileT180OAiv1 t180_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_o_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
+                    TileT187OAiv0 t187_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_o_aiv0, 27648);  // online_softmax_attn.pto:19:17
+                    TileT187OAiv1 t187_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_o_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
                     TileT196OAiv0 t196_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_o_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_o_aiv0, 4096);  // online_softmax_attn.pto:20:32
                     TileT196OAiv1 t196_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_o_aiv1, 9216);  // online_softmax_attn.pto:20:32
-                    using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView102 s_u2c1_twinGm102(s_u2c1_twin + _qb2 * 64 * 64 + _g179 * 64, GmView102::Shape(t180_o_aiv0.GetValidRow(), t180_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t196_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
+                    using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView102 s_u2c1_twinGm102(s_u2c1_twin + _qb2 * 64 * 128 + _g179 * 128, GmView102::Shape(t180_o_aiv0.GetValidRow(), t180_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                     TLOAD(t180_o_aiv0, s_u2c1_twinGm102);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp24(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp24, 73728);  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp24, 69632);  // online_softmax_attn.pto:19:17
                     TROWEXPAND(tmp24, t170_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t187_o_aiv0, t180_o_aiv0, tmp24);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView103 p_1_u2c1_twinGm103(p_1_u2c1_twin + _qb2 * 64 * 64 + _g179 * 64, GmView103::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView103 p_1_u2c1_twinGm103(p_1_u2c1_twin + _qb2 * 64 * 128 + _g179 * 128, GmView103::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                     TSTORE(p_1_u2c1_twinGm103, t187_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp25;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp25, 73728);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp25, 69632);  // online_softmax_attn.pto:20:32
                     TROWSUM(t196_o_aiv0, t187_o_aiv0, tmp25);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t193_o_aiv0, t193_o_aiv0, t196_o_aiv0);  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:19:21
-                        using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView104 s_u2c1_twinGm104(s_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView104::Shape(t180_o_aiv1.GetValidRow(), t180_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:19:21
+                        using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView104 s_u2c1_twinGm104(s_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView104::Shape(t180_o_aiv1.GetValidRow(), t180_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t180_o_aiv1, s_u2c1_twinGm104);  // online_softmax_attn.pto:19:21
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         TileTmp1 tmp26(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp26, 73728);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp26, 69632);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp26, t170_o_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t187_o_aiv1, t180_o_aiv1, tmp26);  // online_softmax_attn.pto:19:17
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView105 p_1_u2c1_twinGm105(p_1_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView105::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView105 p_1_u2c1_twinGm105(p_1_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView105::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u2c1_twinGm105, t187_o_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);
                         TileTmp0 tmp27;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp27, 73728);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp27, 69632);  // online_softmax_attn.pto:20:32
                         TROWSUM(t196_o_aiv1, t187_o_aiv1, tmp27);  // online_softmax_attn.pto:20:32
                         pipe_barrier(PIPE_V);
                         TADD(t193_o_aiv1, t193_o_aiv1, t196_o_aiv1);  // online_softmax_attn.pto:20:32
@@ -1890,9 +1959,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT200OAiv0 t200_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv0, 4096);  // online_softmax_attn.pto:20:20
                 TileT200OAiv1 t200_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_o_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TADD(t200_o_aiv0, t191_o_aiv0, t193_o_aiv0);  // online_softmax_attn.pto:20:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -1901,7 +1970,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 GmView106 lGm106(l + _qb2 * 64, GmView106::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
                 TSTORE(lGm106, t200_o_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:20:20
+                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:20:20
                     TADD(t200_o_aiv1, t191_o_aiv1, t193_o_aiv1);  // online_softmax_attn.pto:20:20
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -1913,34 +1982,34 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
-                    TileT203OAiv0 t203_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_o_aiv0, 16384);  // online_softmax_attn.pto:21:43
-                    TileT203OAiv1 t203_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_o_aiv1, 24576);  // online_softmax_attn.pto:21:43
-                    using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView108 p_1_u2c1_twinGm108(p_1_u2c1_twin + _qb2 * 64 * 64 + _g202 * 64, GmView108::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
+                    TileT203OAiv0 t203_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_o_aiv0, 8192);  // online_softmax_attn.pto:21:43
+                    TileT203OAiv1 t203_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:21:43
+                    using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView108 p_1_u2c1_twinGm108(p_1_u2c1_twin + _qb2 * 64 * 128 + _g202 * 128, GmView108::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TLOAD(t203_o_aiv0, p_1_u2c1_twinGm108);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView109 t14_u2c1_twinGm109(t14_u2c1_twin + _qb2 * 64 * 64 + _g202 * 64, GmView109::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView109 t14_u2c1_twinGm109(t14_u2c1_twin + _qb2 * 64 * 128 + _g202 * 128, GmView109::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TSTORE(t14_u2c1_twinGm109, t203_o_aiv0);  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:21:43
-                        using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView110 p_1_u2c1_twinGm110(p_1_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView110::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:43
+                        using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView110 p_1_u2c1_twinGm110(p_1_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView110::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t203_o_aiv1, p_1_u2c1_twinGm110);  // online_softmax_attn.pto:21:43
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView111 t14_u2c1_twinGm111(t14_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView111::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView111 t14_u2c1_twinGm111(t14_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView111::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u2c1_twinGm111, t203_o_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
                 using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                 GmView112 mGm112(m + _qb2 * 64, GmView112::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
                 TSTORE(mGm112, t170_o_aiv0);  // online_softmax_attn.pto:22:13
-                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:22:13
                     using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                     GmView113 mGm113(m + _qb2 * 64 + 32, GmView113::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
                     TSTORE(mGm113, t170_o_aiv1);  // online_softmax_attn.pto:22:13
@@ -1954,8 +2023,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
@@ -1963,15 +2032,15 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
+            for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
-                    TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 128, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -1979,18 +2048,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                         TileT123O t123_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t123_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t125_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         TMOV(t125_o, t124_o);  // online_softmax_attn.pto:21:36
-                        TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t126_o, 16384);  // online_softmax_attn.pto:21:36
+                        TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t126_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t127_o, t126_o);  // online_softmax_attn.pto:21:36
@@ -2002,26 +2071,26 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
-                            TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t129_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
+                            TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t129_o, 32768);  // online_softmax_attn.pto:21:36
+                            using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t129_o, t14_u2c0Gm116);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t130_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t130_o, t129_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t131_o, 16384);  // online_softmax_attn.pto:21:36
+                            TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t131_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 64 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
+                            GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
                             TLOAD(t131_o, vj_u2c0_sk2_oGm117);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t132_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t132_o, t131_o);  // online_softmax_attn.pto:21:36
@@ -2050,41 +2119,41 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _g134 = 0; _g134 < (D + 127) / 128; ++_g134) {  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
-                        TileT135OAiv0 t135_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t135_o_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                        TileT135OAiv1 t135_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t135_o_aiv1, 16384);  // online_softmax_attn.pto:21:22
-                        TileT138OAiv0 t138_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t138_o_aiv0, 24576);  // online_softmax_attn.pto:21:22
-                        TileT138OAiv1 t138_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t138_o_aiv1, 32768);  // online_softmax_attn.pto:21:22
-                        TileT142OAiv0 t142_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t142_o_aiv0, 40960);  // online_softmax_attn.pto:21:22
-                        TileT142OAiv1 t142_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t142_o_aiv1, 49152);  // online_softmax_attn.pto:21:22
-                        TileT143OAiv0 t143_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t143_o_aiv0, 57344);  // online_softmax_attn.pto:21:22
-                        TileT143OAiv1 t143_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t143_o_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                        TileT135OAiv0 t135_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t135_o_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                        TileT135OAiv1 t135_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t135_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:21:22
+                        TileT138OAiv0 t138_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t138_o_aiv0, 20480);  // online_softmax_attn.pto:21:22
+                        TileT138OAiv1 t138_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t138_o_aiv1, ptodsl_aiv1_ub + 20480);  // online_softmax_attn.pto:21:22
+                        TileT142OAiv0 t142_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t142_o_aiv0, 36864);  // online_softmax_attn.pto:21:22
+                        TileT142OAiv1 t142_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t142_o_aiv1, ptodsl_aiv1_ub + 36864);  // online_softmax_attn.pto:21:22
+                        TileT143OAiv0 t143_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t143_o_aiv0, 53248);  // online_softmax_attn.pto:21:22
+                        TileT143OAiv1 t143_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t143_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView119 accGm119(acc + _qb2 * 64 * D + _g134 * 64, GmView119::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView119::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView119 accGm119(acc + _qb2 * 64 * D + _g134 * 128, GmView119::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView119::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t135_o_aiv0, accGm119);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileTmp1 tmp28(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp28, 73728);  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp28, 69632);  // online_softmax_attn.pto:21:22
                         TROWEXPAND(tmp28, t93_e_aiv0);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t138_o_aiv0, t135_o_aiv0, tmp28);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView120 t13_u2c0Gm120(t13_u2c0 + _qb2 * 64 * D + _g134 * 64, GmView120::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView120::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView120 t13_u2c0Gm120(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView120::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView120::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t142_o_aiv0, t13_u2c0Gm120);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         pipe_barrier(PIPE_V);
@@ -2096,27 +2165,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView121 accGm121(acc + _qb2 * 64 * D + _g134 * 64, GmView121::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView121::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView121 accGm121(acc + _qb2 * 64 * D + _g134 * 128, GmView121::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView121::Stride(D));  // online_softmax_attn.pto:21:22
                         TSTORE(accGm121, t143_o_aiv0);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:22
+                        for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv30) {  // online_softmax_attn.pto:21:22
                             using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView122 accGm122(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView122::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView122::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView122 accGm122(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView122::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView122::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t135_o_aiv1, accGm122);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileTmp1 tmp29(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp29, 73728);  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp29, 69632);  // online_softmax_attn.pto:21:22
                             TROWEXPAND(tmp29, t93_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t138_o_aiv1, t135_o_aiv1, tmp29);  // online_softmax_attn.pto:21:22
                             using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView123 t13_u2c0Gm123(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 64, GmView123::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView123::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView123 t13_u2c0Gm123(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView123::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView123::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t142_o_aiv1, t13_u2c0Gm123);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2126,7 +2195,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView124 accGm124(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView124::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView124::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView124 accGm124(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView124::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView124::Stride(D));  // online_softmax_attn.pto:21:22
                             TSTORE(accGm124, t143_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2142,14 +2211,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 128, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -2159,18 +2228,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                         TileT207O t207_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t207_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t209_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         TMOV(t209_o, t208_o);  // online_softmax_attn.pto:21:36
-                        TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t210_o, 16384);  // online_softmax_attn.pto:21:36
+                        TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t210_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t211_o, t210_o);  // online_softmax_attn.pto:21:36
@@ -2182,26 +2251,26 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
-                            TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t213_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
+                            TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t213_o, 32768);  // online_softmax_attn.pto:21:36
+                            using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t213_o, t14_u2c1Gm127);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t214_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t214_o, t213_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t215_o, 16384);  // online_softmax_attn.pto:21:36
+                            TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t215_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 64 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
+                            GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
                             TLOAD(t215_o, vj_u2c1_sk3_oGm128);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t216_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t216_o, t215_o);  // online_softmax_attn.pto:21:36
@@ -2231,41 +2300,41 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _g218 = 0; _g218 < (D + 127) / 128; ++_g218) {  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
-                        TileT219OAiv0 t219_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t219_o_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                        TileT219OAiv1 t219_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t219_o_aiv1, 16384);  // online_softmax_attn.pto:21:22
-                        TileT222OAiv0 t222_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t222_o_aiv0, 24576);  // online_softmax_attn.pto:21:22
-                        TileT222OAiv1 t222_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t222_o_aiv1, 32768);  // online_softmax_attn.pto:21:22
-                        TileT226OAiv0 t226_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t226_o_aiv0, 40960);  // online_softmax_attn.pto:21:22
-                        TileT226OAiv1 t226_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t226_o_aiv1, 49152);  // online_softmax_attn.pto:21:22
-                        TileT227OAiv0 t227_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t227_o_aiv0, 57344);  // online_softmax_attn.pto:21:22
-                        TileT227OAiv1 t227_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t227_o_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                        TileT219OAiv0 t219_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t219_o_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                        TileT219OAiv1 t219_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t219_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:21:22
+                        TileT222OAiv0 t222_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t222_o_aiv0, 20480);  // online_softmax_attn.pto:21:22
+                        TileT222OAiv1 t222_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t222_o_aiv1, ptodsl_aiv1_ub + 20480);  // online_softmax_attn.pto:21:22
+                        TileT226OAiv0 t226_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t226_o_aiv0, 36864);  // online_softmax_attn.pto:21:22
+                        TileT226OAiv1 t226_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t226_o_aiv1, ptodsl_aiv1_ub + 36864);  // online_softmax_attn.pto:21:22
+                        TileT227OAiv0 t227_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t227_o_aiv0, 53248);  // online_softmax_attn.pto:21:22
+                        TileT227OAiv1 t227_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t227_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView130 accGm130(acc + _qb2 * 64 * D + _g218 * 64, GmView130::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView130::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView130 accGm130(acc + _qb2 * 64 * D + _g218 * 128, GmView130::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView130::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t219_o_aiv0, accGm130);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         TileTmp1 tmp30(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp30, 73728);  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp30, 69632);  // online_softmax_attn.pto:21:22
                         TROWEXPAND(tmp30, t177_e_aiv0);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t222_o_aiv0, t219_o_aiv0, tmp30);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         using GmView131 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView131 t13_u2c1Gm131(t13_u2c1 + _qb2 * 64 * D + _g218 * 64, GmView131::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView131::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView131 t13_u2c1Gm131(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView131::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView131::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t226_o_aiv0, t13_u2c1Gm131);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         pipe_barrier(PIPE_V);
@@ -2277,27 +2346,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         using GmView132 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView132 accGm132(acc + _qb2 * 64 * D + _g218 * 64, GmView132::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView132::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView132 accGm132(acc + _qb2 * 64 * D + _g218 * 128, GmView132::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView132::Stride(D));  // online_softmax_attn.pto:21:22
                         TSTORE(accGm132, t227_o_aiv0);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:21:22
+                        for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv31) {  // online_softmax_attn.pto:21:22
                             using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView133 accGm133(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView133::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView133::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView133 accGm133(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView133::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView133::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t219_o_aiv1, accGm133);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileTmp1 tmp31(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp31, 73728);  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp31, 69632);  // online_softmax_attn.pto:21:22
                             TROWEXPAND(tmp31, t177_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t222_o_aiv1, t219_o_aiv1, tmp31);  // online_softmax_attn.pto:21:22
                             using GmView134 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView134 t13_u2c1Gm134(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 64, GmView134::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView134::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView134 t13_u2c1Gm134(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView134::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView134::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t226_o_aiv1, t13_u2c1Gm134);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2307,7 +2376,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             using GmView135 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView135 accGm135(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView135::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView135::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView135 accGm135(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView135::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView135::Stride(D));  // online_softmax_attn.pto:21:22
                             TSTORE(accGm135, t227_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -2327,22 +2396,22 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
@@ -2355,201 +2424,231 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t j_u2_sk = 0; j_u2_sk < (max_i64((L + 63) / 64 - 2, 0) / 2 + 2) / 2; ++j_u2_sk) {  // online_softmax_attn.pto:7:5
+        for (int64_t j_u2_sk = 0; j_u2_sk < (max_i64((L + 127) / 128 - 2, 0) / 2 + 2) / 2; ++j_u2_sk) {  // online_softmax_attn.pto:7:5
             wait_flag_dev(0);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                }
-                TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
+                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT66E t66_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t66_e, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t66_e, t65_e);  // online_softmax_attn.pto:10:13
-                    TileT67E t67_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_e, 16384);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT67E t67_e(min_i64(D, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t67_e, 32768);  // online_softmax_attn.pto:10:13
+                    TileT68E t68_e(min_i64(D, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t68_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView1 kj_u2c0_sk0_eGm1(kj_u2c0_sk0_e + _g63 * 64 * D, GmView1::Shape(t67_e.GetValidRow(), t67_e.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_e, kj_u2c0_sk0_eGm1);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT68E t68_e(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t68_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t68_e, t67_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT64E t64_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_e, 0);  // online_softmax_attn.pto:10:13
+                    TileT66E t66_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t66_e, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t66_e, t65_e);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t64_e, t66_e, t68_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
-                        TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_e, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
+                        TileT70E t70_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_e, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 64, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView2 qGm2(q + _qb2 * 64 * D + _k69 * 128, GmView2::Shape(t70_e.GetValidRow(), t70_e.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t70_e, qGm2);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT71E t71_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT71E t71_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t71_e, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t71_e, t70_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT72E t72_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_e, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        TileT72E t72_e(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_e, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView3 kj_u2c0_sk0_eGm3(kj_u2c0_sk0_e + _g63 * 64 * D + _k69 * 128, GmView3::Shape(t72_e.GetValidRow(), t72_e.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t72_e, kj_u2c0_sk0_eGm3);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73E t73_e(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT73E t73_e(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t73_e, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t73_e, t72_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t64_e, t64_e, t71_e, t73_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView4::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView4 t0_u2c0Gm4(t0_u2c0 + _qb2 * 64 * 128 + _g63 * 64, GmView4::Shape(t64_e.GetValidRow(), t64_e.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u2c0Gm4, t64_e);  // online_softmax_attn.pto:10:13
-                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                     }
                 }
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
                 }
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                     }
                 }
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                 }
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                     }
                 }
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
                 }
-                TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                     using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
-                    TileT150E t150_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t150_e, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t150_e, t149_e);  // online_softmax_attn.pto:10:13
-                    TileT151E t151_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_e, 16384);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT151E t151_e(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t151_e, 32768);  // online_softmax_attn.pto:10:13
+                    TileT152E t152_e(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView26 kj_u2c1_sk1_eGm26(kj_u2c1_sk1_e + _g147 * 64 * D, GmView26::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_e, kj_u2c1_sk1_eGm26);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT152E t152_e(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t152_e, t151_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT148E t148_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_e, 0);  // online_softmax_attn.pto:10:13
+                    TileT150E t150_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t150_e, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t150_e, t149_e);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t148_e, t150_e, t152_e);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
-                        TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_e, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
+                        TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_e, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 64, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 128, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t154_e, qGm27);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_e, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t155_e, t154_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT156E t156_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_e, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT156E t156_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_e, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 64, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t156_e, kj_u2c1_sk1_eGm28);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT157E t157_e(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT157E t157_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_e, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t157_e, t156_e);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t148_e, t148_e, t155_e, t157_e);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView29 t0_u2c1Gm29(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView29::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView29 t0_u2c1Gm29(t0_u2c1 + _qb2 * 64 * 128 + _g147 * 64, GmView29::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u2c1Gm29, t148_e);  // online_softmax_attn.pto:10:13
-                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:10:13
                     }
                 }
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:21
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:17:21
                 }
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:19:21
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:19:21
                     }
                 }
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:20:20
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:20:20
                 }
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:21:43
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:21:43
                     }
                 }
-                for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:22:13
                 }
             }
             wait_flag_dev(3);
@@ -2561,13 +2660,13 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
-                TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 64, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 128, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -2575,18 +2674,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                     TileT123E t123_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t123_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT125E t125_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t125_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     TMOV(t125_e, t124_e);  // online_softmax_attn.pto:21:36
-                    TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t126_e, 16384);  // online_softmax_attn.pto:21:36
+                    TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t126_e, 32768);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT127E t127_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT127E t127_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t127_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t127_e, t126_e);  // online_softmax_attn.pto:21:36
@@ -2598,26 +2697,26 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
-                        TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t129_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 64 + _k128 * 64, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
+                        TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t129_e, 32768);  // online_softmax_attn.pto:21:36
+                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 128 + _k128 * 128, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t129_e, t14_u2c0_twinGm48);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT130E t130_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT130E t130_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t130_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t130_e, t129_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t131_e, 16384);  // online_softmax_attn.pto:21:36
+                        TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t131_e, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 64 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
+                        GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 128 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t131_e, vj_u2c0_sk2_eGm49);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT132E t132_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT132E t132_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t132_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t132_e, t131_e);  // online_softmax_attn.pto:21:36
@@ -2641,18 +2740,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
-                for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:22
+                for (int64_t _g134 = 0; _g134 < (D + 127) / 128; ++_g134) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
                     }
                 }
-                TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 64, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 128, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
@@ -2662,18 +2761,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                     TileT207E t207_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t207_e, 0);  // online_softmax_attn.pto:21:36
-                    TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT209E t209_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t209_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     TMOV(t209_e, t208_e);  // online_softmax_attn.pto:21:36
-                    TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                    TASSIGN(t210_e, 16384);  // online_softmax_attn.pto:21:36
+                    TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TASSIGN(t210_e, 32768);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                     GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT211E t211_e(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT211E t211_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t211_e, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t211_e, t210_e);  // online_softmax_attn.pto:21:36
@@ -2685,26 +2784,26 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
-                        TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t213_e, 16384);  // online_softmax_attn.pto:21:36
-                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 64 + _k212 * 64, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
+                        TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t213_e, 32768);  // online_softmax_attn.pto:21:36
+                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 128 + _k212 * 128, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
                         TLOAD(t213_e, t14_u2c1_twinGm59);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT214E t214_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT214E t214_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t214_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t214_e, t213_e);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t215_e, 16384);  // online_softmax_attn.pto:21:36
+                        TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t215_e, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 64 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
+                        GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 128 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t215_e, vj_u2c1_sk3_eGm60);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT216E t216_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT216E t216_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t216_e, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t216_e, t215_e);  // online_softmax_attn.pto:21:36
@@ -2725,8 +2824,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
-                for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
+                for (int64_t _g218 = 0; _g218 < (D + 127) / 128; ++_g218) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
                     }
                 }
             }
@@ -2738,196 +2837,226 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
-                }
-                TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView68 qGm68(q + _qb2 * 64 * D, GmView68::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t65_o, qGm68);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
+                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t66_o, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t66_o, t65_o);  // online_softmax_attn.pto:10:13
-                    TileT67O t67_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t67_o, 16384);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    TileT67O t67_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t67_o, 32768);  // online_softmax_attn.pto:10:13
+                    TileT68O t68_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t68_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView69 kj_u2c0_sk0_oGm69(kj_u2c0_sk0_o + _g63 * 64 * D, GmView69::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t67_o, kj_u2c0_sk0_oGm69);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT68O t68_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t68_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t68_o, t67_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT64O t64_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t64_o, 0);  // online_softmax_attn.pto:10:13
+                    TileT66O t66_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t66_o, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t66_o, t65_o);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t64_o, t66_o, t68_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
-                        TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t70_o, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
+                        TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t70_o, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 64, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 128, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t70_o, qGm70);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t71_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t71_o, t70_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        TileT72O t72_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t72_o, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                        TileT72O t72_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t72_o, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                         using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 64, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t72_o, kj_u2c0_sk0_oGm71);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73O t73_o(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT73O t73_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t73_o, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t73_o, t72_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t64_o, t64_o, t71_o, t73_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView72 t0_u2c0_twinGm72(t0_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView72::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView72 t0_u2c0_twinGm72(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView72::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u2c0_twinGm72, t64_o);  // online_softmax_attn.pto:10:13
-                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:10:13
-                    }
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
-                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:17:21
-                }
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:19:21
-                    }
-                }
-                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:43
-                    }
-                }
-                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
-                }
-                TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:10:13
+                    }
+                }
+                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:17:21
+                }
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:19:21
+                    }
+                }
+                for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:20:20
+                }
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:21:43
+                    }
+                }
+                for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:22:13
+                }
+                TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
                     using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 128 * D;  // online_softmax_attn.pto:8:14
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
-                    TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t150_o, 0);  // online_softmax_attn.pto:10:13
-                    TMOV(t150_o, t149_o);  // online_softmax_attn.pto:10:13
-                    TileT151O t151_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t151_o, 16384);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    TileT151O t151_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t151_o, 32768);  // online_softmax_attn.pto:10:13
+                    TileT152O t152_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                     GmView94 kj_u2c1_sk1_oGm94(kj_u2c1_sk1_o + _g147 * 64 * D, GmView94::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t151_o, kj_u2c1_sk1_oGm94);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT152O t152_o(min_i64(D, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t152_o, t151_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT148O t148_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t148_o, 0);  // online_softmax_attn.pto:10:13
+                    TileT150O t150_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t150_o, 0);  // online_softmax_attn.pto:10:13
+                    TMOV(t150_o, t149_o);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL(t148_o, t150_o, t152_o);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
-                        TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t154_o, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
+                        TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t154_o, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 64, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 128, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t154_o, qGm95);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_o, 0);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t155_o, t154_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT156O t156_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                        TASSIGN(t156_o, 16384);  // online_softmax_attn.pto:10:13
-                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                        TileT156O t156_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TASSIGN(t156_o, 32768);  // online_softmax_attn.pto:10:13
+                        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                         using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 64, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
+                        GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
                         TLOAD(t156_o, kj_u2c1_sk1_oGm96);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT157O t157_o(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                        TileT157O t157_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_o, 0);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t157_o, t156_o);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                         TMATMUL_ACC(t148_o, t148_o, t155_o, t157_o);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     }
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView97 t0_u2c1_twinGm97(t0_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView97::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView97 t0_u2c1_twinGm97(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView97::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(t0_u2c1_twinGm97, t148_o);  // online_softmax_attn.pto:10:13
-                    ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                    for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                }
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
+                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:32
+                }
+                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:10:13
                     }
                 }
-                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:21
+                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:17:21
                 }
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:19:21
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:19:21
                     }
                 }
-                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:20:20
+                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:20:20
                 }
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:21:43
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:43
                     }
                 }
-                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:22:13
                 }
             }
             wait_flag_dev(5);
@@ -2938,15 +3067,15 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag_dev(6);
-            for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
+            for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
-                    TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 64, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 128, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -2954,18 +3083,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
                         TileT123O t123_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t123_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT125O t125_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t125_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         TMOV(t125_o, t124_o);  // online_softmax_attn.pto:21:36
-                        TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t126_o, 16384);  // online_softmax_attn.pto:21:36
+                        TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t126_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t127_o, t126_o);  // online_softmax_attn.pto:21:36
@@ -2977,26 +3106,26 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
-                            TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t129_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 64 + _k128 * 64, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
+                            TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t129_o, 32768);  // online_softmax_attn.pto:21:36
+                            using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t129_o, t14_u2c0Gm116);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t130_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t130_o, t129_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t131_o, 16384);  // online_softmax_attn.pto:21:36
+                            TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t131_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                             using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 64 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
+                            GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
                             TLOAD(t131_o, vj_u2c0_sk2_oGm117);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64) - _k128 * 64, 64), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t132_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t132_o, t131_o);  // online_softmax_attn.pto:21:36
@@ -3020,18 +3149,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                    for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
-                        for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _g134 = 0; _g134 < (D + 127) / 128; ++_g134) {  // online_softmax_attn.pto:21:22
+                        for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv30) {  // online_softmax_attn.pto:21:22
                         }
                     }
-                    TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 64, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 128, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -3041,18 +3170,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
                         TileT207O t207_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t207_o, 0);  // online_softmax_attn.pto:21:36
-                        TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT209O t209_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t209_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         TMOV(t209_o, t208_o);  // online_softmax_attn.pto:21:36
-                        TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                        TASSIGN(t210_o, 16384);  // online_softmax_attn.pto:21:36
+                        TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TASSIGN(t210_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                         GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
                         TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                        TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t211_o, t210_o);  // online_softmax_attn.pto:21:36
@@ -3064,26 +3193,26 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
-                            TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t213_o, 16384);  // online_softmax_attn.pto:21:36
-                            using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 64 + _k212 * 64, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
+                            TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t213_o, 32768);  // online_softmax_attn.pto:21:36
+                            using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
                             TLOAD(t213_o, t14_u2c1Gm127);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t214_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t214_o, t213_o);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
-                            TASSIGN(t215_o, 16384);  // online_softmax_attn.pto:21:36
+                            TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TASSIGN(t215_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                             using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 64 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
+                            GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
                             TLOAD(t215_o, vj_u2c1_sk3_oGm128);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                            TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64) - _k212 * 64, 64), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
+                            TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t216_o, 0);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TMOV(t216_o, t215_o);  // online_softmax_attn.pto:21:36
@@ -3104,8 +3233,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                    for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
-                        for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _g218 = 0; _g218 < (D + 127) / 128; ++_g218) {  // online_softmax_attn.pto:21:22
+                        for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv31) {  // online_softmax_attn.pto:21:22
                         }
                     }
                 }
@@ -3129,50 +3258,58 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    constexpr int64_t ptodsl_aiv1_ub = 0;
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // online_softmax_attn.pto:7:5
         TileT177EAiv0 t177_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
         TASSIGN(t177_e_aiv0, 0);  // online_softmax_attn.pto:18:21
         TileT177EAiv1 t177_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t177_e_aiv1, 1024);  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_e_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:18:21
         TileT177OAiv0 t177_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-        TASSIGN(t177_o_aiv0, 2048);  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_o_aiv0, 1024);  // online_softmax_attn.pto:18:21
         TileT177OAiv1 t177_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t177_o_aiv1, 3072);  // online_softmax_attn.pto:18:21
+        TASSIGN(t177_o_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:18:21
         TileT93EAiv0 t93_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-        TASSIGN(t93_e_aiv0, 4096);  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_e_aiv0, 2048);  // online_softmax_attn.pto:18:21
         TileT93EAiv1 t93_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t93_e_aiv1, 5120);  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_e_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:18:21
         TileT93OAiv0 t93_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-        TASSIGN(t93_o_aiv0, 6144);  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_o_aiv0, 3072);  // online_softmax_attn.pto:18:21
         TileT93OAiv1 t93_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-        TASSIGN(t93_o_aiv1, 7168);  // online_softmax_attn.pto:18:21
+        TASSIGN(t93_o_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:18:21
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        for (int64_t j_u2_sk = 0; j_u2_sk < (max_i64((L + 63) / 64 - 2, 0) / 2 + 2) / 2; ++j_u2_sk) {  // online_softmax_attn.pto:7:5
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+        for (int64_t j_u2_sk = 0; j_u2_sk < (max_i64((L + 127) / 128 - 2, 0) / 2 + 2) / 2; ++j_u2_sk) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
             wait_flag_dev(1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
+                }
+                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 128 * D;  // online_softmax_attn.pto:8:14
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
+                    }
+                }
                 TileT79EAiv0 t79_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_e_aiv0, 8192);  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_e_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT79EAiv1 t79_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_e_aiv1, 9216);  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
                 if (ptodsl_aiv0) {
                     TEXPANDS(t79_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
@@ -3181,29 +3318,24 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                }
-                __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
-                    }
-                    TileT76EAiv0 t76_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_e_aiv0, 10240);  // online_softmax_attn.pto:10:13
-                    TileT76EAiv1 t76_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_e_aiv1, 18432);  // online_softmax_attn.pto:10:13
-                    TileT77EAiv0 t77_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_e_aiv0, 26624);  // online_softmax_attn.pto:10:13
-                    TileT77EAiv1 t77_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_e_aiv1, 34816);  // online_softmax_attn.pto:10:13
+                wait_flag_dev(7);
+                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
+                    TileT76EAiv0 t76_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_e_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                    TileT76EAiv1 t76_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                    TileT77EAiv0 t77_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_e_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                    TileT77EAiv1 t77_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
                     TileT82EAiv0 t82_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_e_aiv0, 43008);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_e_aiv0, 37888);  // online_softmax_attn.pto:17:32
                     TileT82EAiv1 t82_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_e_aiv1, 44032);  // online_softmax_attn.pto:17:32
-                    wait_flag_dev(7);
+                    TASSIGN(t82_e_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 128 + _g75 * 128, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t76_e_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3214,14 +3346,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 64 + _g63 * 64, GmView6::Shape(t77_e_aiv0.GetValidRow(), t77_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 128 + _g75 * 128, GmView6::Shape(t77_e_aiv0.GetValidRow(), t77_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u2c0Gm6, t77_e_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp0, 73728);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp0, 69632);  // online_softmax_attn.pto:17:32
                         TROWMAX(t82_e_aiv0, t77_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
@@ -3230,8 +3362,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView7::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView7::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TLOAD(t76_e_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3242,14 +3374,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView8::Shape(t77_e_aiv1.GetValidRow(), t77_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView8::Shape(t77_e_aiv1.GetValidRow(), t77_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TSTORE(s_u2c0Gm8, t77_e_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp1, 73728);  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp1, 69632);  // online_softmax_attn.pto:17:32
                             TROWMAX(t82_e_aiv1, t77_e_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                         }
                         pipe_barrier(PIPE_V);
@@ -3263,29 +3395,29 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT84EAiv0 t84_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_e_aiv0, 10240);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv0, 5120);  // online_softmax_attn.pto:17:21
                 TileT84EAiv1 t84_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_e_aiv1, 11264);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:21
                 TileT86EAiv0 t86_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_e_aiv0, 12288);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv0, 6144);  // online_softmax_attn.pto:17:21
                 TileT86EAiv1 t86_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_e_aiv1, 13312);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:17:21
                 TileT90EAiv0 t90_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_e_aiv0, 14336);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv0, 7168);  // online_softmax_attn.pto:18:25
                 TileT90EAiv1 t90_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_e_aiv1, 15360);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:18:25
                 TileT105EAiv0 t105_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_e_aiv0, 16384);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
                 TileT105EAiv1 t105_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_e_aiv1, 17408);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:20
                 TileT107EAiv0 t107_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_e_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv0, 9216);  // online_softmax_attn.pto:20:20
                 TileT107EAiv1 t107_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_e_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
                 TileT109EAiv0 t109_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_e_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_e_aiv0, 10240);  // online_softmax_attn.pto:20:32
                 TileT109EAiv1 t109_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_e_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_e_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
@@ -3356,29 +3488,29 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96EAiv0 t96_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_e_aiv0, 22528);  // online_softmax_attn.pto:19:21
-                    TileT96EAiv1 t96_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_e_aiv1, 30720);  // online_softmax_attn.pto:19:21
-                    TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_e_aiv0, 38912);  // online_softmax_attn.pto:19:17
-                    TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_e_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
+                    TileT96EAiv0 t96_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_e_aiv0, 11264);  // online_softmax_attn.pto:19:21
+                    TileT96EAiv1 t96_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_e_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
+                    TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_e_aiv0, 27648);  // online_softmax_attn.pto:19:17
+                    TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_e_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
                     TileT112EAiv0 t112_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_e_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_e_aiv0, 4096);  // online_softmax_attn.pto:20:32
                     TileT112EAiv1 t112_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_e_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView13::Shape(t96_e_aiv0.GetValidRow(), t96_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 128 + _g95 * 128, GmView13::Shape(t96_e_aiv0.GetValidRow(), t96_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t96_e_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp2, 73728);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp2, 69632);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp2, t86_e_aiv0);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t103_e_aiv0, t96_e_aiv0, tmp2);  // online_softmax_attn.pto:19:17
@@ -3386,14 +3518,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 64 + _g95 * 64, GmView14::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 128 + _g95 * 128, GmView14::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u2c0Gm14, t103_e_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp3, 73728);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp3, 69632);  // online_softmax_attn.pto:20:32
                         TROWSUM(t112_e_aiv0, t103_e_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
@@ -3402,15 +3534,15 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView15::Shape(t96_e_aiv1.GetValidRow(), t96_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView15::Shape(t96_e_aiv1.GetValidRow(), t96_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                             TLOAD(t96_e_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         if (!ptodsl_aiv0) {
                             TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp4, 73728);  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp4, 69632);  // online_softmax_attn.pto:19:17
                             TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                             TROWEXPANDEXPDIF(t103_e_aiv1, t96_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
@@ -3418,14 +3550,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView16::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView16::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                             TSTORE(p_1_u2c0Gm16, t103_e_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp5, 73728);  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp5, 69632);  // online_softmax_attn.pto:20:32
                             TROWSUM(t112_e_aiv1, t103_e_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                         }
                         pipe_barrier(PIPE_V);
@@ -3436,11 +3568,12 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT116EAiv0 t116_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv0, 4096);  // online_softmax_attn.pto:20:20
                 TileT116EAiv1 t116_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_e_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t116_e_aiv0, t107_e_aiv0, t109_e_aiv0);  // online_softmax_attn.pto:20:20
@@ -3467,90 +3600,97 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
-                    TileT119EAiv0 t119_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_e_aiv0, 14336);  // online_softmax_attn.pto:21:43
-                    TileT119EAiv1 t119_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_e_aiv1, 22528);  // online_softmax_attn.pto:21:43
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
+                    TileT119EAiv0 t119_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_e_aiv0, 7168);  // online_softmax_attn.pto:21:43
+                    TileT119EAiv1 t119_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView19::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 128 + _g118 * 128, GmView19::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t119_e_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 64 + _g118 * 64, GmView20::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 128 + _g118 * 128, GmView20::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u2c0Gm20, t119_e_aiv0);  // online_softmax_attn.pto:21:43
                     }
                     for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView21::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView21::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TLOAD(t119_e_aiv1, p_1_u2c0Gm21);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView22::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView22::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TSTORE(t14_u2c0Gm22, t119_e_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT163EAiv0 t163_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_e_aiv0, 10240);  // online_softmax_attn.pto:17:32
-                TileT163EAiv1 t163_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_e_aiv1, 11264);  // online_softmax_attn.pto:17:32
                 if (ptodsl_aiv0) {
                     using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                     GmView23 mGm23(m + _qb2 * 64, GmView23::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
                     TSTORE(mGm23, t86_e_aiv0);  // online_softmax_attn.pto:22:13
                 }
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
+                    if (!ptodsl_aiv0) {
+                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView24 mGm24(m + _qb2 * 64 + 32, GmView24::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
+                    }
+                }
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
+                }
+                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
+                    }
+                }
+                TileT163EAiv0 t163_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv0, 5120);  // online_softmax_attn.pto:17:32
+                TileT163EAiv1 t163_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:32
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXPANDS(t163_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView24 mGm24(m + _qb2 * 64 + 32, GmView24::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                         TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
-                }
-                __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag_dev(7);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
-                    }
-                    TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_e_aiv0, 14336);  // online_softmax_attn.pto:10:13
-                    TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_e_aiv1, 22528);  // online_softmax_attn.pto:10:13
-                    TileT161EAiv0 t161_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_e_aiv0, 30720);  // online_softmax_attn.pto:10:13
-                    TileT161EAiv1 t161_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_e_aiv1, 38912);  // online_softmax_attn.pto:10:13
+                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
+                    TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_e_aiv0, 7168);  // online_softmax_attn.pto:10:13
+                    TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:10:13
+                    TileT161EAiv0 t161_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_e_aiv0, 23552);  // online_softmax_attn.pto:10:13
+                    TileT161EAiv1 t161_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_e_aiv1, ptodsl_aiv1_ub + 23552);  // online_softmax_attn.pto:10:13
                     TileT166EAiv0 t166_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_e_aiv0, 47104);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_e_aiv0, 39936);  // online_softmax_attn.pto:17:32
                     TileT166EAiv1 t166_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_e_aiv1, 48128);  // online_softmax_attn.pto:17:32
-                    wait_flag_dev(7);
+                    TASSIGN(t166_e_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView30 t0_u2c1Gm30(t0_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView30::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView30 t0_u2c1Gm30(t0_u2c1 + _qb2 * 64 * 128 + _g159 * 128, GmView30::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t160_e_aiv0, t0_u2c1Gm30);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -3558,27 +3698,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     if (ptodsl_aiv0) {
                         TMULS(t161_e_aiv0, t160_e_aiv0, scale);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView31 s_u2c1Gm31(s_u2c1 + _qb2 * 64 * 64 + _g147 * 64, GmView31::Shape(t161_e_aiv0.GetValidRow(), t161_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView31 s_u2c1Gm31(s_u2c1 + _qb2 * 64 * 128 + _g159 * 128, GmView31::Shape(t161_e_aiv0.GetValidRow(), t161_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u2c1Gm31, t161_e_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp6;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp6, 73728);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp6, 69632);  // online_softmax_attn.pto:17:32
                         TROWMAX(t166_e_aiv0, t161_e_aiv0, tmp6);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TMAX(t163_e_aiv0, t163_e_aiv0, t166_e_aiv0);  // online_softmax_attn.pto:17:32
                     }
-                    for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView32 t0_u2c1Gm32(t0_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView32::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView32 t0_u2c1Gm32(t0_u2c1 + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView32::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TLOAD(t160_e_aiv1, t0_u2c1Gm32);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -3586,17 +3726,17 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         if (!ptodsl_aiv0) {
                             TMULS(t161_e_aiv1, t160_e_aiv1, scale);  // online_softmax_attn.pto:10:13
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView33 s_u2c1Gm33(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView33::Shape(t161_e_aiv1.GetValidRow(), t161_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView33 s_u2c1Gm33(s_u2c1 + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView33::Shape(t161_e_aiv1.GetValidRow(), t161_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TSTORE(s_u2c1Gm33, t161_e_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp7;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp7, 73728);  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp7, 69632);  // online_softmax_attn.pto:17:32
                             TROWMAX(t166_e_aiv1, t161_e_aiv1, tmp7);  // online_softmax_attn.pto:17:32
                         }
                         pipe_barrier(PIPE_V);
@@ -3605,26 +3745,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT170EAiv0 t170_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_e_aiv0, 14336);  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv0, 7168);  // online_softmax_attn.pto:17:21
                 TileT170EAiv1 t170_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_e_aiv1, 15360);  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:17:21
                 TileT174EAiv0 t174_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_e_aiv0, 16384);  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv0, 8192);  // online_softmax_attn.pto:18:25
                 TileT174EAiv1 t174_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_e_aiv1, 17408);  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:18:25
                 TileT191EAiv0 t191_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_e_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv0, 9216);  // online_softmax_attn.pto:20:20
                 TileT191EAiv1 t191_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_e_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
                 TileT193EAiv0 t193_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_e_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv0, 10240);  // online_softmax_attn.pto:20:32
                 TileT193EAiv1 t193_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_e_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
@@ -3647,7 +3788,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TEXPANDS(t193_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:17:21
+                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:17:21
                     if (!ptodsl_aiv0) {
                         TMAX(t170_e_aiv1, t86_e_aiv1, t163_e_aiv1);  // online_softmax_attn.pto:17:21
                     }
@@ -3666,32 +3807,33 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180EAiv0 t180_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_e_aiv0, 22528);  // online_softmax_attn.pto:19:21
-                    TileT180EAiv1 t180_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_e_aiv1, 30720);  // online_softmax_attn.pto:19:21
-                    TileT187EAiv0 t187_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_e_aiv0, 38912);  // online_softmax_attn.pto:19:17
-                    TileT187EAiv1 t187_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_e_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
+                    TileT180EAiv0 t180_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_e_aiv0, 11264);  // online_softmax_attn.pto:19:21
+                    TileT180EAiv1 t180_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_e_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
+                    TileT187EAiv0 t187_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_e_aiv0, 27648);  // online_softmax_attn.pto:19:17
+                    TileT187EAiv1 t187_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_e_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
                     TileT196EAiv0 t196_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_e_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_e_aiv0, 4096);  // online_softmax_attn.pto:20:32
                     TileT196EAiv1 t196_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_e_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView34 s_u2c1Gm34(s_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView34::Shape(t180_e_aiv0.GetValidRow(), t180_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView34 s_u2c1Gm34(s_u2c1 + _qb2 * 64 * 128 + _g179 * 128, GmView34::Shape(t180_e_aiv0.GetValidRow(), t180_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t180_e_aiv0, s_u2c1Gm34);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         TileTmp1 tmp8(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp8, 73728);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp8, 69632);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp8, t170_e_aiv0);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t187_e_aiv0, t180_e_aiv0, tmp8);  // online_softmax_attn.pto:19:17
@@ -3699,31 +3841,31 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView35 p_1_u2c1Gm35(p_1_u2c1 + _qb2 * 64 * 64 + _g179 * 64, GmView35::Shape(t187_e_aiv0.GetValidRow(), t187_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView35 p_1_u2c1Gm35(p_1_u2c1 + _qb2 * 64 * 128 + _g179 * 128, GmView35::Shape(t187_e_aiv0.GetValidRow(), t187_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u2c1Gm35, t187_e_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp9;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp9, 73728);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp9, 69632);  // online_softmax_attn.pto:20:32
                         TROWSUM(t196_e_aiv0, t187_e_aiv0, tmp9);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TADD(t193_e_aiv0, t193_e_aiv0, t196_e_aiv0);  // online_softmax_attn.pto:20:32
                     }
-                    for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView36 s_u2c1Gm36(s_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView36::Shape(t180_e_aiv1.GetValidRow(), t180_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView36 s_u2c1Gm36(s_u2c1 + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView36::Shape(t180_e_aiv1.GetValidRow(), t180_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                             TLOAD(t180_e_aiv1, s_u2c1Gm36);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         if (!ptodsl_aiv0) {
                             TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp10, 73728);  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp10, 69632);  // online_softmax_attn.pto:19:17
                             TROWEXPAND(tmp10, t170_e_aiv1);  // online_softmax_attn.pto:19:17
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                             TROWEXPANDEXPDIF(t187_e_aiv1, t180_e_aiv1, tmp10);  // online_softmax_attn.pto:19:17
@@ -3731,14 +3873,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView37 p_1_u2c1Gm37(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView37::Shape(t187_e_aiv1.GetValidRow(), t187_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView37 p_1_u2c1Gm37(p_1_u2c1 + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView37::Shape(t187_e_aiv1.GetValidRow(), t187_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                             TSTORE(p_1_u2c1Gm37, t187_e_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp11, 73728);  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp11, 69632);  // online_softmax_attn.pto:20:32
                             TROWSUM(t196_e_aiv1, t187_e_aiv1, tmp11);  // online_softmax_attn.pto:20:32
                         }
                         pipe_barrier(PIPE_V);
@@ -3750,9 +3892,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT200EAiv0 t200_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv0, 4096);  // online_softmax_attn.pto:20:20
                 TileT200EAiv1 t200_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_e_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t200_e_aiv0, t191_e_aiv0, t193_e_aiv0);  // online_softmax_attn.pto:20:20
@@ -3765,7 +3907,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(lGm38, t200_e_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:20:20
+                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:20:20
                     if (!ptodsl_aiv0) {
                         TADD(t200_e_aiv1, t191_e_aiv1, t193_e_aiv1);  // online_softmax_attn.pto:20:20
                     }
@@ -3781,34 +3923,34 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
-                    TileT203EAiv0 t203_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_e_aiv0, 16384);  // online_softmax_attn.pto:21:43
-                    TileT203EAiv1 t203_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_e_aiv1, 24576);  // online_softmax_attn.pto:21:43
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
+                    TileT203EAiv0 t203_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_e_aiv0, 8192);  // online_softmax_attn.pto:21:43
+                    TileT203EAiv1 t203_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView40 p_1_u2c1Gm40(p_1_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView40::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView40 p_1_u2c1Gm40(p_1_u2c1 + _qb2 * 64 * 128 + _g202 * 128, GmView40::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t203_e_aiv0, p_1_u2c1Gm40);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView41 t14_u2c1Gm41(t14_u2c1 + _qb2 * 64 * 64 + _g202 * 64, GmView41::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView41 t14_u2c1Gm41(t14_u2c1 + _qb2 * 64 * 128 + _g202 * 128, GmView41::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u2c1Gm41, t203_e_aiv0);  // online_softmax_attn.pto:21:43
                     }
-                    for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView42 p_1_u2c1Gm42(p_1_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView42::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView42 p_1_u2c1Gm42(p_1_u2c1 + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView42::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TLOAD(t203_e_aiv1, p_1_u2c1Gm42);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView43 t14_u2c1Gm43(t14_u2c1 + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView43::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView43 t14_u2c1Gm43(t14_u2c1 + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView43::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TSTORE(t14_u2c1Gm43, t203_e_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
@@ -3818,7 +3960,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     GmView44 mGm44(m + _qb2 * 64, GmView44::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
                     TSTORE(mGm44, t170_e_aiv0);  // online_softmax_attn.pto:22:13
                 }
-                for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
                         using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                         GmView45 mGm45(m + _qb2 * 64 + 32, GmView45::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
@@ -3840,9 +3982,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
-                __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
                 for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
-                    for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
+                    for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                     }
                 }
                 wait_flag_dev(8);
@@ -3852,29 +3994,29 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                for (int64_t _g134 = 0; _g134 < (D + 127) / 128; ++_g134) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT135EAiv0 t135_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t135_e_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT135EAiv1 t135_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t135_e_aiv1, 16384);  // online_softmax_attn.pto:21:22
-                    TileT138EAiv0 t138_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t138_e_aiv0, 24576);  // online_softmax_attn.pto:21:22
-                    TileT138EAiv1 t138_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t138_e_aiv1, 32768);  // online_softmax_attn.pto:21:22
-                    TileT142EAiv0 t142_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t142_e_aiv0, 40960);  // online_softmax_attn.pto:21:22
-                    TileT142EAiv1 t142_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t142_e_aiv1, 49152);  // online_softmax_attn.pto:21:22
-                    TileT143EAiv0 t143_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t143_e_aiv0, 57344);  // online_softmax_attn.pto:21:22
-                    TileT143EAiv1 t143_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t143_e_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                    TileT135EAiv0 t135_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t135_e_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                    TileT135EAiv1 t135_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t135_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:21:22
+                    TileT138EAiv0 t138_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t138_e_aiv0, 20480);  // online_softmax_attn.pto:21:22
+                    TileT138EAiv1 t138_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t138_e_aiv1, ptodsl_aiv1_ub + 20480);  // online_softmax_attn.pto:21:22
+                    TileT142EAiv0 t142_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_e_aiv0, 36864);  // online_softmax_attn.pto:21:22
+                    TileT142EAiv1 t142_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t142_e_aiv1, ptodsl_aiv1_ub + 36864);  // online_softmax_attn.pto:21:22
+                    TileT143EAiv0 t143_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_e_aiv0, 53248);  // online_softmax_attn.pto:21:22
+                    TileT143EAiv1 t143_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t143_e_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView51 accGm51(acc + _qb2 * 64 * D + _g134 * 64, GmView51::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView51 accGm51(acc + _qb2 * 64 * D + _g134 * 128, GmView51::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t135_e_aiv0, accGm51);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -3882,7 +4024,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         TileTmp1 tmp12(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp12, 73728);  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp12, 69632);  // online_softmax_attn.pto:21:22
                         TROWEXPAND(tmp12, t93_o_aiv0);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t138_e_aiv0, t135_e_aiv0, tmp12);  // online_softmax_attn.pto:21:22
@@ -3891,7 +4033,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView52 t13_u2c0_twinGm52(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 64, GmView52::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView52 t13_u2c0_twinGm52(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 128, GmView52::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t142_e_aiv0, t13_u2c0_twinGm52);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -3907,7 +4049,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView53 accGm53(acc + _qb2 * 64 * D + _g134 * 64, GmView53::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView53 accGm53(acc + _qb2 * 64 * D + _g134 * 128, GmView53::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
                         TSTORE(accGm53, t143_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -3915,10 +4057,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
                             using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView54 accGm54(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView54::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView54 accGm54(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView54::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t135_e_aiv1, accGm54);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -3926,12 +4068,12 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         if (!ptodsl_aiv0) {
                             TileTmp1 tmp13(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp13, 73728);  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp13, 69632);  // online_softmax_attn.pto:21:22
                             TROWEXPAND(tmp13, t93_o_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t138_e_aiv1, t135_e_aiv1, tmp13);  // online_softmax_attn.pto:21:22
                             using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView55 t13_u2c0_twinGm55(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 64, GmView55::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView55 t13_u2c0_twinGm55(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 128, GmView55::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t142_e_aiv1, t13_u2c0_twinGm55);  // online_softmax_attn.pto:21:22
                         }
                         pipe_barrier(PIPE_V);
@@ -3945,7 +4087,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
                             using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView56 accGm56(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView56::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView56 accGm56(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView56::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:22
                             TSTORE(accGm56, t143_e_aiv1);  // online_softmax_attn.pto:21:22
                         }
                     }
@@ -3962,9 +4104,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
-                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                 for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
-                    for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
+                    for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                     }
                 }
                 pipe_barrier(PIPE_V);
@@ -3978,29 +4120,29 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                for (int64_t _g218 = 0; _g218 < (D + 127) / 128; ++_g218) {  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
-                    TileT219EAiv0 t219_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t219_e_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                    TileT219EAiv1 t219_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t219_e_aiv1, 16384);  // online_softmax_attn.pto:21:22
-                    TileT222EAiv0 t222_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t222_e_aiv0, 24576);  // online_softmax_attn.pto:21:22
-                    TileT222EAiv1 t222_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t222_e_aiv1, 32768);  // online_softmax_attn.pto:21:22
-                    TileT226EAiv0 t226_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t226_e_aiv0, 40960);  // online_softmax_attn.pto:21:22
-                    TileT226EAiv1 t226_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t226_e_aiv1, 49152);  // online_softmax_attn.pto:21:22
-                    TileT227EAiv0 t227_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t227_e_aiv0, 57344);  // online_softmax_attn.pto:21:22
-                    TileT227EAiv1 t227_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                    TASSIGN(t227_e_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                    TileT219EAiv0 t219_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t219_e_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                    TileT219EAiv1 t219_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t219_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:21:22
+                    TileT222EAiv0 t222_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t222_e_aiv0, 20480);  // online_softmax_attn.pto:21:22
+                    TileT222EAiv1 t222_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t222_e_aiv1, ptodsl_aiv1_ub + 20480);  // online_softmax_attn.pto:21:22
+                    TileT226EAiv0 t226_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_e_aiv0, 36864);  // online_softmax_attn.pto:21:22
+                    TileT226EAiv1 t226_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t226_e_aiv1, ptodsl_aiv1_ub + 36864);  // online_softmax_attn.pto:21:22
+                    TileT227EAiv0 t227_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_e_aiv0, 53248);  // online_softmax_attn.pto:21:22
+                    TileT227EAiv1 t227_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                    TASSIGN(t227_e_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 64, GmView62::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 128, GmView62::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t219_e_aiv0, accGm62);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -4008,7 +4150,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         TileTmp1 tmp14(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp14, 73728);  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp14, 69632);  // online_softmax_attn.pto:21:22
                         TROWEXPAND(tmp14, t177_o_aiv0);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t222_e_aiv0, t219_e_aiv0, tmp14);  // online_softmax_attn.pto:21:22
@@ -4017,7 +4159,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView63 t13_u2c1_twinGm63(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 64, GmView63::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView63 t13_u2c1_twinGm63(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 128, GmView63::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t226_e_aiv0, t13_u2c1_twinGm63);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -4033,7 +4175,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView64 accGm64(acc + _qb2 * 64 * D + _g218 * 64, GmView64::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView64 accGm64(acc + _qb2 * 64 * D + _g218 * 128, GmView64::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
                         TSTORE(accGm64, t227_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -4041,10 +4183,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
                             using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView65::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView65::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t219_e_aiv1, accGm65);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
@@ -4052,12 +4194,12 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         if (!ptodsl_aiv0) {
                             TileTmp1 tmp15(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp15, 73728);  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp15, 69632);  // online_softmax_attn.pto:21:22
                             TROWEXPAND(tmp15, t177_o_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t222_e_aiv1, t219_e_aiv1, tmp15);  // online_softmax_attn.pto:21:22
                             using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView66 t13_u2c1_twinGm66(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 64, GmView66::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView66 t13_u2c1_twinGm66(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 128, GmView66::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t226_e_aiv1, t13_u2c1_twinGm66);  // online_softmax_attn.pto:21:22
                         }
                         pipe_barrier(PIPE_V);
@@ -4071,7 +4213,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
                             using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView67 accGm67(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView67::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView67 accGm67(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView67::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
                             TSTORE(accGm67, t227_e_aiv1);  // online_softmax_attn.pto:21:22
                         }
                     }
@@ -4097,42 +4239,44 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+            for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
+                }
+                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 128 * D;  // online_softmax_attn.pto:8:14
+                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
+                    }
+                }
                 TileT79OAiv0 t79_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_o_aiv0, 8192);  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_o_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT79OAiv1 t79_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t79_o_aiv1, 9216);  // online_softmax_attn.pto:17:32
+                TASSIGN(t79_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
                 if (ptodsl_aiv0) {
                     TEXPANDS(t79_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:17:32
+                for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
                         TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                }
-                __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
-                for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
-                    }
-                    TileT76OAiv0 t76_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_o_aiv0, 10240);  // online_softmax_attn.pto:10:13
-                    TileT76OAiv1 t76_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_o_aiv1, 18432);  // online_softmax_attn.pto:10:13
-                    TileT77OAiv0 t77_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_o_aiv0, 26624);  // online_softmax_attn.pto:10:13
-                    TileT77OAiv1 t77_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_o_aiv1, 34816);  // online_softmax_attn.pto:10:13
+                wait_flag_dev(7);
+                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
+                    TileT76OAiv0 t76_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_o_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                    TileT76OAiv1 t76_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t76_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                    TileT77OAiv0 t77_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_o_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                    TileT77OAiv1 t77_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t77_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
                     TileT82OAiv0 t82_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_o_aiv0, 43008);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t82_o_aiv0, 37888);  // online_softmax_attn.pto:17:32
                     TileT82OAiv1 t82_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_o_aiv1, 44032);  // online_softmax_attn.pto:17:32
-                    wait_flag_dev(7);
+                    TASSIGN(t82_o_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView73 t0_u2c0_twinGm73(t0_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView73::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView73 t0_u2c0_twinGm73(t0_u2c0_twin + _qb2 * 64 * 128 + _g75 * 128, GmView73::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t76_o_aiv0, t0_u2c0_twinGm73);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4143,24 +4287,24 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView74 s_u2c0_twinGm74(s_u2c0_twin + _qb2 * 64 * 64 + _g63 * 64, GmView74::Shape(t77_o_aiv0.GetValidRow(), t77_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView74 s_u2c0_twinGm74(s_u2c0_twin + _qb2 * 64 * 128 + _g75 * 128, GmView74::Shape(t77_o_aiv0.GetValidRow(), t77_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u2c0_twinGm74, t77_o_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp16;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp16, 73728);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp16, 69632);  // online_softmax_attn.pto:17:32
                         TROWMAX(t82_o_aiv0, t77_o_aiv0, tmp16);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
                     }
-                    for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView75 t0_u2c0_twinGm75(t0_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView75::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView75 t0_u2c0_twinGm75(t0_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView75::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TLOAD(t76_o_aiv1, t0_u2c0_twinGm75);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4171,14 +4315,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView76 s_u2c0_twinGm76(s_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g63 * 64, GmView76::Shape(t77_o_aiv1.GetValidRow(), t77_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView76 s_u2c0_twinGm76(s_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView76::Shape(t77_o_aiv1.GetValidRow(), t77_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TSTORE(s_u2c0_twinGm76, t77_o_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp17;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp17, 73728);  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp17, 69632);  // online_softmax_attn.pto:17:32
                             TROWMAX(t82_o_aiv1, t77_o_aiv1, tmp17);  // online_softmax_attn.pto:17:32
                         }
                         pipe_barrier(PIPE_V);
@@ -4192,29 +4336,29 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 TileT84OAiv0 t84_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_o_aiv0, 10240);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv0, 5120);  // online_softmax_attn.pto:17:21
                 TileT84OAiv1 t84_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_o_aiv1, 11264);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:21
                 TileT86OAiv0 t86_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_o_aiv0, 12288);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv0, 6144);  // online_softmax_attn.pto:17:21
                 TileT86OAiv1 t86_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_o_aiv1, 13312);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:17:21
                 TileT90OAiv0 t90_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_o_aiv0, 14336);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv0, 7168);  // online_softmax_attn.pto:18:25
                 TileT90OAiv1 t90_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_o_aiv1, 15360);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:18:25
                 TileT105OAiv0 t105_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_o_aiv0, 16384);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
                 TileT105OAiv1 t105_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_o_aiv1, 17408);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:20
                 TileT107OAiv0 t107_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_o_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv0, 9216);  // online_softmax_attn.pto:20:20
                 TileT107OAiv1 t107_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_o_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
                 TileT109OAiv0 t109_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_o_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_o_aiv0, 10240);  // online_softmax_attn.pto:20:32
                 TileT109OAiv1 t109_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_o_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_o_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
@@ -4249,7 +4393,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TEXPANDS(t109_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:17:21
+                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:17:21
                     if (!ptodsl_aiv0) {
                         using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
                         GmView79 mGm79(m + _qb2 * 64 + 32, GmView79::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -4285,29 +4429,29 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96OAiv0 t96_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_o_aiv0, 22528);  // online_softmax_attn.pto:19:21
-                    TileT96OAiv1 t96_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_o_aiv1, 30720);  // online_softmax_attn.pto:19:21
-                    TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_o_aiv0, 38912);  // online_softmax_attn.pto:19:17
-                    TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_o_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
+                    TileT96OAiv0 t96_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_o_aiv0, 11264);  // online_softmax_attn.pto:19:21
+                    TileT96OAiv1 t96_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t96_o_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
+                    TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_o_aiv0, 27648);  // online_softmax_attn.pto:19:17
+                    TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t103_o_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
                     TileT112OAiv0 t112_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_o_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_o_aiv0, 4096);  // online_softmax_attn.pto:20:32
                     TileT112OAiv1 t112_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_o_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t112_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView81 s_u2c0_twinGm81(s_u2c0_twin + _qb2 * 64 * 64 + _g95 * 64, GmView81::Shape(t96_o_aiv0.GetValidRow(), t96_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView81 s_u2c0_twinGm81(s_u2c0_twin + _qb2 * 64 * 128 + _g95 * 128, GmView81::Shape(t96_o_aiv0.GetValidRow(), t96_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t96_o_aiv0, s_u2c0_twinGm81);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                     if (ptodsl_aiv0) {
                         TileTmp1 tmp18(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp18, 73728);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp18, 69632);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp18, t86_o_aiv0);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t103_o_aiv0, t96_o_aiv0, tmp18);  // online_softmax_attn.pto:19:17
@@ -4315,31 +4459,31 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView82 p_1_u2c0_twinGm82(p_1_u2c0_twin + _qb2 * 64 * 64 + _g95 * 64, GmView82::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView82 p_1_u2c0_twinGm82(p_1_u2c0_twin + _qb2 * 64 * 128 + _g95 * 128, GmView82::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u2c0_twinGm82, t103_o_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp19;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp19, 73728);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp19, 69632);  // online_softmax_attn.pto:20:32
                         TROWSUM(t112_o_aiv0, t103_o_aiv0, tmp19);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TADD(t109_o_aiv0, t109_o_aiv0, t112_o_aiv0);  // online_softmax_attn.pto:20:32
                     }
-                    for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView83 s_u2c0_twinGm83(s_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView83::Shape(t96_o_aiv1.GetValidRow(), t96_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView83 s_u2c0_twinGm83(s_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView83::Shape(t96_o_aiv1.GetValidRow(), t96_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                             TLOAD(t96_o_aiv1, s_u2c0_twinGm83);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         if (!ptodsl_aiv0) {
                             TileTmp1 tmp20(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp20, 73728);  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp20, 69632);  // online_softmax_attn.pto:19:17
                             TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                             TROWEXPANDEXPDIF(t103_o_aiv1, t96_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
@@ -4347,14 +4491,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView84 p_1_u2c0_twinGm84(p_1_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g95 * 64, GmView84::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView84 p_1_u2c0_twinGm84(p_1_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView84::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                             TSTORE(p_1_u2c0_twinGm84, t103_o_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp21;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp21, 73728);  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp21, 69632);  // online_softmax_attn.pto:20:32
                             TROWSUM(t112_o_aiv1, t103_o_aiv1, tmp21);  // online_softmax_attn.pto:20:32
                         }
                         pipe_barrier(PIPE_V);
@@ -4365,11 +4509,12 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT116OAiv0 t116_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv0, 4096);  // online_softmax_attn.pto:20:20
                 TileT116OAiv1 t116_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_o_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t116_o_aiv0, t107_o_aiv0, t109_o_aiv0);  // online_softmax_attn.pto:20:20
@@ -4383,7 +4528,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(lGm85, t116_o_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:20:20
+                for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:20:20
                     if (!ptodsl_aiv0) {
                         TADD(t116_o_aiv1, t107_o_aiv1, t109_o_aiv1);  // online_softmax_attn.pto:20:20
                     }
@@ -4396,90 +4541,97 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64), 64); ++_g118) {  // online_softmax_attn.pto:21:43
-                    TileT119OAiv0 t119_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_o_aiv0, 14336);  // online_softmax_attn.pto:21:43
-                    TileT119OAiv1 t119_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 64, 64) - _g118 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_o_aiv1, 22528);  // online_softmax_attn.pto:21:43
+                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
+                    TileT119OAiv0 t119_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_o_aiv0, 7168);  // online_softmax_attn.pto:21:43
+                    TileT119OAiv1 t119_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t119_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView87 p_1_u2c0_twinGm87(p_1_u2c0_twin + _qb2 * 64 * 64 + _g118 * 64, GmView87::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView87 p_1_u2c0_twinGm87(p_1_u2c0_twin + _qb2 * 64 * 128 + _g118 * 128, GmView87::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t119_o_aiv0, p_1_u2c0_twinGm87);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView88 t14_u2c0_twinGm88(t14_u2c0_twin + _qb2 * 64 * 64 + _g118 * 64, GmView88::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView88 t14_u2c0_twinGm88(t14_u2c0_twin + _qb2 * 64 * 128 + _g118 * 128, GmView88::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u2c0_twinGm88, t119_o_aiv0);  // online_softmax_attn.pto:21:43
                     }
-                    for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView89 p_1_u2c0_twinGm89(p_1_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView89::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView89 p_1_u2c0_twinGm89(p_1_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView89::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TLOAD(t119_o_aiv1, p_1_u2c0_twinGm89);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView90 t14_u2c0_twinGm90(t14_u2c0_twin + (_qb2 * 64 + 32) * 64 + _g118 * 64, GmView90::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView90 t14_u2c0_twinGm90(t14_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView90::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TSTORE(t14_u2c0_twinGm90, t119_o_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
                 }
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT163OAiv0 t163_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_o_aiv0, 10240);  // online_softmax_attn.pto:17:32
-                TileT163OAiv1 t163_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_o_aiv1, 11264);  // online_softmax_attn.pto:17:32
                 if (ptodsl_aiv0) {
                     using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                     GmView91 mGm91(m + _qb2 * 64, GmView91::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
                     TSTORE(mGm91, t86_o_aiv0);  // online_softmax_attn.pto:22:13
                 }
+                for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:22:13
+                    if (!ptodsl_aiv0) {
+                        using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView92 mGm92(m + _qb2 * 64 + 32, GmView92::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
+                    }
+                }
+                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
+                }
+                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 128 * D;  // online_softmax_attn.pto:8:14
+                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
+                    }
+                }
+                TileT163OAiv0 t163_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv0, 5120);  // online_softmax_attn.pto:17:32
+                TileT163OAiv1 t163_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:32
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXPANDS(t163_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
-                        using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView92 mGm92(m + _qb2 * 64 + 32, GmView92::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                         TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
                     }
                 }
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
-                }
-                __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 64 * D;  // online_softmax_attn.pto:8:14
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                wait_flag_dev(7);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
-                    }
-                    TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_o_aiv0, 14336);  // online_softmax_attn.pto:10:13
-                    TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_o_aiv1, 22528);  // online_softmax_attn.pto:10:13
-                    TileT161OAiv0 t161_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_o_aiv0, 30720);  // online_softmax_attn.pto:10:13
-                    TileT161OAiv1 t161_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_o_aiv1, 38912);  // online_softmax_attn.pto:10:13
+                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
+                    TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_o_aiv0, 7168);  // online_softmax_attn.pto:10:13
+                    TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t160_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:10:13
+                    TileT161OAiv0 t161_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_o_aiv0, 23552);  // online_softmax_attn.pto:10:13
+                    TileT161OAiv1 t161_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t161_o_aiv1, ptodsl_aiv1_ub + 23552);  // online_softmax_attn.pto:10:13
                     TileT166OAiv0 t166_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_o_aiv0, 47104);  // online_softmax_attn.pto:17:32
+                    TASSIGN(t166_o_aiv0, 39936);  // online_softmax_attn.pto:17:32
                     TileT166OAiv1 t166_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_o_aiv1, 48128);  // online_softmax_attn.pto:17:32
-                    wait_flag_dev(7);
+                    TASSIGN(t166_o_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:32
                     if (ptodsl_aiv0) {
-                        using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView98 t0_u2c1_twinGm98(t0_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView98::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView98 t0_u2c1_twinGm98(t0_u2c1_twin + _qb2 * 64 * 128 + _g159 * 128, GmView98::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t160_o_aiv0, t0_u2c1_twinGm98);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -4487,27 +4639,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     if (ptodsl_aiv0) {
                         TMULS(t161_o_aiv0, t160_o_aiv0, scale);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView99 s_u2c1_twinGm99(s_u2c1_twin + _qb2 * 64 * 64 + _g147 * 64, GmView99::Shape(t161_o_aiv0.GetValidRow(), t161_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView99 s_u2c1_twinGm99(s_u2c1_twin + _qb2 * 64 * 128 + _g159 * 128, GmView99::Shape(t161_o_aiv0.GetValidRow(), t161_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_u2c1_twinGm99, t161_o_aiv0);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp22;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp22, 73728);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp22, 69632);  // online_softmax_attn.pto:17:32
                         TROWMAX(t166_o_aiv0, t161_o_aiv0, tmp22);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TMAX(t163_o_aiv0, t163_o_aiv0, t166_o_aiv0);  // online_softmax_attn.pto:17:32
                     }
-                    for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:10:13
+                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:10:13
                         if (!ptodsl_aiv0) {
-                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView100 t0_u2c1_twinGm100(t0_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView100::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView100 t0_u2c1_twinGm100(t0_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView100::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TLOAD(t160_o_aiv1, t0_u2c1_twinGm100);  // online_softmax_attn.pto:10:13
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
@@ -4515,17 +4667,17 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         if (!ptodsl_aiv0) {
                             TMULS(t161_o_aiv1, t160_o_aiv1, scale);  // online_softmax_attn.pto:10:13
                         }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView101 s_u2c1_twinGm101(s_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g147 * 64, GmView101::Shape(t161_o_aiv1.GetValidRow(), t161_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                            using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                            GmView101 s_u2c1_twinGm101(s_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView101::Shape(t161_o_aiv1.GetValidRow(), t161_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                             TSTORE(s_u2c1_twinGm101, t161_o_aiv1);  // online_softmax_attn.pto:10:13
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp23;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp23, 73728);  // online_softmax_attn.pto:17:32
+                            TASSIGN(tmp23, 69632);  // online_softmax_attn.pto:17:32
                             TROWMAX(t166_o_aiv1, t161_o_aiv1, tmp23);  // online_softmax_attn.pto:17:32
                         }
                         pipe_barrier(PIPE_V);
@@ -4534,26 +4686,27 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                 }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileT170OAiv0 t170_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_o_aiv0, 14336);  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv0, 7168);  // online_softmax_attn.pto:17:21
                 TileT170OAiv1 t170_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_o_aiv1, 15360);  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:17:21
                 TileT174OAiv0 t174_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_o_aiv0, 16384);  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv0, 8192);  // online_softmax_attn.pto:18:25
                 TileT174OAiv1 t174_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_o_aiv1, 17408);  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:18:25
                 TileT191OAiv0 t191_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_o_aiv0, 18432);  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv0, 9216);  // online_softmax_attn.pto:20:20
                 TileT191OAiv1 t191_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_o_aiv1, 19456);  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
                 TileT193OAiv0 t193_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_o_aiv0, 20480);  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv0, 10240);  // online_softmax_attn.pto:20:32
                 TileT193OAiv1 t193_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_o_aiv1, 21504);  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
@@ -4576,7 +4729,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TEXPANDS(t193_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:21
+                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:17:21
                     if (!ptodsl_aiv0) {
                         TMAX(t170_o_aiv1, t86_o_aiv1, t163_o_aiv1);  // online_softmax_attn.pto:17:21
                     }
@@ -4595,32 +4748,33 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                 }
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180OAiv0 t180_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_o_aiv0, 22528);  // online_softmax_attn.pto:19:21
-                    TileT180OAiv1 t180_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_o_aiv1, 30720);  // online_softmax_attn.pto:19:21
-                    TileT187OAiv0 t187_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_o_aiv0, 38912);  // online_softmax_attn.pto:19:17
-                    TileT187OAiv1 t187_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_o_aiv1, 47104);  // online_softmax_attn.pto:19:17
+                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
+                    TileT180OAiv0 t180_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_o_aiv0, 11264);  // online_softmax_attn.pto:19:21
+                    TileT180OAiv1 t180_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
+                    TASSIGN(t180_o_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
+                    TileT187OAiv0 t187_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_o_aiv0, 27648);  // online_softmax_attn.pto:19:17
+                    TileT187OAiv1 t187_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
+                    TASSIGN(t187_o_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
                     TileT196OAiv0 t196_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_o_aiv0, 8192);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_o_aiv0, 4096);  // online_softmax_attn.pto:20:32
                     TileT196OAiv1 t196_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_o_aiv1, 9216);  // online_softmax_attn.pto:20:32
+                    TASSIGN(t196_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
                     if (ptodsl_aiv0) {
-                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView102 s_u2c1_twinGm102(s_u2c1_twin + _qb2 * 64 * 64 + _g179 * 64, GmView102::Shape(t180_o_aiv0.GetValidRow(), t180_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView102 s_u2c1_twinGm102(s_u2c1_twin + _qb2 * 64 * 128 + _g179 * 128, GmView102::Shape(t180_o_aiv0.GetValidRow(), t180_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t180_o_aiv0, s_u2c1_twinGm102);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         TileTmp1 tmp24(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp24, 73728);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp24, 69632);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp24, t170_o_aiv0);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t187_o_aiv0, t180_o_aiv0, tmp24);  // online_softmax_attn.pto:19:17
@@ -4628,31 +4782,31 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView103 p_1_u2c1_twinGm103(p_1_u2c1_twin + _qb2 * 64 * 64 + _g179 * 64, GmView103::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView103 p_1_u2c1_twinGm103(p_1_u2c1_twin + _qb2 * 64 * 128 + _g179 * 128, GmView103::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_u2c1_twinGm103, t187_o_aiv0);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TileTmp0 tmp25;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp25, 73728);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp25, 69632);  // online_softmax_attn.pto:20:32
                         TROWSUM(t196_o_aiv0, t187_o_aiv0, tmp25);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
                     if (ptodsl_aiv0) {
                         TADD(t193_o_aiv0, t193_o_aiv0, t196_o_aiv0);  // online_softmax_attn.pto:20:32
                     }
-                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:19:21
+                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:19:21
                         if (!ptodsl_aiv0) {
-                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView104 s_u2c1_twinGm104(s_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView104::Shape(t180_o_aiv1.GetValidRow(), t180_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                            GmView104 s_u2c1_twinGm104(s_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView104::Shape(t180_o_aiv1.GetValidRow(), t180_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                             TLOAD(t180_o_aiv1, s_u2c1_twinGm104);  // online_softmax_attn.pto:19:21
                         }
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         if (!ptodsl_aiv0) {
                             TileTmp1 tmp26(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp26, 73728);  // online_softmax_attn.pto:19:17
+                            TASSIGN(tmp26, 69632);  // online_softmax_attn.pto:19:17
                             TROWEXPAND(tmp26, t170_o_aiv1);  // online_softmax_attn.pto:19:17
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                             TROWEXPANDEXPDIF(t187_o_aiv1, t180_o_aiv1, tmp26);  // online_softmax_attn.pto:19:17
@@ -4660,14 +4814,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView105 p_1_u2c1_twinGm105(p_1_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g179 * 64, GmView105::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                            using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                            GmView105 p_1_u2c1_twinGm105(p_1_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView105::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                             TSTORE(p_1_u2c1_twinGm105, t187_o_aiv1);  // online_softmax_attn.pto:19:17
                         }
                         pipe_barrier(PIPE_V);
                         if (!ptodsl_aiv0) {
                             TileTmp0 tmp27;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp27, 73728);  // online_softmax_attn.pto:20:32
+                            TASSIGN(tmp27, 69632);  // online_softmax_attn.pto:20:32
                             TROWSUM(t196_o_aiv1, t187_o_aiv1, tmp27);  // online_softmax_attn.pto:20:32
                         }
                         pipe_barrier(PIPE_V);
@@ -4679,9 +4833,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 TileT200OAiv0 t200_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv0, 4096);  // online_softmax_attn.pto:20:20
                 TileT200OAiv1 t200_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_o_aiv1, 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TADD(t200_o_aiv0, t191_o_aiv0, t193_o_aiv0);  // online_softmax_attn.pto:20:20
@@ -4694,7 +4848,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TSTORE(lGm106, t200_o_aiv0);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:20:20
+                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:20:20
                     if (!ptodsl_aiv0) {
                         TADD(t200_o_aiv1, t191_o_aiv1, t193_o_aiv1);  // online_softmax_attn.pto:20:20
                     }
@@ -4710,34 +4864,34 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64), 64); ++_g202) {  // online_softmax_attn.pto:21:43
-                    TileT203OAiv0 t203_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_o_aiv0, 16384);  // online_softmax_attn.pto:21:43
-                    TileT203OAiv1 t203_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 64, 64) - _g202 * 64, 64));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_o_aiv1, 24576);  // online_softmax_attn.pto:21:43
+                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
+                    TileT203OAiv0 t203_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_o_aiv0, 8192);  // online_softmax_attn.pto:21:43
+                    TileT203OAiv1 t203_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
+                    TASSIGN(t203_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:21:43
                     if (ptodsl_aiv0) {
-                        using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView108 p_1_u2c1_twinGm108(p_1_u2c1_twin + _qb2 * 64 * 64 + _g202 * 64, GmView108::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView108 p_1_u2c1_twinGm108(p_1_u2c1_twin + _qb2 * 64 * 128 + _g202 * 128, GmView108::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t203_o_aiv0, p_1_u2c1_twinGm108);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (ptodsl_aiv0) {
-                        using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView109 t14_u2c1_twinGm109(t14_u2c1_twin + _qb2 * 64 * 64 + _g202 * 64, GmView109::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView109 t14_u2c1_twinGm109(t14_u2c1_twin + _qb2 * 64 * 128 + _g202 * 128, GmView109::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_u2c1_twinGm109, t203_o_aiv0);  // online_softmax_attn.pto:21:43
                     }
-                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:21:43
+                    for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:43
                         if (!ptodsl_aiv0) {
-                            using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView110 p_1_u2c1_twinGm110(p_1_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView110::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView110 p_1_u2c1_twinGm110(p_1_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView110::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TLOAD(t203_o_aiv1, p_1_u2c1_twinGm110);  // online_softmax_attn.pto:21:43
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (!ptodsl_aiv0) {
-                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView111 t14_u2c1_twinGm111(t14_u2c1_twin + (_qb2 * 64 + 32) * 64 + _g202 * 64, GmView111::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                            GmView111 t14_u2c1_twinGm111(t14_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView111::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                             TSTORE(t14_u2c1_twinGm111, t203_o_aiv1);  // online_softmax_attn.pto:21:43
                         }
                     }
@@ -4747,7 +4901,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     GmView112 mGm112(m + _qb2 * 64, GmView112::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
                     TSTORE(mGm112, t170_o_aiv0);  // online_softmax_attn.pto:22:13
                 }
-                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
                         using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
                         GmView113 mGm113(m + _qb2 * 64 + 32, GmView113::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
@@ -4762,17 +4916,17 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 63) / 64 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
+            for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
-                    __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 128 * D;  // online_softmax_attn.pto:9:14
                     for (int64_t _g122 = 0; _g122 < (D + 63) / 64; ++_g122) {  // online_softmax_attn.pto:21:36
-                        for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 64, 64), 64); ++_k128) {  // online_softmax_attn.pto:21:36
+                        for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                         }
                     }
                     wait_flag_dev(6);
@@ -4782,29 +4936,29 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _g134 = 0; _g134 < (D + 63) / 64; ++_g134) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _g134 = 0; _g134 < (D + 127) / 128; ++_g134) {  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
-                        TileT135OAiv0 t135_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t135_o_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                        TileT135OAiv1 t135_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t135_o_aiv1, 16384);  // online_softmax_attn.pto:21:22
-                        TileT138OAiv0 t138_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t138_o_aiv0, 24576);  // online_softmax_attn.pto:21:22
-                        TileT138OAiv1 t138_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t138_o_aiv1, 32768);  // online_softmax_attn.pto:21:22
-                        TileT142OAiv0 t142_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t142_o_aiv0, 40960);  // online_softmax_attn.pto:21:22
-                        TileT142OAiv1 t142_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t142_o_aiv1, 49152);  // online_softmax_attn.pto:21:22
-                        TileT143OAiv0 t143_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t143_o_aiv0, 57344);  // online_softmax_attn.pto:21:22
-                        TileT143OAiv1 t143_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t143_o_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                        TileT135OAiv0 t135_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t135_o_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                        TileT135OAiv1 t135_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t135_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:21:22
+                        TileT138OAiv0 t138_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t138_o_aiv0, 20480);  // online_softmax_attn.pto:21:22
+                        TileT138OAiv1 t138_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t138_o_aiv1, ptodsl_aiv1_ub + 20480);  // online_softmax_attn.pto:21:22
+                        TileT142OAiv0 t142_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t142_o_aiv0, 36864);  // online_softmax_attn.pto:21:22
+                        TileT142OAiv1 t142_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t142_o_aiv1, ptodsl_aiv1_ub + 36864);  // online_softmax_attn.pto:21:22
+                        TileT143OAiv0 t143_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t143_o_aiv0, 53248);  // online_softmax_attn.pto:21:22
+                        TileT143OAiv1 t143_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t143_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (ptodsl_aiv0) {
                             using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView119 accGm119(acc + _qb2 * 64 * D + _g134 * 64, GmView119::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView119::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView119 accGm119(acc + _qb2 * 64 * D + _g134 * 128, GmView119::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView119::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t135_o_aiv0, accGm119);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -4812,7 +4966,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         if (ptodsl_aiv0) {
                             TileTmp1 tmp28(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp28, 73728);  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp28, 69632);  // online_softmax_attn.pto:21:22
                             TROWEXPAND(tmp28, t93_e_aiv0);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t138_o_aiv0, t135_o_aiv0, tmp28);  // online_softmax_attn.pto:21:22
@@ -4821,7 +4975,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
                             using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView120 t13_u2c0Gm120(t13_u2c0 + _qb2 * 64 * D + _g134 * 64, GmView120::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView120::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView120 t13_u2c0Gm120(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView120::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView120::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t142_o_aiv0, t13_u2c0Gm120);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -4837,7 +4991,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
                             using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView121 accGm121(acc + _qb2 * 64 * D + _g134 * 64, GmView121::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView121::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView121 accGm121(acc + _qb2 * 64 * D + _g134 * 128, GmView121::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView121::Stride(D));  // online_softmax_attn.pto:21:22
                             TSTORE(accGm121, t143_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -4845,10 +4999,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:22
+                        for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv30) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
                                 using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView122 accGm122(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView122::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView122::Stride(D));  // online_softmax_attn.pto:21:22
+                                GmView122 accGm122(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView122::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView122::Stride(D));  // online_softmax_attn.pto:21:22
                                 TLOAD(t135_o_aiv1, accGm122);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -4856,12 +5010,12 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             if (!ptodsl_aiv0) {
                                 TileTmp1 tmp29(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                                TASSIGN(tmp29, 73728);  // online_softmax_attn.pto:21:22
+                                TASSIGN(tmp29, 69632);  // online_softmax_attn.pto:21:22
                                 TROWEXPAND(tmp29, t93_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t138_o_aiv1, t135_o_aiv1, tmp29);  // online_softmax_attn.pto:21:22
                                 using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView123 t13_u2c0Gm123(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 64, GmView123::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView123::Stride(D));  // online_softmax_attn.pto:21:22
+                                GmView123 t13_u2c0Gm123(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView123::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView123::Stride(D));  // online_softmax_attn.pto:21:22
                                 TLOAD(t142_o_aiv1, t13_u2c0Gm123);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
@@ -4875,7 +5029,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
                                 using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView124 accGm124(acc + (_qb2 * 64 + 32) * D + _g134 * 64, GmView124::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView124::Stride(D));  // online_softmax_attn.pto:21:22
+                                GmView124 accGm124(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView124::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView124::Stride(D));  // online_softmax_attn.pto:21:22
                                 TSTORE(accGm124, t143_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }
@@ -4892,9 +5046,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 64 * D;  // online_softmax_attn.pto:9:14
+                    __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
-                        for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 64, 64), 64); ++_k212) {  // online_softmax_attn.pto:21:36
+                        for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                         }
                     }
                     pipe_barrier(PIPE_V);
@@ -4908,29 +5062,29 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    for (int64_t _g218 = 0; _g218 < (D + 63) / 64; ++_g218) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _g218 = 0; _g218 < (D + 127) / 128; ++_g218) {  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
-                        TileT219OAiv0 t219_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t219_o_aiv0, 8192);  // online_softmax_attn.pto:21:22
-                        TileT219OAiv1 t219_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t219_o_aiv1, 16384);  // online_softmax_attn.pto:21:22
-                        TileT222OAiv0 t222_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t222_o_aiv0, 24576);  // online_softmax_attn.pto:21:22
-                        TileT222OAiv1 t222_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t222_o_aiv1, 32768);  // online_softmax_attn.pto:21:22
-                        TileT226OAiv0 t226_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t226_o_aiv0, 40960);  // online_softmax_attn.pto:21:22
-                        TileT226OAiv1 t226_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t226_o_aiv1, 49152);  // online_softmax_attn.pto:21:22
-                        TileT227OAiv0 t227_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t227_o_aiv0, 57344);  // online_softmax_attn.pto:21:22
-                        TileT227OAiv1 t227_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 64, 64));  // online_softmax_attn.pto:21:22
-                        TASSIGN(t227_o_aiv1, 65536);  // online_softmax_attn.pto:21:22
+                        TileT219OAiv0 t219_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t219_o_aiv0, 4096);  // online_softmax_attn.pto:21:22
+                        TileT219OAiv1 t219_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t219_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:21:22
+                        TileT222OAiv0 t222_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t222_o_aiv0, 20480);  // online_softmax_attn.pto:21:22
+                        TileT222OAiv1 t222_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t222_o_aiv1, ptodsl_aiv1_ub + 20480);  // online_softmax_attn.pto:21:22
+                        TileT226OAiv0 t226_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t226_o_aiv0, 36864);  // online_softmax_attn.pto:21:22
+                        TileT226OAiv1 t226_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t226_o_aiv1, ptodsl_aiv1_ub + 36864);  // online_softmax_attn.pto:21:22
+                        TileT227OAiv0 t227_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t227_o_aiv0, 53248);  // online_softmax_attn.pto:21:22
+                        TileT227OAiv1 t227_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
+                        TASSIGN(t227_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                         if (ptodsl_aiv0) {
                             using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView130 accGm130(acc + _qb2 * 64 * D + _g218 * 64, GmView130::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView130::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView130 accGm130(acc + _qb2 * 64 * D + _g218 * 128, GmView130::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView130::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t219_o_aiv0, accGm130);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -4938,7 +5092,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         if (ptodsl_aiv0) {
                             TileTmp1 tmp30(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                            TASSIGN(tmp30, 73728);  // online_softmax_attn.pto:21:22
+                            TASSIGN(tmp30, 69632);  // online_softmax_attn.pto:21:22
                             TROWEXPAND(tmp30, t177_e_aiv0);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t222_o_aiv0, t219_o_aiv0, tmp30);  // online_softmax_attn.pto:21:22
@@ -4947,7 +5101,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
                             using GmView131 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView131 t13_u2c1Gm131(t13_u2c1 + _qb2 * 64 * D + _g218 * 64, GmView131::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView131::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView131 t13_u2c1Gm131(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView131::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView131::Stride(D));  // online_softmax_attn.pto:21:22
                             TLOAD(t226_o_aiv0, t13_u2c1Gm131);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -4963,7 +5117,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
                             using GmView132 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView132 accGm132(acc + _qb2 * 64 * D + _g218 * 64, GmView132::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView132::Stride(D));  // online_softmax_attn.pto:21:22
+                            GmView132 accGm132(acc + _qb2 * 64 * D + _g218 * 128, GmView132::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView132::Stride(D));  // online_softmax_attn.pto:21:22
                             TSTORE(accGm132, t227_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -4971,10 +5125,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:21:22
+                        for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv31) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
                                 using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView133 accGm133(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView133::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView133::Stride(D));  // online_softmax_attn.pto:21:22
+                                GmView133 accGm133(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView133::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView133::Stride(D));  // online_softmax_attn.pto:21:22
                                 TLOAD(t219_o_aiv1, accGm133);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -4982,12 +5136,12 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             if (!ptodsl_aiv0) {
                                 TileTmp1 tmp31(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                                TASSIGN(tmp31, 73728);  // online_softmax_attn.pto:21:22
+                                TASSIGN(tmp31, 69632);  // online_softmax_attn.pto:21:22
                                 TROWEXPAND(tmp31, t177_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t222_o_aiv1, t219_o_aiv1, tmp31);  // online_softmax_attn.pto:21:22
                                 using GmView134 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView134 t13_u2c1Gm134(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 64, GmView134::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView134::Stride(D));  // online_softmax_attn.pto:21:22
+                                GmView134 t13_u2c1Gm134(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView134::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView134::Stride(D));  // online_softmax_attn.pto:21:22
                                 TLOAD(t226_o_aiv1, t13_u2c1Gm134);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
@@ -5001,7 +5155,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
                                 using GmView135 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView135 accGm135(acc + (_qb2 * 64 + 32) * D + _g218 * 64, GmView135::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView135::Stride(D));  // online_softmax_attn.pto:21:22
+                                GmView135 accGm135(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView135::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView135::Stride(D));  // online_softmax_attn.pto:21:22
                                 TSTORE(accGm135, t227_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }
@@ -5028,10 +5182,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag_dev(1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }

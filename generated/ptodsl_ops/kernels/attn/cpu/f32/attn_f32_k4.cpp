@@ -31,21 +31,21 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* k, __gm__ float* v, 
 extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_last, __gm__ float* t14_last, __gm__ float* t13_last, __gm__ float* acc, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
+    using TileT319 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT320 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT316 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT317 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT318 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT322 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT323 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT324 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT325 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT331Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT331Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT316 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT317 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT318 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT319 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT320 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT322 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT323 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT324 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT325 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT328Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT328Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT329Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT329Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT328Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT328Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT329Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT329Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT334Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT334Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT336Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -62,49 +62,50 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT359Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT361Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT361Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT348Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT348Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT355Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT355Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT348Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT348Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT355Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT355Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT364Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT364Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT368Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT368Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT371Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT371Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT371Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT371Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT375 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT376 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT377 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT378 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT379 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT381 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT382 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT383 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT384 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT387Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT387Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT390Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT390Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT394Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT394Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT395Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT395Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT400Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT400Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT403Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT403Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileT376 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT377 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT378 = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT379 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT381 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT382 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT383 = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT384 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT387Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT387Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT390Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT390Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT394Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT394Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT395Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT395Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT400Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT400Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT403Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT403Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _qb4 = block_index * ceil_div((S + 63) / 64, block_count); _qb4 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb4) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -112,178 +113,192 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
-            __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
-            __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+            __gm__ float* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // online_softmax_attn.pto:8:14
+            __gm__ float* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g315 = 0; _g315 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
+                TileT319 t319(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
+                TileT320 t320(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView0 kj_lastGm0(kj_last + _g315 * 64 * D, GmView0::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t319, kj_lastGm0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t320, t319);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT316 t316(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
+                TileT317 t317(min_i64(S - _qb4 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t317, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView1 qGm1(q + _qb4 * 64 * D, GmView1::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t317, qGm1);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT318 t318(min_i64(S - _qb4 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t318, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t318, t317);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t316, t318, t320);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _k321 = 1; _k321 < (D + 127) / 128; ++_k321) {  // online_softmax_attn.pto:10:13
+                    TileT322 t322(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t322, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView2 qGm2(q + _qb4 * 64 * D + _k321 * 128, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT323 t323(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 128, 128));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t323, t322);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT324 t324(min_i64(D - _k321 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t324, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 128, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT325 t325(min_i64(D - _k321 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t325, 0);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t325, t324);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView4 t0_lastGm4(t0_last + _qb4 * 64 * 128 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TSTORE(t0_lastGm4, t316);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT331Aiv0 t331_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:32
             TASSIGN(t331_aiv0, 0);  // online_softmax_attn.pto:17:32
             TileT331Aiv1 t331_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-            TASSIGN(t331_aiv1, 1024);  // online_softmax_attn.pto:17:32
+            TASSIGN(t331_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:17:32
             TEXPANDS(t331_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
             for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                 TEXPANDS(t331_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _g315 = 0; _g315 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
-                TileT316 t316(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
-                TileT317 t317(min_i64(S - _qb4 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t317, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView0 qGm0(q + _qb4 * 64 * D, GmView0::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t317, qGm0);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT318 t318(min_i64(S - _qb4 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t318, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t318, t317);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT319 t319(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView1 kj_lastGm1(kj_last + _g315 * 64 * D, GmView1::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t319, kj_lastGm1);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT320 t320(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t320, t319);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t316, t318, t320);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
-                    TileT322 t322(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t322, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView2 qGm2(q + _qb4 * 64 * D + _k321 * 64, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT323 t323(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t323, t322);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT324 t324(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t324, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 64, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT325 t325(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t325, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t325, t324);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView4 t0_lastGm4(t0_last + _qb4 * 64 * 64 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
-                TSTORE(t0_lastGm4, t316);  // online_softmax_attn.pto:10:13
-                TileT328Aiv0 t328_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t328_aiv0, 2048);  // online_softmax_attn.pto:10:13
-                TileT328Aiv1 t328_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t328_aiv1, 10240);  // online_softmax_attn.pto:10:13
-                TileT329Aiv0 t329_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t329_aiv0, 18432);  // online_softmax_attn.pto:10:13
-                TileT329Aiv1 t329_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t329_aiv1, 26624);  // online_softmax_attn.pto:10:13
+            for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g327) {  // online_softmax_attn.pto:10:13
+                TileT328Aiv0 t328_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g327 * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t328_aiv0, 1024);  // online_softmax_attn.pto:10:13
+                TileT328Aiv1 t328_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g327 * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t328_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:10:13
+                TileT329Aiv0 t329_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g327 * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t329_aiv0, 17408);  // online_softmax_attn.pto:10:13
+                TileT329Aiv1 t329_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g327 * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t329_aiv1, ptodsl_aiv1_ub + 17408);  // online_softmax_attn.pto:10:13
                 TileT334Aiv0 t334_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t334_aiv0, 34816);  // online_softmax_attn.pto:17:32
+                TASSIGN(t334_aiv0, 33792);  // online_softmax_attn.pto:17:32
                 TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t334_aiv1, 35840);  // online_softmax_attn.pto:17:32
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView5 t0_lastGm5(t0_last + _qb4 * 64 * 64 + _g315 * 64, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TASSIGN(t334_aiv1, ptodsl_aiv1_ub + 33792);  // online_softmax_attn.pto:17:32
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView5 t0_lastGm5(t0_last + _qb4 * 64 * 128 + _g327 * 128, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TLOAD(t328_aiv0, t0_lastGm5);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TMULS(t329_aiv0, t328_aiv0, scale);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView6 s_lastGm6(s_last + _qb4 * 64 * 64 + _g315 * 64, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView6 s_lastGm6(s_last + _qb4 * 64 * 128 + _g327 * 128, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(s_lastGm6, t329_aiv0);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                TASSIGN(tmp0, 75776);  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp0, 70656);  // online_softmax_attn.pto:17:32
                 TROWMAX(t334_aiv0, t329_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                 pipe_barrier(PIPE_V);
                 TMAX(t331_aiv0, t331_aiv0, t334_aiv0);  // online_softmax_attn.pto:17:32
                 for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView7 t0_lastGm7(t0_last + (_qb4 * 64 + 32) * 64 + _g315 * 64, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView7 t0_lastGm7(t0_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t328_aiv1, t0_lastGm7);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TMULS(t329_aiv1, t328_aiv1, scale);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView8 s_lastGm8(s_last + (_qb4 * 64 + 32) * 64 + _g315 * 64, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView8 s_lastGm8(s_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_lastGm8, t329_aiv1);  // online_softmax_attn.pto:10:13
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp1, 75776);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp1, 70656);  // online_softmax_attn.pto:17:32
                     TROWMAX(t334_aiv1, t329_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                     pipe_barrier(PIPE_V);
                     TMAX(t331_aiv1, t331_aiv1, t334_aiv1);  // online_softmax_attn.pto:17:32
                 }
             }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT336Aiv0 t336_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-            TASSIGN(t336_aiv0, 2048);  // online_softmax_attn.pto:17:21
+            TASSIGN(t336_aiv0, 1024);  // online_softmax_attn.pto:17:21
             TileT336Aiv1 t336_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-            TASSIGN(t336_aiv1, 3072);  // online_softmax_attn.pto:17:21
+            TASSIGN(t336_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:17:21
             TileT338Aiv0 t338_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-            TASSIGN(t338_aiv0, 4096);  // online_softmax_attn.pto:17:21
+            TASSIGN(t338_aiv0, 2048);  // online_softmax_attn.pto:17:21
             TileT338Aiv1 t338_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-            TASSIGN(t338_aiv1, 5120);  // online_softmax_attn.pto:17:21
+            TASSIGN(t338_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:17:21
             TileT342Aiv0 t342_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-            TASSIGN(t342_aiv0, 6144);  // online_softmax_attn.pto:18:25
+            TASSIGN(t342_aiv0, 3072);  // online_softmax_attn.pto:18:25
             TileT342Aiv1 t342_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-            TASSIGN(t342_aiv1, 7168);  // online_softmax_attn.pto:18:25
+            TASSIGN(t342_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:18:25
             TileT345Aiv0 t345_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-            TASSIGN(t345_aiv0, 8192);  // online_softmax_attn.pto:18:21
+            TASSIGN(t345_aiv0, 4096);  // online_softmax_attn.pto:18:21
             TileT345Aiv1 t345_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-            TASSIGN(t345_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            TASSIGN(t345_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:18:21
             TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t357_aiv0, 10240);  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv0, 5120);  // online_softmax_attn.pto:20:20
             TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t357_aiv1, 11264);  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:20:20
             TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t359_aiv0, 12288);  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv0, 6144);  // online_softmax_attn.pto:20:20
             TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t359_aiv1, 13312);  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:20:20
             TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t361_aiv0, 14336);  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv0, 7168);  // online_softmax_attn.pto:20:32
             TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t361_aiv1, 15360);  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
             GmView9 mGm9(m + _qb4 * 64, GmView9::Shape(t336_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -331,59 +346,59 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-                TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t348_aiv0, 16384);  // online_softmax_attn.pto:19:21
-                TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t348_aiv1, 24576);  // online_softmax_attn.pto:19:21
-                TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t355_aiv0, 32768);  // online_softmax_attn.pto:19:17
-                TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t355_aiv1, 40960);  // online_softmax_attn.pto:19:17
+            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g347) {  // online_softmax_attn.pto:19:21
+                TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g347 * 128, 128));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv0, 8192);  // online_softmax_attn.pto:19:21
+                TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g347 * 128, 128));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:19:21
+                TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g347 * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv0, 24576);  // online_softmax_attn.pto:19:17
+                TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g347 * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv1, ptodsl_aiv1_ub + 24576);  // online_softmax_attn.pto:19:17
                 TileT364Aiv0 t364_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
                 TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t364_aiv1, 1024);  // online_softmax_attn.pto:20:32
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                GmView13 s_lastGm13(s_last + _qb4 * 64 * 64 + _g347 * 64, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                TASSIGN(t364_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:20:32
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                GmView13 s_lastGm13(s_last + _qb4 * 64 * 128 + _g347 * 128, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                 TLOAD(t348_aiv0, s_lastGm13);  // online_softmax_attn.pto:19:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp1 tmp2(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                TASSIGN(tmp2, 75776);  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp2, 70656);  // online_softmax_attn.pto:19:17
                 TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                 TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                GmView14 p_1_lastGm14(p_1_last + _qb4 * 64 * 64 + _g347 * 64, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                GmView14 p_1_lastGm14(p_1_last + _qb4 * 64 * 128 + _g347 * 128, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                 TSTORE(p_1_lastGm14, t355_aiv0);  // online_softmax_attn.pto:19:17
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
-                TASSIGN(tmp3, 75776);  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp3, 70656);  // online_softmax_attn.pto:20:32
                 TROWSUM(t364_aiv0, t355_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
                 TADD(t361_aiv0, t361_aiv0, t364_aiv0);  // online_softmax_attn.pto:20:32
                 for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView15 s_lastGm15(s_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView15 s_lastGm15(s_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                     TLOAD(t348_aiv1, s_lastGm15);  // online_softmax_attn.pto:19:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp4, 75776);  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp4, 70656);  // online_softmax_attn.pto:19:17
                     TROWEXPAND(tmp4, t338_aiv1);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp4);  // online_softmax_attn.pto:19:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView16 p_1_lastGm16(p_1_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView16 p_1_lastGm16(p_1_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                     TSTORE(p_1_lastGm16, t355_aiv1);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp5, 75776);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp5, 70656);  // online_softmax_attn.pto:20:32
                     TROWSUM(t364_aiv1, t355_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
                     TADD(t361_aiv1, t361_aiv1, t364_aiv1);  // online_softmax_attn.pto:20:32
@@ -396,7 +411,7 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
             TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
             TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t368_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            TASSIGN(t368_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
             TADD(t368_aiv0, t359_aiv0, t361_aiv0);  // online_softmax_attn.pto:20:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -418,61 +433,61 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g370 = 0; _g370 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:43
-                TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t371_aiv0, 10240);  // online_softmax_attn.pto:21:43
-                TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t371_aiv1, 18432);  // online_softmax_attn.pto:21:43
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView19 p_1_lastGm19(p_1_last + _qb4 * 64 * 64 + _g370 * 64, GmView19::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+            for (int64_t _g370 = 0; _g370 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g370) {  // online_softmax_attn.pto:21:43
+                TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g370 * 128, 128));  // online_softmax_attn.pto:21:43
+                TASSIGN(t371_aiv0, 5120);  // online_softmax_attn.pto:21:43
+                TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g370 * 128, 128));  // online_softmax_attn.pto:21:43
+                TASSIGN(t371_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView19 p_1_lastGm19(p_1_last + _qb4 * 64 * 128 + _g370 * 128, GmView19::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                 TLOAD(t371_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:21:43
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                GmView20 t14_lastGm20(t14_last + _qb4 * 64 * 64 + _g370 * 64, GmView20::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView20 t14_lastGm20(t14_last + _qb4 * 64 * 128 + _g370 * 128, GmView20::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                 TSTORE(t14_lastGm20, t371_aiv0);  // online_softmax_attn.pto:21:43
                 for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView21 p_1_lastGm21(p_1_last + (_qb4 * 64 + 32) * 64 + _g370 * 64, GmView21::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView21 p_1_lastGm21(p_1_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView21::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TLOAD(t371_aiv1, p_1_lastGm21);  // online_softmax_attn.pto:21:43
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView22 t14_lastGm22(t14_last + (_qb4 * 64 + 32) * 64 + _g370 * 64, GmView22::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView22 t14_lastGm22(t14_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView22::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TSTORE(t14_lastGm22, t371_aiv1);  // online_softmax_attn.pto:21:43
                 }
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g374 = 0; _g374 < (D + 63) / 64; ++_g374) {  // online_softmax_attn.pto:21:36
                 TileT375 t375(min_i64(S - _qb4 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t375, 0);  // online_softmax_attn.pto:21:36
-                TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t376, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView23 t14_lastGm23(t14_last + _qb4 * 64 * 64, GmView23::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView23 t14_lastGm23(t14_last + _qb4 * 64 * 128, GmView23::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t376, t14_lastGm23);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t377, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t377, t376);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT378 t378(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT378 t378(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t378, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView24 vj_lastGm24(vj_last + _g374 * 64, GmView24::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t378, vj_lastGm24);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT379 t379(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT379 t379(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t379, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t379, t378);  // online_softmax_attn.pto:21:36
@@ -484,26 +499,26 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k380) {  // online_softmax_attn.pto:21:36
-                    TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64));  // online_softmax_attn.pto:21:36
+                for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k380) {  // online_softmax_attn.pto:21:36
+                    TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView25 t14_lastGm25(t14_last + _qb4 * 64 * 64 + _k380 * 64, GmView25::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView25 t14_lastGm25(t14_last + _qb4 * 64 * 128 + _k380 * 128, GmView25::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t381, t14_lastGm25);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t382, t381);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT383 t383(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT383 t383(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView26 vj_lastGm26(vj_last + _k380 * 64 * D + _g374 * 64, GmView26::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
+                    GmView26 vj_lastGm26(vj_last + _k380 * 128 * D + _g374 * 64, GmView26::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t383, vj_lastGm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT384 t384(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t384, t383);  // online_softmax_attn.pto:21:36
@@ -533,53 +548,53 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g386 = 0; _g386 < (D + 63) / 64; ++_g386) {  // online_softmax_attn.pto:21:22
+            for (int64_t _g386 = 0; _g386 < (D + 127) / 128; ++_g386) {  // online_softmax_attn.pto:21:22
                 pipe_barrier(PIPE_V);
-                TileT387Aiv0 t387_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t387_aiv0, 10240);  // online_softmax_attn.pto:21:22
-                TileT387Aiv1 t387_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t387_aiv1, 18432);  // online_softmax_attn.pto:21:22
-                TileT390Aiv0 t390_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t390_aiv0, 26624);  // online_softmax_attn.pto:21:22
-                TileT390Aiv1 t390_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t390_aiv1, 34816);  // online_softmax_attn.pto:21:22
-                TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t394_aiv0, 43008);  // online_softmax_attn.pto:21:22
-                TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t394_aiv1, 51200);  // online_softmax_attn.pto:21:22
-                TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t395_aiv0, 59392);  // online_softmax_attn.pto:21:22
-                TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t395_aiv1, 67584);  // online_softmax_attn.pto:21:22
+                TileT387Aiv0 t387_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t387_aiv0, 5120);  // online_softmax_attn.pto:21:22
+                TileT387Aiv1 t387_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t387_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:22
+                TileT390Aiv0 t390_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t390_aiv0, 21504);  // online_softmax_attn.pto:21:22
+                TileT390Aiv1 t390_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t390_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:22
+                TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv0, 37888);  // online_softmax_attn.pto:21:22
+                TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:21:22
+                TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv0, 54272);  // online_softmax_attn.pto:21:22
+                TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv1, ptodsl_aiv1_ub + 54272);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView28 accGm28(acc + _qb4 * 64 * D + _g386 * 64, GmView28::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
+                GmView28 accGm28(acc + _qb4 * 64 * D + _g386 * 128, GmView28::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
                 TLOAD(t387_aiv0, accGm28);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp1 tmp6(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                TASSIGN(tmp6, 75776);  // online_softmax_attn.pto:21:22
+                TASSIGN(tmp6, 70656);  // online_softmax_attn.pto:21:22
                 TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                 TROWEXPANDMUL(t390_aiv0, t387_aiv0, tmp6);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView29 t13_lastGm29(t13_last + _qb4 * 64 * D + _g386 * 64, GmView29::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
+                GmView29 t13_lastGm29(t13_last + _qb4 * 64 * D + _g386 * 128, GmView29::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
                 TLOAD(t394_aiv0, t13_lastGm29);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TADD(t395_aiv0, t390_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView30 accGm30(acc + _qb4 * 64 * D + _g386 * 64, GmView30::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                GmView30 accGm30(acc + _qb4 * 64 * D + _g386 * 128, GmView30::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
                 TSTORE(accGm30, t395_aiv0);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -588,28 +603,28 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                     using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView31 accGm31(acc + (_qb4 * 64 + 32) * D + _g386 * 64, GmView31::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView31 accGm31(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView31::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t387_aiv1, accGm31);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp7, 75776);  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp7, 70656);  // online_softmax_attn.pto:21:22
                     TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t390_aiv1, t387_aiv1, tmp7);  // online_softmax_attn.pto:21:22
                     using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView32 t13_lastGm32(t13_last + (_qb4 * 64 + 32) * D + _g386 * 64, GmView32::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView32 t13_lastGm32(t13_last + (_qb4 * 64 + 32) * D + _g386 * 128, GmView32::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t394_aiv1, t13_lastGm32);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TADD(t395_aiv1, t390_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView33 accGm33(acc + (_qb4 * 64 + 32) * D + _g386 * 64, GmView33::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView33 accGm33(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView33::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
                     TSTORE(accGm33, t395_aiv1);  // online_softmax_attn.pto:21:22
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -622,6 +637,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
@@ -634,6 +651,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -641,25 +660,25 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
+            for (int64_t _g399 = 0; _g399 < (D + 127) / 128; ++_g399) {  // online_softmax_attn.pto:24:25
                 pipe_barrier(PIPE_V);
-                TileT400Aiv0 t400_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(t400_aiv0, 2048);  // online_softmax_attn.pto:24:25
-                TileT400Aiv1 t400_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(t400_aiv1, 10240);  // online_softmax_attn.pto:24:25
-                TileT403Aiv0 t403_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(t403_aiv0, 18432);  // online_softmax_attn.pto:24:25
-                TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(t403_aiv1, 26624);  // online_softmax_attn.pto:24:25
+                TileT400Aiv0 t400_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 128, 128));  // online_softmax_attn.pto:24:25
+                TASSIGN(t400_aiv0, 1024);  // online_softmax_attn.pto:24:25
+                TileT400Aiv1 t400_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 128, 128));  // online_softmax_attn.pto:24:25
+                TASSIGN(t400_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:24:25
+                TileT403Aiv0 t403_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 128, 128));  // online_softmax_attn.pto:24:25
+                TASSIGN(t403_aiv0, 17408);  // online_softmax_attn.pto:24:25
+                TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 128, 128));  // online_softmax_attn.pto:24:25
+                TASSIGN(t403_aiv1, ptodsl_aiv1_ub + 17408);  // online_softmax_attn.pto:24:25
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                GmView36 accGm36(acc + _qb4 * 64 * D + _g399 * 64, GmView36::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:24:25
+                GmView36 accGm36(acc + _qb4 * 64 * D + _g399 * 128, GmView36::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:24:25
                 TLOAD(t400_aiv0, accGm36);  // online_softmax_attn.pto:24:25
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp8(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:24:25
-                TASSIGN(tmp8, 75776);  // online_softmax_attn.pto:24:25
+                TASSIGN(tmp8, 70656);  // online_softmax_attn.pto:24:25
                 TROWEXPAND(tmp8, t368_aiv0);  // online_softmax_attn.pto:24:25
                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
                 TROWEXPANDDIV(t403_aiv0, t400_aiv0, tmp8);  // online_softmax_attn.pto:24:25
@@ -667,26 +686,26 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                GmView37 oGm37(o + _qb4 * 64 * D + _g399 * 64, GmView37::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:24:20
+                GmView37 oGm37(o + _qb4 * 64 * D + _g399 * 128, GmView37::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:24:20
                 TSTORE(oGm37, t403_aiv0);  // online_softmax_attn.pto:24:20
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:24:25
                     using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView38 accGm38(acc + (_qb4 * 64 + 32) * D + _g399 * 64, GmView38::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:25
+                    GmView38 accGm38(acc + (_qb4 * 64 + 32) * D + _g399 * 128, GmView38::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:25
                     TLOAD(t400_aiv1, accGm38);  // online_softmax_attn.pto:24:25
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:24:25
-                    TASSIGN(tmp9, 75776);  // online_softmax_attn.pto:24:25
+                    TASSIGN(tmp9, 70656);  // online_softmax_attn.pto:24:25
                     TROWEXPAND(tmp9, t368_aiv1);  // online_softmax_attn.pto:24:25
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
                     TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                    GmView39 oGm39(o + (_qb4 * 64 + 32) * D + _g399 * 64, GmView39::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:24:20
+                    GmView39 oGm39(o + (_qb4 * 64 + 32) * D + _g399 * 128, GmView39::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:24:20
                     TSTORE(oGm39, t403_aiv1);  // online_softmax_attn.pto:24:20
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -702,20 +721,20 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
@@ -732,132 +751,146 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
-            __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
-            __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-            }
-            for (int64_t _g315 = 0; _g315 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
-                TileT316 t316(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
-                TileT317 t317(min_i64(S - _qb4 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t317, 0);  // online_softmax_attn.pto:10:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView0 qGm0(q + _qb4 * 64 * D, GmView0::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t317, qGm0);  // online_softmax_attn.pto:10:13
+            __gm__ float* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // online_softmax_attn.pto:8:14
+            __gm__ float* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g315 = 0; _g315 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
+                TileT319 t319(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
+                TileT320 t320(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView0 kj_lastGm0(kj_last + _g315 * 64 * D, GmView0::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t319, kj_lastGm0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT318 t318(min_i64(S - _qb4 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t320, t319);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT316 t316(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
+                TileT317 t317(min_i64(S - _qb4 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t317, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView1 qGm1(q + _qb4 * 64 * D, GmView1::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t317, qGm1);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT318 t318(min_i64(S - _qb4 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t318, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t318, t317);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT319 t319(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView1 kj_lastGm1(kj_last + _g315 * 64 * D, GmView1::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t319, kj_lastGm1);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT320 t320(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t320, t319);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t316, t318, t320);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
-                    TileT322 t322(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _k321 = 1; _k321 < (D + 127) / 128; ++_k321) {  // online_softmax_attn.pto:10:13
+                    TileT322 t322(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 128, 128));  // online_softmax_attn.pto:10:13
                     TASSIGN(t322, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView2 qGm2(q + _qb4 * 64 * D + _k321 * 64, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                    GmView2 qGm2(q + _qb4 * 64 * D + _k321 * 128, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT323 t323(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TileT323 t323(min_i64(S - _qb4 * 64, 64), min_i64(D - _k321 * 128, 128));  // online_softmax_attn.pto:10:13
                     TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t323, t322);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT324 t324(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT324 t324(min_i64(D - _k321 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t324, 0);  // online_softmax_attn.pto:10:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 64, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                    GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 128, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT325 t325(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TileT325 t325(min_i64(D - _k321 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t325, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t325, t324);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                GmView4 t0_lastGm4(t0_last + _qb4 * 64 * 64 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView4 t0_lastGm4(t0_last + _qb4 * 64 * 128 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
                 TSTORE(t0_lastGm4, t316);  // online_softmax_attn.pto:10:13
-                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
+            for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+            }
+            for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g327) {  // online_softmax_attn.pto:10:13
                 for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                 }
             }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
             }
-            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
+            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g347) {  // online_softmax_attn.pto:19:21
                 for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                 }
             }
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
             }
-            for (int64_t _g370 = 0; _g370 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:43
+            for (int64_t _g370 = 0; _g370 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g370) {  // online_softmax_attn.pto:21:43
                 for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                 }
             }
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag_dev(2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g374 = 0; _g374 < (D + 63) / 64; ++_g374) {  // online_softmax_attn.pto:21:36
                 TileT375 t375(min_i64(S - _qb4 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t375, 0);  // online_softmax_attn.pto:21:36
-                TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT376 t376(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t376, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView23 t14_lastGm23(t14_last + _qb4 * 64 * 64, GmView23::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView23 t14_lastGm23(t14_last + _qb4 * 64 * 128, GmView23::Shape(t376.GetValidRow(), t376.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t376, t14_lastGm23);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT377 t377(min_i64(S - _qb4 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t377, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t377, t376);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT378 t378(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT378 t378(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t378, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView24 vj_lastGm24(vj_last + _g374 * 64, GmView24::Shape(t378.GetValidRow(), t378.GetValidCol()), GmView24::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t378, vj_lastGm24);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT379 t379(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT379 t379(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t379, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t379, t378);  // online_softmax_attn.pto:21:36
@@ -869,26 +902,26 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k380) {  // online_softmax_attn.pto:21:36
-                    TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64));  // online_softmax_attn.pto:21:36
+                for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k380) {  // online_softmax_attn.pto:21:36
+                    TileT381 t381(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView25 t14_lastGm25(t14_last + _qb4 * 64 * 64 + _k380 * 64, GmView25::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView25 t14_lastGm25(t14_last + _qb4 * 64 * 128 + _k380 * 128, GmView25::Shape(t381.GetValidRow(), t381.GetValidCol()));  // online_softmax_attn.pto:21:36
                     TLOAD(t381, t14_lastGm25);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT382 t382(min_i64(S - _qb4 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t382, t381);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT383 t383(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT383 t383(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView26 vj_lastGm26(vj_last + _k380 * 64 * D + _g374 * 64, GmView26::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
+                    GmView26 vj_lastGm26(vj_last + _k380 * 128 * D + _g374 * 64, GmView26::Shape(t383.GetValidRow(), t383.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:21:36
                     TLOAD(t383, vj_lastGm26);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k380 * 64, 64), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
+                    TileT384 t384(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k380 * 128, 128), min_i64(D - _g374 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t384, t383);  // online_softmax_attn.pto:21:36
@@ -909,13 +942,13 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            for (int64_t _g386 = 0; _g386 < (D + 63) / 64; ++_g386) {  // online_softmax_attn.pto:21:22
+            for (int64_t _g386 = 0; _g386 < (D + 127) / 128; ++_g386) {  // online_softmax_attn.pto:21:22
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                 }
             }
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:22:13
             }
-            for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
+            for (int64_t _g399 = 0; _g399 < (D + 127) / 128; ++_g399) {  // online_softmax_attn.pto:24:25
                 for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:24:25
                 }
             }
@@ -934,13 +967,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    constexpr int64_t ptodsl_aiv1_ub = 0;
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb4 = block_index * ceil_div((S + 63) / 64, block_count); _qb4 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb4) {  // online_softmax_attn.pto:7:5
         pipe_barrier(PIPE_V);
         wait_flag_dev(1);
@@ -951,12 +985,16 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
-            __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
-            __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+            __gm__ float* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // online_softmax_attn.pto:8:14
+            __gm__ float* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
+            for (int64_t _g315 = 0; _g315 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
+                for (int64_t _k321 = 1; _k321 < (D + 127) / 128; ++_k321) {  // online_softmax_attn.pto:10:13
+                }
+            }
             TileT331Aiv0 t331_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:32
             TASSIGN(t331_aiv0, 0);  // online_softmax_attn.pto:17:32
             TileT331Aiv1 t331_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-            TASSIGN(t331_aiv1, 1024);  // online_softmax_attn.pto:17:32
+            TASSIGN(t331_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:17:32
             if (ptodsl_aiv0) {
                 TEXPANDS(t331_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
             }
@@ -966,25 +1004,23 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
             }
             pipe_barrier(PIPE_V);
-            for (int64_t _g315 = 0; _g315 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
-                for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
-                }
-                TileT328Aiv0 t328_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t328_aiv0, 2048);  // online_softmax_attn.pto:10:13
-                TileT328Aiv1 t328_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t328_aiv1, 10240);  // online_softmax_attn.pto:10:13
-                TileT329Aiv0 t329_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t329_aiv0, 18432);  // online_softmax_attn.pto:10:13
-                TileT329Aiv1 t329_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t329_aiv1, 26624);  // online_softmax_attn.pto:10:13
+            wait_flag_dev(2);
+            for (int64_t _g327 = 0; _g327 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g327) {  // online_softmax_attn.pto:10:13
+                TileT328Aiv0 t328_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g327 * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t328_aiv0, 1024);  // online_softmax_attn.pto:10:13
+                TileT328Aiv1 t328_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g327 * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t328_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:10:13
+                TileT329Aiv0 t329_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g327 * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t329_aiv0, 17408);  // online_softmax_attn.pto:10:13
+                TileT329Aiv1 t329_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g327 * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t329_aiv1, ptodsl_aiv1_ub + 17408);  // online_softmax_attn.pto:10:13
                 TileT334Aiv0 t334_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t334_aiv0, 34816);  // online_softmax_attn.pto:17:32
+                TASSIGN(t334_aiv0, 33792);  // online_softmax_attn.pto:17:32
                 TileT334Aiv1 t334_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t334_aiv1, 35840);  // online_softmax_attn.pto:17:32
-                wait_flag_dev(2);
+                TASSIGN(t334_aiv1, ptodsl_aiv1_ub + 33792);  // online_softmax_attn.pto:17:32
                 if (ptodsl_aiv0) {
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_lastGm5(t0_last + _qb4 * 64 * 64 + _g315 * 64, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView5 t0_lastGm5(t0_last + _qb4 * 64 * 128 + _g327 * 128, GmView5::Shape(t328_aiv0.GetValidRow(), t328_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TLOAD(t328_aiv0, t0_lastGm5);  // online_softmax_attn.pto:10:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -995,14 +1031,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_lastGm6(s_last + _qb4 * 64 * 64 + _g315 * 64, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView6 s_lastGm6(s_last + _qb4 * 64 * 128 + _g327 * 128, GmView6::Shape(t329_aiv0.GetValidRow(), t329_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
                     TSTORE(s_lastGm6, t329_aiv0);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp0, 75776);  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp0, 70656);  // online_softmax_attn.pto:17:32
                     TROWMAX(t334_aiv0, t329_aiv0, tmp0);  // online_softmax_attn.pto:17:32
                 }
                 pipe_barrier(PIPE_V);
@@ -1011,8 +1047,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
                     if (!ptodsl_aiv0) {
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView7 t0_lastGm7(t0_last + (_qb4 * 64 + 32) * 64 + _g315 * 64, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView7 t0_lastGm7(t0_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView7::Shape(t328_aiv1.GetValidRow(), t328_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TLOAD(t328_aiv1, t0_lastGm7);  // online_softmax_attn.pto:10:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -1023,14 +1059,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 s_lastGm8(s_last + (_qb4 * 64 + 32) * 64 + _g315 * 64, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView8 s_lastGm8(s_last + (_qb4 * 64 + 32) * 128 + _g327 * 128, GmView8::Shape(t329_aiv1.GetValidRow(), t329_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
                         TSTORE(s_lastGm8, t329_aiv1);  // online_softmax_attn.pto:10:13
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp1, 75776);  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp1, 70656);  // online_softmax_attn.pto:17:32
                         TROWMAX(t334_aiv1, t329_aiv1, tmp1);  // online_softmax_attn.pto:17:32
                     }
                     pipe_barrier(PIPE_V);
@@ -1044,33 +1080,33 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT336Aiv0 t336_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-            TASSIGN(t336_aiv0, 2048);  // online_softmax_attn.pto:17:21
+            TASSIGN(t336_aiv0, 1024);  // online_softmax_attn.pto:17:21
             TileT336Aiv1 t336_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-            TASSIGN(t336_aiv1, 3072);  // online_softmax_attn.pto:17:21
+            TASSIGN(t336_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:17:21
             TileT338Aiv0 t338_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-            TASSIGN(t338_aiv0, 4096);  // online_softmax_attn.pto:17:21
+            TASSIGN(t338_aiv0, 2048);  // online_softmax_attn.pto:17:21
             TileT338Aiv1 t338_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-            TASSIGN(t338_aiv1, 5120);  // online_softmax_attn.pto:17:21
+            TASSIGN(t338_aiv1, ptodsl_aiv1_ub + 2048);  // online_softmax_attn.pto:17:21
             TileT342Aiv0 t342_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-            TASSIGN(t342_aiv0, 6144);  // online_softmax_attn.pto:18:25
+            TASSIGN(t342_aiv0, 3072);  // online_softmax_attn.pto:18:25
             TileT342Aiv1 t342_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-            TASSIGN(t342_aiv1, 7168);  // online_softmax_attn.pto:18:25
+            TASSIGN(t342_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:18:25
             TileT345Aiv0 t345_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:18:21
-            TASSIGN(t345_aiv0, 8192);  // online_softmax_attn.pto:18:21
+            TASSIGN(t345_aiv0, 4096);  // online_softmax_attn.pto:18:21
             TileT345Aiv1 t345_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
-            TASSIGN(t345_aiv1, 9216);  // online_softmax_attn.pto:18:21
+            TASSIGN(t345_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:18:21
             TileT357Aiv0 t357_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t357_aiv0, 10240);  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv0, 5120);  // online_softmax_attn.pto:20:20
             TileT357Aiv1 t357_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t357_aiv1, 11264);  // online_softmax_attn.pto:20:20
+            TASSIGN(t357_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:20:20
             TileT359Aiv0 t359_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-            TASSIGN(t359_aiv0, 12288);  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv0, 6144);  // online_softmax_attn.pto:20:20
             TileT359Aiv1 t359_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t359_aiv1, 13312);  // online_softmax_attn.pto:20:20
+            TASSIGN(t359_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:20:20
             TileT361Aiv0 t361_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-            TASSIGN(t361_aiv0, 14336);  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv0, 7168);  // online_softmax_attn.pto:20:32
             TileT361Aiv1 t361_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-            TASSIGN(t361_aiv1, 15360);  // online_softmax_attn.pto:20:32
+            TASSIGN(t361_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
@@ -1140,29 +1176,29 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-                TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t348_aiv0, 16384);  // online_softmax_attn.pto:19:21
-                TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-                TASSIGN(t348_aiv1, 24576);  // online_softmax_attn.pto:19:21
-                TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t355_aiv0, 32768);  // online_softmax_attn.pto:19:17
-                TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:17
-                TASSIGN(t355_aiv1, 40960);  // online_softmax_attn.pto:19:17
+            for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g347) {  // online_softmax_attn.pto:19:21
+                TileT348Aiv0 t348_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g347 * 128, 128));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv0, 8192);  // online_softmax_attn.pto:19:21
+                TileT348Aiv1 t348_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g347 * 128, 128));  // online_softmax_attn.pto:19:21
+                TASSIGN(t348_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:19:21
+                TileT355Aiv0 t355_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g347 * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv0, 24576);  // online_softmax_attn.pto:19:17
+                TileT355Aiv1 t355_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g347 * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t355_aiv1, ptodsl_aiv1_ub + 24576);  // online_softmax_attn.pto:19:17
                 TileT364Aiv0 t364_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:32
                 TASSIGN(t364_aiv0, 0);  // online_softmax_attn.pto:20:32
                 TileT364Aiv1 t364_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t364_aiv1, 1024);  // online_softmax_attn.pto:20:32
+                TASSIGN(t364_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:20:32
                 if (ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_lastGm13(s_last + _qb4 * 64 * 64 + _g347 * 64, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                    GmView13 s_lastGm13(s_last + _qb4 * 64 * 128 + _g347 * 128, GmView13::Shape(t348_aiv0.GetValidRow(), t348_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
                     TLOAD(t348_aiv0, s_lastGm13);  // online_softmax_attn.pto:19:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp2(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp2, 75776);  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp2, 70656);  // online_softmax_attn.pto:19:17
                     TROWEXPAND(tmp2, t338_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                     TROWEXPANDEXPDIF(t355_aiv0, t348_aiv0, tmp2);  // online_softmax_attn.pto:19:17
@@ -1170,14 +1206,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_lastGm14(p_1_last + _qb4 * 64 * 64 + _g347 * 64, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                    GmView14 p_1_lastGm14(p_1_last + _qb4 * 64 * 128 + _g347 * 128, GmView14::Shape(t355_aiv0.GetValidRow(), t355_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
                     TSTORE(p_1_lastGm14, t355_aiv0);  // online_softmax_attn.pto:19:17
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp3, 75776);  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp3, 70656);  // online_softmax_attn.pto:20:32
                     TROWSUM(t364_aiv0, t355_aiv0, tmp3);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
@@ -1186,15 +1222,15 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 }
                 for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
                     if (!ptodsl_aiv0) {
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView15 s_lastGm15(s_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
+                        GmView15 s_lastGm15(s_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView15::Shape(t348_aiv1.GetValidRow(), t348_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
                         TLOAD(t348_aiv1, s_lastGm15);  // online_softmax_attn.pto:19:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (!ptodsl_aiv0) {
                         TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp4, 75776);  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp4, 70656);  // online_softmax_attn.pto:19:17
                         TROWEXPAND(tmp4, t338_aiv1);  // online_softmax_attn.pto:19:17
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
                         TROWEXPANDEXPDIF(t355_aiv1, t348_aiv1, tmp4);  // online_softmax_attn.pto:19:17
@@ -1202,14 +1238,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView16 p_1_lastGm16(p_1_last + (_qb4 * 64 + 32) * 64 + _g347 * 64, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
+                        GmView16 p_1_lastGm16(p_1_last + (_qb4 * 64 + 32) * 128 + _g347 * 128, GmView16::Shape(t355_aiv1.GetValidRow(), t355_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
                         TSTORE(p_1_lastGm16, t355_aiv1);  // online_softmax_attn.pto:19:17
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp5, 75776);  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 70656);  // online_softmax_attn.pto:20:32
                         TROWSUM(t364_aiv1, t355_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
@@ -1225,7 +1261,7 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             TileT368Aiv0 t368_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:20:20
             TASSIGN(t368_aiv0, 0);  // online_softmax_attn.pto:20:20
             TileT368Aiv1 t368_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-            TASSIGN(t368_aiv1, 1024);  // online_softmax_attn.pto:20:20
+            TASSIGN(t368_aiv1, ptodsl_aiv1_ub + 0);  // online_softmax_attn.pto:20:20
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TADD(t368_aiv0, t359_aiv0, t361_aiv0);  // online_softmax_attn.pto:20:20
@@ -1255,34 +1291,34 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g370 = 0; _g370 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:43
-                TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t371_aiv0, 10240);  // online_softmax_attn.pto:21:43
-                TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g370 * 64, 64));  // online_softmax_attn.pto:21:43
-                TASSIGN(t371_aiv1, 18432);  // online_softmax_attn.pto:21:43
+            for (int64_t _g370 = 0; _g370 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g370) {  // online_softmax_attn.pto:21:43
+                TileT371Aiv0 t371_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g370 * 128, 128));  // online_softmax_attn.pto:21:43
+                TASSIGN(t371_aiv0, 5120);  // online_softmax_attn.pto:21:43
+                TileT371Aiv1 t371_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g370 * 128, 128));  // online_softmax_attn.pto:21:43
+                TASSIGN(t371_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:43
                 if (ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView19 p_1_lastGm19(p_1_last + _qb4 * 64 * 64 + _g370 * 64, GmView19::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView19 p_1_lastGm19(p_1_last + _qb4 * 64 * 128 + _g370 * 128, GmView19::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TLOAD(t371_aiv0, p_1_lastGm19);  // online_softmax_attn.pto:21:43
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView20 t14_lastGm20(t14_last + _qb4 * 64 * 64 + _g370 * 64, GmView20::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView20 t14_lastGm20(t14_last + _qb4 * 64 * 128 + _g370 * 128, GmView20::Shape(t371_aiv0.GetValidRow(), t371_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
                     TSTORE(t14_lastGm20, t371_aiv0);  // online_softmax_attn.pto:21:43
                 }
                 for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
                     if (!ptodsl_aiv0) {
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView21 p_1_lastGm21(p_1_last + (_qb4 * 64 + 32) * 64 + _g370 * 64, GmView21::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView21 p_1_lastGm21(p_1_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView21::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TLOAD(t371_aiv1, p_1_lastGm21);  // online_softmax_attn.pto:21:43
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView22 t14_lastGm22(t14_last + (_qb4 * 64 + 32) * 64 + _g370 * 64, GmView22::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView22 t14_lastGm22(t14_last + (_qb4 * 64 + 32) * 128 + _g370 * 128, GmView22::Shape(t371_aiv1.GetValidRow(), t371_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
                         TSTORE(t14_lastGm22, t371_aiv1);  // online_softmax_attn.pto:21:43
                     }
                 }
@@ -1290,7 +1326,7 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             for (int64_t _g374 = 0; _g374 < (D + 63) / 64; ++_g374) {  // online_softmax_attn.pto:21:36
-                for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k380) {  // online_softmax_attn.pto:21:36
+                for (int64_t _k380 = 1; _k380 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k380) {  // online_softmax_attn.pto:21:36
                 }
             }
             pipe_barrier(PIPE_V);
@@ -1304,37 +1340,37 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g386 = 0; _g386 < (D + 63) / 64; ++_g386) {  // online_softmax_attn.pto:21:22
+            for (int64_t _g386 = 0; _g386 < (D + 127) / 128; ++_g386) {  // online_softmax_attn.pto:21:22
                 pipe_barrier(PIPE_V);
-                TileT387Aiv0 t387_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t387_aiv0, 10240);  // online_softmax_attn.pto:21:22
-                TileT387Aiv1 t387_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t387_aiv1, 18432);  // online_softmax_attn.pto:21:22
-                TileT390Aiv0 t390_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t390_aiv0, 26624);  // online_softmax_attn.pto:21:22
-                TileT390Aiv1 t390_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t390_aiv1, 34816);  // online_softmax_attn.pto:21:22
-                TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t394_aiv0, 43008);  // online_softmax_attn.pto:21:22
-                TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t394_aiv1, 51200);  // online_softmax_attn.pto:21:22
-                TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t395_aiv0, 59392);  // online_softmax_attn.pto:21:22
-                TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t395_aiv1, 67584);  // online_softmax_attn.pto:21:22
+                TileT387Aiv0 t387_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t387_aiv0, 5120);  // online_softmax_attn.pto:21:22
+                TileT387Aiv1 t387_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t387_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:21:22
+                TileT390Aiv0 t390_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t390_aiv0, 21504);  // online_softmax_attn.pto:21:22
+                TileT390Aiv1 t390_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t390_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:21:22
+                TileT394Aiv0 t394_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv0, 37888);  // online_softmax_attn.pto:21:22
+                TileT394Aiv1 t394_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t394_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:21:22
+                TileT395Aiv0 t395_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv0, 54272);  // online_softmax_attn.pto:21:22
+                TileT395Aiv1 t395_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g386 * 128, 128));  // online_softmax_attn.pto:21:22
+                TASSIGN(t395_aiv1, ptodsl_aiv1_ub + 54272);  // online_softmax_attn.pto:21:22
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView28 accGm28(acc + _qb4 * 64 * D + _g386 * 64, GmView28::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView28 accGm28(acc + _qb4 * 64 * D + _g386 * 128, GmView28::Shape(t387_aiv0.GetValidRow(), t387_aiv0.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t387_aiv0, accGm28);  // online_softmax_attn.pto:21:22
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp6(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:21:22
-                    TASSIGN(tmp6, 75776);  // online_softmax_attn.pto:21:22
+                    TASSIGN(tmp6, 70656);  // online_softmax_attn.pto:21:22
                     TROWEXPAND(tmp6, t345_aiv0);  // online_softmax_attn.pto:21:22
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                     TROWEXPANDMUL(t390_aiv0, t387_aiv0, tmp6);  // online_softmax_attn.pto:21:22
@@ -1343,7 +1379,7 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView29 t13_lastGm29(t13_last + _qb4 * 64 * D + _g386 * 64, GmView29::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView29 t13_lastGm29(t13_last + _qb4 * 64 * D + _g386 * 128, GmView29::Shape(t394_aiv0.GetValidRow(), t394_aiv0.GetValidCol()), GmView29::Stride(D));  // online_softmax_attn.pto:21:22
                     TLOAD(t394_aiv0, t13_lastGm29);  // online_softmax_attn.pto:21:22
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1353,13 +1389,13 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 if (ptodsl_aiv0) {
                     TADD(t395_aiv0, t390_aiv0, t394_aiv0);  // online_softmax_attn.pto:21:22
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView30 accGm30(acc + _qb4 * 64 * D + _g386 * 64, GmView30::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
+                    GmView30 accGm30(acc + _qb4 * 64 * D + _g386 * 128, GmView30::Shape(t395_aiv0.GetValidRow(), t395_aiv0.GetValidCol()), GmView30::Stride(D));  // online_softmax_attn.pto:21:22
                     TSTORE(accGm30, t395_aiv0);  // online_softmax_attn.pto:21:22
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1370,20 +1406,20 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                     if (!ptodsl_aiv0) {
                         using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView31 accGm31(acc + (_qb4 * 64 + 32) * D + _g386 * 64, GmView31::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView31 accGm31(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView31::Shape(t387_aiv1.GetValidRow(), t387_aiv1.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t387_aiv1, accGm31);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (!ptodsl_aiv0) {
                         TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:21:22
-                        TASSIGN(tmp7, 75776);  // online_softmax_attn.pto:21:22
+                        TASSIGN(tmp7, 70656);  // online_softmax_attn.pto:21:22
                         TROWEXPAND(tmp7, t345_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t390_aiv1, t387_aiv1, tmp7);  // online_softmax_attn.pto:21:22
                         using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView32 t13_lastGm32(t13_last + (_qb4 * 64 + 32) * D + _g386 * 64, GmView32::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView32 t13_lastGm32(t13_last + (_qb4 * 64 + 32) * D + _g386 * 128, GmView32::Shape(t394_aiv1.GetValidRow(), t394_aiv1.GetValidCol()), GmView32::Stride(D));  // online_softmax_attn.pto:21:22
                         TLOAD(t394_aiv1, t13_lastGm32);  // online_softmax_attn.pto:21:22
                     }
                     pipe_barrier(PIPE_V);
@@ -1392,12 +1428,12 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     if (!ptodsl_aiv0) {
                         TADD(t395_aiv1, t390_aiv1, t394_aiv1);  // online_softmax_attn.pto:21:22
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
                         using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView33 accGm33(acc + (_qb4 * 64 + 32) * D + _g386 * 64, GmView33::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
+                        GmView33 accGm33(acc + (_qb4 * 64 + 32) * D + _g386 * 128, GmView33::Shape(t395_aiv1.GetValidRow(), t395_aiv1.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:22
                         TSTORE(accGm33, t395_aiv1);  // online_softmax_attn.pto:21:22
                     }
                 }
@@ -1411,6 +1447,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             if (ptodsl_aiv0) {
@@ -1427,6 +1465,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -1434,20 +1474,20 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
+            for (int64_t _g399 = 0; _g399 < (D + 127) / 128; ++_g399) {  // online_softmax_attn.pto:24:25
                 pipe_barrier(PIPE_V);
-                TileT400Aiv0 t400_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(t400_aiv0, 2048);  // online_softmax_attn.pto:24:25
-                TileT400Aiv1 t400_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(t400_aiv1, 10240);  // online_softmax_attn.pto:24:25
-                TileT403Aiv0 t403_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(t403_aiv0, 18432);  // online_softmax_attn.pto:24:25
-                TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-                TASSIGN(t403_aiv1, 26624);  // online_softmax_attn.pto:24:25
+                TileT400Aiv0 t400_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 128, 128));  // online_softmax_attn.pto:24:25
+                TASSIGN(t400_aiv0, 1024);  // online_softmax_attn.pto:24:25
+                TileT400Aiv1 t400_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 128, 128));  // online_softmax_attn.pto:24:25
+                TASSIGN(t400_aiv1, ptodsl_aiv1_ub + 1024);  // online_softmax_attn.pto:24:25
+                TileT403Aiv0 t403_aiv0(min_i64(min_i64(S - _qb4 * 64, 64), 32), min_i64(D - _g399 * 128, 128));  // online_softmax_attn.pto:24:25
+                TASSIGN(t403_aiv0, 17408);  // online_softmax_attn.pto:24:25
+                TileT403Aiv1 t403_aiv1(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1), min_i64(D - _g399 * 128, 128));  // online_softmax_attn.pto:24:25
+                TASSIGN(t403_aiv1, ptodsl_aiv1_ub + 17408);  // online_softmax_attn.pto:24:25
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                    GmView36 accGm36(acc + _qb4 * 64 * D + _g399 * 64, GmView36::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:24:25
+                    GmView36 accGm36(acc + _qb4 * 64 * D + _g399 * 128, GmView36::Shape(t400_aiv0.GetValidRow(), t400_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:24:25
                     TLOAD(t400_aiv0, accGm36);  // online_softmax_attn.pto:24:25
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -1455,7 +1495,7 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp8(min_i64(min_i64(S - _qb4 * 64, 64), 32));  // online_softmax_attn.pto:24:25
-                    TASSIGN(tmp8, 75776);  // online_softmax_attn.pto:24:25
+                    TASSIGN(tmp8, 70656);  // online_softmax_attn.pto:24:25
                     TROWEXPAND(tmp8, t368_aiv0);  // online_softmax_attn.pto:24:25
                     pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
                     TROWEXPANDDIV(t403_aiv0, t400_aiv0, tmp8);  // online_softmax_attn.pto:24:25
@@ -1465,7 +1505,7 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                    GmView37 oGm37(o + _qb4 * 64 * D + _g399 * 64, GmView37::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:24:20
+                    GmView37 oGm37(o + _qb4 * 64 * D + _g399 * 128, GmView37::Shape(t403_aiv0.GetValidRow(), t403_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:24:20
                     TSTORE(oGm37, t403_aiv0);  // online_softmax_attn.pto:24:20
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -1474,14 +1514,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb4 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:24:25
                     if (!ptodsl_aiv0) {
                         using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-                        GmView38 accGm38(acc + (_qb4 * 64 + 32) * D + _g399 * 64, GmView38::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:25
+                        GmView38 accGm38(acc + (_qb4 * 64 + 32) * D + _g399 * 128, GmView38::Shape(t400_aiv1.GetValidRow(), t400_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:24:25
                         TLOAD(t400_aiv1, accGm38);  // online_softmax_attn.pto:24:25
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
                         TileTmp1 tmp9(max_i64(min_i64(min_i64(S - _qb4 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:24:25
-                        TASSIGN(tmp9, 75776);  // online_softmax_attn.pto:24:25
+                        TASSIGN(tmp9, 70656);  // online_softmax_attn.pto:24:25
                         TROWEXPAND(tmp9, t368_aiv1);  // online_softmax_attn.pto:24:25
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
                         TROWEXPANDDIV(t403_aiv1, t400_aiv1, tmp9);  // online_softmax_attn.pto:24:25
@@ -1490,7 +1530,7 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
                         using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-                        GmView39 oGm39(o + (_qb4 * 64 + 32) * D + _g399 * 64, GmView39::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:24:20
+                        GmView39 oGm39(o + (_qb4 * 64 + 32) * D + _g399 * 128, GmView39::Shape(t403_aiv1.GetValidRow(), t403_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:24:20
                         TSTORE(oGm39, t403_aiv1);  // online_softmax_attn.pto:24:20
                     }
                 }
@@ -1507,8 +1547,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     }
     wait_flag_dev(1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

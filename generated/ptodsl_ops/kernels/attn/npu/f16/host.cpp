@@ -245,27 +245,27 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:6:11
     }
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // online_softmax_attn.pto:6:11
-    DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace t0_first_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_first_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
+    DeviceWorkspace p_first_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:13:17
         return -1;  // online_softmax_attn.pto:13:17
     }
     float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // online_softmax_attn.pto:13:17
-    DeviceWorkspace t5_first_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:15:29
+    DeviceWorkspace t5_first_bytes((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:15:29
     if (ptodsl_failed) {  // online_softmax_attn.pto:15:29
         return -1;  // online_softmax_attn.pto:15:29
     }
     half* t5_first = reinterpret_cast<half*>(t5_first_bytes.data());  // online_softmax_attn.pto:15:29
-    if ((L + 63) / 64 >= 1) {  // online_softmax_attn.pto:7:5
+    if ((L + 127) / 128 >= 1) {  // online_softmax_attn.pto:7:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // online_softmax_attn.pto:7:5
             {  // online_softmax_attn.pto:7:5
                 const int64_t attn_f16_k0_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
@@ -278,7 +278,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
                     return -1;  // online_softmax_attn.pto:7:5
                 }
             }
-            if ((L + 63) / 64 == 1) {  // online_softmax_attn.pto:23:9
+            if ((L + 127) / 128 == 1) {  // online_softmax_attn.pto:23:9
                 {  // online_softmax_attn.pto:7:5
                     const int64_t attn_f16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:7:5
                     attn_f16_k1_launch(attn_f16_k1_blocks, ptodsl_stream, acc, l, o, S, D);  // online_softmax_attn.pto:7:5
@@ -289,42 +289,42 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
             }
         }
     }
-    DeviceWorkspace t0_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace t0_u2c0_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* t0_u2c0 = reinterpret_cast<float*>(t0_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace t0_u2c0_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace t0_u2c0_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* t0_u2c0_twin = reinterpret_cast<float*>(t0_u2c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_u2c0_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_u2c0_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_u2c0_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_u2c0_twin = reinterpret_cast<float*>(s_u2c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace p_1_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    DeviceWorkspace p_1_u2c0_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace p_1_u2c0_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    DeviceWorkspace p_1_u2c0_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u2c0_twin = reinterpret_cast<float*>(p_1_u2c0_twin_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t14_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u2c0_bytes((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
     }
     half* t14_u2c0 = reinterpret_cast<half*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:43
-    DeviceWorkspace t14_u2c0_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u2c0_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
     }
@@ -339,42 +339,42 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:21:36
     }
     float* t13_u2c0_twin = reinterpret_cast<float*>(t13_u2c0_twin_bytes.data());  // online_softmax_attn.pto:21:36
-    DeviceWorkspace t0_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace t0_u2c1_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace t0_u2c1_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace t0_u2c1_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* t0_u2c1_twin = reinterpret_cast<float*>(t0_u2c1_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_u2c1_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_u2c1_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_u2c1_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_u2c1_twin = reinterpret_cast<float*>(s_u2c1_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace p_1_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    DeviceWorkspace p_1_u2c1_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace p_1_u2c1_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    DeviceWorkspace p_1_u2c1_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u2c1_twin = reinterpret_cast<float*>(p_1_u2c1_twin_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t14_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u2c1_bytes((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
     }
     half* t14_u2c1 = reinterpret_cast<half*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
-    DeviceWorkspace t14_u2c1_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u2c1_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
     }
@@ -389,42 +389,42 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:21:36
     }
     float* t13_u2c1_twin = reinterpret_cast<float*>(t13_u2c1_twin_bytes.data());  // online_softmax_attn.pto:21:36
-    DeviceWorkspace t0_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace t0_u1c0_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace t0_u1c0_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace t0_u1c0_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* t0_u1c0_twin = reinterpret_cast<float*>(t0_u1c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_u1c0_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_u1c0_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_u1c0_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_u1c0_twin = reinterpret_cast<float*>(s_u1c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace p_1_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    DeviceWorkspace p_1_u1c0_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace p_1_u1c0_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    DeviceWorkspace p_1_u1c0_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_u1c0_twin = reinterpret_cast<float*>(p_1_u1c0_twin_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t14_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u1c0_bytes((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
     }
     half* t14_u1c0 = reinterpret_cast<half*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
-    DeviceWorkspace t14_u1c0_twin_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_u1c0_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
     }
@@ -450,22 +450,22 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
             return -1;  // online_softmax_attn.pto:7:5
         }
     }
-    DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace t0_last_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+    DeviceWorkspace s_last_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+    DeviceWorkspace p_1_last_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
     if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
         return -1;  // online_softmax_attn.pto:19:17
     }
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace t14_last_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
+    DeviceWorkspace t14_last_bytes((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
     }
@@ -486,7 +486,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
             return -1;  // online_softmax_attn.pto:7:5
         }
     }
-    if ((L + 63) / 64 >= 2) {  // online_softmax_attn.pto:7:5
+    if ((L + 127) / 128 >= 2) {  // online_softmax_attn.pto:7:5
         {  // online_softmax_attn.pto:7:5
             const int64_t attn_f16_k4_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // online_softmax_attn.pto:7:5
             uint64_t* ffts_3 = ptodsl_c2c_ctrl();  // online_softmax_attn.pto:7:5

@@ -144,6 +144,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT29OAiv0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT29OAiv1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
     __gm__ bfloat16_t* h_own = h + block_index * 64 * 256;  // ffn.pto:10:9
     __gm__ bfloat16_t* a_own = a + block_index * 64 * 256;  // ffn.pto:10:9
     __gm__ bfloat16_t* h_own_twin = h_twin + block_index * 64 * 256;  // ffn.pto:10:9
@@ -299,35 +300,35 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT8EAiv0 t8_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
                     TASSIGN(t8_e_aiv0, 0);  // ffn.pto:13:16
                     TileT8EAiv1 t8_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t8_e_aiv1, 4096);  // ffn.pto:13:16
+                    TASSIGN(t8_e_aiv1, ptodsl_aiv1_ub + 0);  // ffn.pto:13:16
                     TileT9EAiv0 t9_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t9_e_aiv0, 8192);  // ffn.pto:13:16
+                    TASSIGN(t9_e_aiv0, 4096);  // ffn.pto:13:16
                     TileT9EAiv1 t9_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t9_e_aiv1, 12288);  // ffn.pto:13:16
+                    TASSIGN(t9_e_aiv1, ptodsl_aiv1_ub + 4096);  // ffn.pto:13:16
                     TileT10EAiv0 t10_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t10_e_aiv0, 16384);  // ffn.pto:13:16
+                    TASSIGN(t10_e_aiv0, 8192);  // ffn.pto:13:16
                     TileT10EAiv1 t10_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t10_e_aiv1, 24576);  // ffn.pto:13:16
+                    TASSIGN(t10_e_aiv1, ptodsl_aiv1_ub + 8192);  // ffn.pto:13:16
                     TileT11EAiv0 t11_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t11_e_aiv0, 32768);  // ffn.pto:13:16
+                    TASSIGN(t11_e_aiv0, 16384);  // ffn.pto:13:16
                     TileT11EAiv1 t11_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t11_e_aiv1, 40960);  // ffn.pto:13:16
+                    TASSIGN(t11_e_aiv1, ptodsl_aiv1_ub + 16384);  // ffn.pto:13:16
                     TileT12EAiv0 t12_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t12_e_aiv0, 49152);  // ffn.pto:13:16
+                    TASSIGN(t12_e_aiv0, 24576);  // ffn.pto:13:16
                     TileT12EAiv1 t12_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t12_e_aiv1, 57344);  // ffn.pto:13:16
+                    TASSIGN(t12_e_aiv1, ptodsl_aiv1_ub + 24576);  // ffn.pto:13:16
                     TileT13EAiv0 t13_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t13_e_aiv0, 65536);  // ffn.pto:13:16
+                    TASSIGN(t13_e_aiv0, 32768);  // ffn.pto:13:16
                     TileT13EAiv1 t13_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t13_e_aiv1, 73728);  // ffn.pto:13:16
+                    TASSIGN(t13_e_aiv1, ptodsl_aiv1_ub + 32768);  // ffn.pto:13:16
                     TileT14EAiv0 t14_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t14_e_aiv0, 81920);  // ffn.pto:13:16
+                    TASSIGN(t14_e_aiv0, 40960);  // ffn.pto:13:16
                     TileT14EAiv1 t14_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t14_e_aiv1, 90112);  // ffn.pto:13:16
+                    TASSIGN(t14_e_aiv1, ptodsl_aiv1_ub + 40960);  // ffn.pto:13:16
                     TileT15EAiv0 t15_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t15_e_aiv0, 98304);  // ffn.pto:13:16
+                    TASSIGN(t15_e_aiv0, 49152);  // ffn.pto:13:16
                     TileT15EAiv1 t15_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t15_e_aiv1, 106496);  // ffn.pto:13:16
+                    TASSIGN(t15_e_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
                     GmView8 h_ownGm8(h_own + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView8::Shape(t8_e_aiv0.GetValidRow()));  // ffn.pto:13:16
@@ -405,55 +406,55 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT17EAiv0 t17_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
                     TASSIGN(t17_e_aiv0, 0);  // ffn.pto:15:16
                     TileT17EAiv1 t17_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t17_e_aiv1, 4096);  // ffn.pto:15:16
+                    TASSIGN(t17_e_aiv1, ptodsl_aiv1_ub + 0);  // ffn.pto:15:16
                     TileT18EAiv0 t18_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t18_e_aiv0, 8192);  // ffn.pto:15:16
+                    TASSIGN(t18_e_aiv0, 4096);  // ffn.pto:15:16
                     TileT18EAiv1 t18_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t18_e_aiv1, 12288);  // ffn.pto:15:16
+                    TASSIGN(t18_e_aiv1, ptodsl_aiv1_ub + 4096);  // ffn.pto:15:16
                     TileT19EAiv0 t19_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t19_e_aiv0, 16384);  // ffn.pto:15:16
+                    TASSIGN(t19_e_aiv0, 8192);  // ffn.pto:15:16
                     TileT19EAiv1 t19_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t19_e_aiv1, 24576);  // ffn.pto:15:16
+                    TASSIGN(t19_e_aiv1, ptodsl_aiv1_ub + 8192);  // ffn.pto:15:16
                     TileT20EAiv0 t20_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t20_e_aiv0, 32768);  // ffn.pto:15:16
+                    TASSIGN(t20_e_aiv0, 16384);  // ffn.pto:15:16
                     TileT20EAiv1 t20_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t20_e_aiv1, 40960);  // ffn.pto:15:16
+                    TASSIGN(t20_e_aiv1, ptodsl_aiv1_ub + 16384);  // ffn.pto:15:16
                     TileT21EAiv0 t21_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t21_e_aiv0, 49152);  // ffn.pto:15:16
+                    TASSIGN(t21_e_aiv0, 24576);  // ffn.pto:15:16
                     TileT21EAiv1 t21_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t21_e_aiv1, 57344);  // ffn.pto:15:16
+                    TASSIGN(t21_e_aiv1, ptodsl_aiv1_ub + 24576);  // ffn.pto:15:16
                     TileT22EAiv0 t22_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t22_e_aiv0, 65536);  // ffn.pto:15:16
+                    TASSIGN(t22_e_aiv0, 32768);  // ffn.pto:15:16
                     TileT22EAiv1 t22_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t22_e_aiv1, 73728);  // ffn.pto:15:16
+                    TASSIGN(t22_e_aiv1, ptodsl_aiv1_ub + 32768);  // ffn.pto:15:16
                     TileT23EAiv0 t23_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t23_e_aiv0, 81920);  // ffn.pto:15:16
+                    TASSIGN(t23_e_aiv0, 40960);  // ffn.pto:15:16
                     TileT23EAiv1 t23_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t23_e_aiv1, 90112);  // ffn.pto:15:16
+                    TASSIGN(t23_e_aiv1, ptodsl_aiv1_ub + 40960);  // ffn.pto:15:16
                     TileT24EAiv0 t24_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t24_e_aiv0, 98304);  // ffn.pto:15:16
+                    TASSIGN(t24_e_aiv0, 49152);  // ffn.pto:15:16
                     TileT24EAiv1 t24_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t24_e_aiv1, 106496);  // ffn.pto:15:16
+                    TASSIGN(t24_e_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:15:16
                     TileT25EAiv0 t25_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t25_e_aiv0, 114688);  // ffn.pto:15:16
+                    TASSIGN(t25_e_aiv0, 57344);  // ffn.pto:15:16
                     TileT25EAiv1 t25_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t25_e_aiv1, 122880);  // ffn.pto:15:16
+                    TASSIGN(t25_e_aiv1, ptodsl_aiv1_ub + 57344);  // ffn.pto:15:16
                     TileT26EAiv0 t26_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t26_e_aiv0, 131072);  // ffn.pto:15:16
+                    TASSIGN(t26_e_aiv0, 65536);  // ffn.pto:15:16
                     TileT26EAiv1 t26_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t26_e_aiv1, 139264);  // ffn.pto:15:16
+                    TASSIGN(t26_e_aiv1, ptodsl_aiv1_ub + 65536);  // ffn.pto:15:16
                     TileT27EAiv0 t27_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t27_e_aiv0, 147456);  // ffn.pto:15:16
+                    TASSIGN(t27_e_aiv0, 73728);  // ffn.pto:15:16
                     TileT27EAiv1 t27_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t27_e_aiv1, 155648);  // ffn.pto:15:16
+                    TASSIGN(t27_e_aiv1, ptodsl_aiv1_ub + 73728);  // ffn.pto:15:16
                     TileT28EAiv0 t28_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t28_e_aiv0, 163840);  // ffn.pto:15:16
+                    TASSIGN(t28_e_aiv0, 81920);  // ffn.pto:15:16
                     TileT28EAiv1 t28_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t28_e_aiv1, 172032);  // ffn.pto:15:16
+                    TASSIGN(t28_e_aiv1, ptodsl_aiv1_ub + 81920);  // ffn.pto:15:16
                     TileT29EAiv0 t29_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t29_e_aiv0, 180224);  // ffn.pto:15:16
+                    TASSIGN(t29_e_aiv0, 90112);  // ffn.pto:15:16
                     TileT29EAiv1 t29_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t29_e_aiv1, 188416);  // ffn.pto:15:16
+                    TASSIGN(t29_e_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
                     GmView12 h_ownGm12(h_own + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2) * 64) * 256, GmView12::Shape(t17_e_aiv0.GetValidRow()));  // ffn.pto:15:16
@@ -686,35 +687,35 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT8OAiv0 t8_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
                     TASSIGN(t8_o_aiv0, 0);  // ffn.pto:13:16
                     TileT8OAiv1 t8_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t8_o_aiv1, 4096);  // ffn.pto:13:16
+                    TASSIGN(t8_o_aiv1, ptodsl_aiv1_ub + 0);  // ffn.pto:13:16
                     TileT9OAiv0 t9_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t9_o_aiv0, 8192);  // ffn.pto:13:16
+                    TASSIGN(t9_o_aiv0, 4096);  // ffn.pto:13:16
                     TileT9OAiv1 t9_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t9_o_aiv1, 12288);  // ffn.pto:13:16
+                    TASSIGN(t9_o_aiv1, ptodsl_aiv1_ub + 4096);  // ffn.pto:13:16
                     TileT10OAiv0 t10_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t10_o_aiv0, 16384);  // ffn.pto:13:16
+                    TASSIGN(t10_o_aiv0, 8192);  // ffn.pto:13:16
                     TileT10OAiv1 t10_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t10_o_aiv1, 24576);  // ffn.pto:13:16
+                    TASSIGN(t10_o_aiv1, ptodsl_aiv1_ub + 8192);  // ffn.pto:13:16
                     TileT11OAiv0 t11_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t11_o_aiv0, 32768);  // ffn.pto:13:16
+                    TASSIGN(t11_o_aiv0, 16384);  // ffn.pto:13:16
                     TileT11OAiv1 t11_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t11_o_aiv1, 40960);  // ffn.pto:13:16
+                    TASSIGN(t11_o_aiv1, ptodsl_aiv1_ub + 16384);  // ffn.pto:13:16
                     TileT12OAiv0 t12_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t12_o_aiv0, 49152);  // ffn.pto:13:16
+                    TASSIGN(t12_o_aiv0, 24576);  // ffn.pto:13:16
                     TileT12OAiv1 t12_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t12_o_aiv1, 57344);  // ffn.pto:13:16
+                    TASSIGN(t12_o_aiv1, ptodsl_aiv1_ub + 24576);  // ffn.pto:13:16
                     TileT13OAiv0 t13_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t13_o_aiv0, 65536);  // ffn.pto:13:16
+                    TASSIGN(t13_o_aiv0, 32768);  // ffn.pto:13:16
                     TileT13OAiv1 t13_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t13_o_aiv1, 73728);  // ffn.pto:13:16
+                    TASSIGN(t13_o_aiv1, ptodsl_aiv1_ub + 32768);  // ffn.pto:13:16
                     TileT14OAiv0 t14_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t14_o_aiv0, 81920);  // ffn.pto:13:16
+                    TASSIGN(t14_o_aiv0, 40960);  // ffn.pto:13:16
                     TileT14OAiv1 t14_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t14_o_aiv1, 90112);  // ffn.pto:13:16
+                    TASSIGN(t14_o_aiv1, ptodsl_aiv1_ub + 40960);  // ffn.pto:13:16
                     TileT15OAiv0 t15_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t15_o_aiv0, 98304);  // ffn.pto:13:16
+                    TASSIGN(t15_o_aiv0, 49152);  // ffn.pto:13:16
                     TileT15OAiv1 t15_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t15_o_aiv1, 106496);  // ffn.pto:13:16
+                    TASSIGN(t15_o_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
                     GmView24 h_own_twinGm24(h_own_twin + (_g7 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView24::Shape(t8_o_aiv0.GetValidRow()));  // ffn.pto:13:16
@@ -792,55 +793,55 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT17OAiv0 t17_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
                     TASSIGN(t17_o_aiv0, 0);  // ffn.pto:15:16
                     TileT17OAiv1 t17_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t17_o_aiv1, 4096);  // ffn.pto:15:16
+                    TASSIGN(t17_o_aiv1, ptodsl_aiv1_ub + 0);  // ffn.pto:15:16
                     TileT18OAiv0 t18_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t18_o_aiv0, 8192);  // ffn.pto:15:16
+                    TASSIGN(t18_o_aiv0, 4096);  // ffn.pto:15:16
                     TileT18OAiv1 t18_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t18_o_aiv1, 12288);  // ffn.pto:15:16
+                    TASSIGN(t18_o_aiv1, ptodsl_aiv1_ub + 4096);  // ffn.pto:15:16
                     TileT19OAiv0 t19_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t19_o_aiv0, 16384);  // ffn.pto:15:16
+                    TASSIGN(t19_o_aiv0, 8192);  // ffn.pto:15:16
                     TileT19OAiv1 t19_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t19_o_aiv1, 24576);  // ffn.pto:15:16
+                    TASSIGN(t19_o_aiv1, ptodsl_aiv1_ub + 8192);  // ffn.pto:15:16
                     TileT20OAiv0 t20_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t20_o_aiv0, 32768);  // ffn.pto:15:16
+                    TASSIGN(t20_o_aiv0, 16384);  // ffn.pto:15:16
                     TileT20OAiv1 t20_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t20_o_aiv1, 40960);  // ffn.pto:15:16
+                    TASSIGN(t20_o_aiv1, ptodsl_aiv1_ub + 16384);  // ffn.pto:15:16
                     TileT21OAiv0 t21_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t21_o_aiv0, 49152);  // ffn.pto:15:16
+                    TASSIGN(t21_o_aiv0, 24576);  // ffn.pto:15:16
                     TileT21OAiv1 t21_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t21_o_aiv1, 57344);  // ffn.pto:15:16
+                    TASSIGN(t21_o_aiv1, ptodsl_aiv1_ub + 24576);  // ffn.pto:15:16
                     TileT22OAiv0 t22_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t22_o_aiv0, 65536);  // ffn.pto:15:16
+                    TASSIGN(t22_o_aiv0, 32768);  // ffn.pto:15:16
                     TileT22OAiv1 t22_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t22_o_aiv1, 73728);  // ffn.pto:15:16
+                    TASSIGN(t22_o_aiv1, ptodsl_aiv1_ub + 32768);  // ffn.pto:15:16
                     TileT23OAiv0 t23_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t23_o_aiv0, 81920);  // ffn.pto:15:16
+                    TASSIGN(t23_o_aiv0, 40960);  // ffn.pto:15:16
                     TileT23OAiv1 t23_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t23_o_aiv1, 90112);  // ffn.pto:15:16
+                    TASSIGN(t23_o_aiv1, ptodsl_aiv1_ub + 40960);  // ffn.pto:15:16
                     TileT24OAiv0 t24_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t24_o_aiv0, 98304);  // ffn.pto:15:16
+                    TASSIGN(t24_o_aiv0, 49152);  // ffn.pto:15:16
                     TileT24OAiv1 t24_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t24_o_aiv1, 106496);  // ffn.pto:15:16
+                    TASSIGN(t24_o_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:15:16
                     TileT25OAiv0 t25_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t25_o_aiv0, 114688);  // ffn.pto:15:16
+                    TASSIGN(t25_o_aiv0, 57344);  // ffn.pto:15:16
                     TileT25OAiv1 t25_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t25_o_aiv1, 122880);  // ffn.pto:15:16
+                    TASSIGN(t25_o_aiv1, ptodsl_aiv1_ub + 57344);  // ffn.pto:15:16
                     TileT26OAiv0 t26_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t26_o_aiv0, 131072);  // ffn.pto:15:16
+                    TASSIGN(t26_o_aiv0, 65536);  // ffn.pto:15:16
                     TileT26OAiv1 t26_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t26_o_aiv1, 139264);  // ffn.pto:15:16
+                    TASSIGN(t26_o_aiv1, ptodsl_aiv1_ub + 65536);  // ffn.pto:15:16
                     TileT27OAiv0 t27_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t27_o_aiv0, 147456);  // ffn.pto:15:16
+                    TASSIGN(t27_o_aiv0, 73728);  // ffn.pto:15:16
                     TileT27OAiv1 t27_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t27_o_aiv1, 155648);  // ffn.pto:15:16
+                    TASSIGN(t27_o_aiv1, ptodsl_aiv1_ub + 73728);  // ffn.pto:15:16
                     TileT28OAiv0 t28_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t28_o_aiv0, 163840);  // ffn.pto:15:16
+                    TASSIGN(t28_o_aiv0, 81920);  // ffn.pto:15:16
                     TileT28OAiv1 t28_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t28_o_aiv1, 172032);  // ffn.pto:15:16
+                    TASSIGN(t28_o_aiv1, ptodsl_aiv1_ub + 81920);  // ffn.pto:15:16
                     TileT29OAiv0 t29_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t29_o_aiv0, 180224);  // ffn.pto:15:16
+                    TASSIGN(t29_o_aiv0, 90112);  // ffn.pto:15:16
                     TileT29OAiv1 t29_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t29_o_aiv1, 188416);  // ffn.pto:15:16
+                    TASSIGN(t29_o_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
                     GmView28 h_own_twinGm28(h_own_twin + (_g16 * 16 - (block_index * ceil_div((B + 63) / 64, block_count) + _qb0_sk * 2 + 1) * 64) * 256, GmView28::Shape(t17_o_aiv0.GetValidRow()));  // ffn.pto:15:16
@@ -1259,6 +1260,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    constexpr int64_t ptodsl_aiv1_ub = 0;
     __gm__ bfloat16_t* h_own = h + block_index * 64 * 256;  // ffn.pto:10:9
     __gm__ bfloat16_t* a_own = a + block_index * 64 * 256;  // ffn.pto:10:9
     __gm__ bfloat16_t* h_own_twin = h_twin + block_index * 64 * 256;  // ffn.pto:10:9
@@ -1293,35 +1295,35 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT8EAiv0 t8_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
                     TASSIGN(t8_e_aiv0, 0);  // ffn.pto:13:16
                     TileT8EAiv1 t8_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t8_e_aiv1, 4096);  // ffn.pto:13:16
+                    TASSIGN(t8_e_aiv1, ptodsl_aiv1_ub + 0);  // ffn.pto:13:16
                     TileT9EAiv0 t9_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t9_e_aiv0, 8192);  // ffn.pto:13:16
+                    TASSIGN(t9_e_aiv0, 4096);  // ffn.pto:13:16
                     TileT9EAiv1 t9_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t9_e_aiv1, 12288);  // ffn.pto:13:16
+                    TASSIGN(t9_e_aiv1, ptodsl_aiv1_ub + 4096);  // ffn.pto:13:16
                     TileT10EAiv0 t10_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t10_e_aiv0, 16384);  // ffn.pto:13:16
+                    TASSIGN(t10_e_aiv0, 8192);  // ffn.pto:13:16
                     TileT10EAiv1 t10_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t10_e_aiv1, 24576);  // ffn.pto:13:16
+                    TASSIGN(t10_e_aiv1, ptodsl_aiv1_ub + 8192);  // ffn.pto:13:16
                     TileT11EAiv0 t11_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t11_e_aiv0, 32768);  // ffn.pto:13:16
+                    TASSIGN(t11_e_aiv0, 16384);  // ffn.pto:13:16
                     TileT11EAiv1 t11_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t11_e_aiv1, 40960);  // ffn.pto:13:16
+                    TASSIGN(t11_e_aiv1, ptodsl_aiv1_ub + 16384);  // ffn.pto:13:16
                     TileT12EAiv0 t12_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t12_e_aiv0, 49152);  // ffn.pto:13:16
+                    TASSIGN(t12_e_aiv0, 24576);  // ffn.pto:13:16
                     TileT12EAiv1 t12_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t12_e_aiv1, 57344);  // ffn.pto:13:16
+                    TASSIGN(t12_e_aiv1, ptodsl_aiv1_ub + 24576);  // ffn.pto:13:16
                     TileT13EAiv0 t13_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t13_e_aiv0, 65536);  // ffn.pto:13:16
+                    TASSIGN(t13_e_aiv0, 32768);  // ffn.pto:13:16
                     TileT13EAiv1 t13_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t13_e_aiv1, 73728);  // ffn.pto:13:16
+                    TASSIGN(t13_e_aiv1, ptodsl_aiv1_ub + 32768);  // ffn.pto:13:16
                     TileT14EAiv0 t14_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t14_e_aiv0, 81920);  // ffn.pto:13:16
+                    TASSIGN(t14_e_aiv0, 40960);  // ffn.pto:13:16
                     TileT14EAiv1 t14_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t14_e_aiv1, 90112);  // ffn.pto:13:16
+                    TASSIGN(t14_e_aiv1, ptodsl_aiv1_ub + 40960);  // ffn.pto:13:16
                     TileT15EAiv0 t15_e_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t15_e_aiv0, 98304);  // ffn.pto:13:16
+                    TASSIGN(t15_e_aiv0, 49152);  // ffn.pto:13:16
                     TileT15EAiv1 t15_e_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t15_e_aiv1, 106496);  // ffn.pto:13:16
+                    TASSIGN(t15_e_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     if (ptodsl_aiv0) {
                         using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
@@ -1435,55 +1437,55 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT17EAiv0 t17_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
                     TASSIGN(t17_e_aiv0, 0);  // ffn.pto:15:16
                     TileT17EAiv1 t17_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t17_e_aiv1, 4096);  // ffn.pto:15:16
+                    TASSIGN(t17_e_aiv1, ptodsl_aiv1_ub + 0);  // ffn.pto:15:16
                     TileT18EAiv0 t18_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t18_e_aiv0, 8192);  // ffn.pto:15:16
+                    TASSIGN(t18_e_aiv0, 4096);  // ffn.pto:15:16
                     TileT18EAiv1 t18_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t18_e_aiv1, 12288);  // ffn.pto:15:16
+                    TASSIGN(t18_e_aiv1, ptodsl_aiv1_ub + 4096);  // ffn.pto:15:16
                     TileT19EAiv0 t19_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t19_e_aiv0, 16384);  // ffn.pto:15:16
+                    TASSIGN(t19_e_aiv0, 8192);  // ffn.pto:15:16
                     TileT19EAiv1 t19_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t19_e_aiv1, 24576);  // ffn.pto:15:16
+                    TASSIGN(t19_e_aiv1, ptodsl_aiv1_ub + 8192);  // ffn.pto:15:16
                     TileT20EAiv0 t20_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t20_e_aiv0, 32768);  // ffn.pto:15:16
+                    TASSIGN(t20_e_aiv0, 16384);  // ffn.pto:15:16
                     TileT20EAiv1 t20_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t20_e_aiv1, 40960);  // ffn.pto:15:16
+                    TASSIGN(t20_e_aiv1, ptodsl_aiv1_ub + 16384);  // ffn.pto:15:16
                     TileT21EAiv0 t21_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t21_e_aiv0, 49152);  // ffn.pto:15:16
+                    TASSIGN(t21_e_aiv0, 24576);  // ffn.pto:15:16
                     TileT21EAiv1 t21_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t21_e_aiv1, 57344);  // ffn.pto:15:16
+                    TASSIGN(t21_e_aiv1, ptodsl_aiv1_ub + 24576);  // ffn.pto:15:16
                     TileT22EAiv0 t22_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t22_e_aiv0, 65536);  // ffn.pto:15:16
+                    TASSIGN(t22_e_aiv0, 32768);  // ffn.pto:15:16
                     TileT22EAiv1 t22_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t22_e_aiv1, 73728);  // ffn.pto:15:16
+                    TASSIGN(t22_e_aiv1, ptodsl_aiv1_ub + 32768);  // ffn.pto:15:16
                     TileT23EAiv0 t23_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t23_e_aiv0, 81920);  // ffn.pto:15:16
+                    TASSIGN(t23_e_aiv0, 40960);  // ffn.pto:15:16
                     TileT23EAiv1 t23_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t23_e_aiv1, 90112);  // ffn.pto:15:16
+                    TASSIGN(t23_e_aiv1, ptodsl_aiv1_ub + 40960);  // ffn.pto:15:16
                     TileT24EAiv0 t24_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t24_e_aiv0, 98304);  // ffn.pto:15:16
+                    TASSIGN(t24_e_aiv0, 49152);  // ffn.pto:15:16
                     TileT24EAiv1 t24_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t24_e_aiv1, 106496);  // ffn.pto:15:16
+                    TASSIGN(t24_e_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:15:16
                     TileT25EAiv0 t25_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t25_e_aiv0, 114688);  // ffn.pto:15:16
+                    TASSIGN(t25_e_aiv0, 57344);  // ffn.pto:15:16
                     TileT25EAiv1 t25_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t25_e_aiv1, 122880);  // ffn.pto:15:16
+                    TASSIGN(t25_e_aiv1, ptodsl_aiv1_ub + 57344);  // ffn.pto:15:16
                     TileT26EAiv0 t26_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t26_e_aiv0, 131072);  // ffn.pto:15:16
+                    TASSIGN(t26_e_aiv0, 65536);  // ffn.pto:15:16
                     TileT26EAiv1 t26_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t26_e_aiv1, 139264);  // ffn.pto:15:16
+                    TASSIGN(t26_e_aiv1, ptodsl_aiv1_ub + 65536);  // ffn.pto:15:16
                     TileT27EAiv0 t27_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t27_e_aiv0, 147456);  // ffn.pto:15:16
+                    TASSIGN(t27_e_aiv0, 73728);  // ffn.pto:15:16
                     TileT27EAiv1 t27_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t27_e_aiv1, 155648);  // ffn.pto:15:16
+                    TASSIGN(t27_e_aiv1, ptodsl_aiv1_ub + 73728);  // ffn.pto:15:16
                     TileT28EAiv0 t28_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t28_e_aiv0, 163840);  // ffn.pto:15:16
+                    TASSIGN(t28_e_aiv0, 81920);  // ffn.pto:15:16
                     TileT28EAiv1 t28_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t28_e_aiv1, 172032);  // ffn.pto:15:16
+                    TASSIGN(t28_e_aiv1, ptodsl_aiv1_ub + 81920);  // ffn.pto:15:16
                     TileT29EAiv0 t29_e_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t29_e_aiv0, 180224);  // ffn.pto:15:16
+                    TASSIGN(t29_e_aiv0, 90112);  // ffn.pto:15:16
                     TileT29EAiv1 t29_e_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t29_e_aiv1, 188416);  // ffn.pto:15:16
+                    TASSIGN(t29_e_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16
@@ -1653,35 +1655,35 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT8OAiv0 t8_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
                     TASSIGN(t8_o_aiv0, 0);  // ffn.pto:13:16
                     TileT8OAiv1 t8_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t8_o_aiv1, 4096);  // ffn.pto:13:16
+                    TASSIGN(t8_o_aiv1, ptodsl_aiv1_ub + 0);  // ffn.pto:13:16
                     TileT9OAiv0 t9_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t9_o_aiv0, 8192);  // ffn.pto:13:16
+                    TASSIGN(t9_o_aiv0, 4096);  // ffn.pto:13:16
                     TileT9OAiv1 t9_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t9_o_aiv1, 12288);  // ffn.pto:13:16
+                    TASSIGN(t9_o_aiv1, ptodsl_aiv1_ub + 4096);  // ffn.pto:13:16
                     TileT10OAiv0 t10_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t10_o_aiv0, 16384);  // ffn.pto:13:16
+                    TASSIGN(t10_o_aiv0, 8192);  // ffn.pto:13:16
                     TileT10OAiv1 t10_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t10_o_aiv1, 24576);  // ffn.pto:13:16
+                    TASSIGN(t10_o_aiv1, ptodsl_aiv1_ub + 8192);  // ffn.pto:13:16
                     TileT11OAiv0 t11_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t11_o_aiv0, 32768);  // ffn.pto:13:16
+                    TASSIGN(t11_o_aiv0, 16384);  // ffn.pto:13:16
                     TileT11OAiv1 t11_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t11_o_aiv1, 40960);  // ffn.pto:13:16
+                    TASSIGN(t11_o_aiv1, ptodsl_aiv1_ub + 16384);  // ffn.pto:13:16
                     TileT12OAiv0 t12_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t12_o_aiv0, 49152);  // ffn.pto:13:16
+                    TASSIGN(t12_o_aiv0, 24576);  // ffn.pto:13:16
                     TileT12OAiv1 t12_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t12_o_aiv1, 57344);  // ffn.pto:13:16
+                    TASSIGN(t12_o_aiv1, ptodsl_aiv1_ub + 24576);  // ffn.pto:13:16
                     TileT13OAiv0 t13_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t13_o_aiv0, 65536);  // ffn.pto:13:16
+                    TASSIGN(t13_o_aiv0, 32768);  // ffn.pto:13:16
                     TileT13OAiv1 t13_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t13_o_aiv1, 73728);  // ffn.pto:13:16
+                    TASSIGN(t13_o_aiv1, ptodsl_aiv1_ub + 32768);  // ffn.pto:13:16
                     TileT14OAiv0 t14_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t14_o_aiv0, 81920);  // ffn.pto:13:16
+                    TASSIGN(t14_o_aiv0, 40960);  // ffn.pto:13:16
                     TileT14OAiv1 t14_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t14_o_aiv1, 90112);  // ffn.pto:13:16
+                    TASSIGN(t14_o_aiv1, ptodsl_aiv1_ub + 40960);  // ffn.pto:13:16
                     TileT15OAiv0 t15_o_aiv0(min_i64(min_i64(B - _g7 * 16, 16), 8));  // ffn.pto:13:16
-                    TASSIGN(t15_o_aiv0, 98304);  // ffn.pto:13:16
+                    TASSIGN(t15_o_aiv0, 49152);  // ffn.pto:13:16
                     TileT15OAiv1 t15_o_aiv1(max_i64(min_i64(min_i64(B - _g7 * 16, 16) - 8, 8), 1));  // ffn.pto:13:16
-                    TASSIGN(t15_o_aiv1, 106496);  // ffn.pto:13:16
+                    TASSIGN(t15_o_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:13:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
                         using GmView24 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:13:16
@@ -1795,55 +1797,55 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT17OAiv0 t17_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
                     TASSIGN(t17_o_aiv0, 0);  // ffn.pto:15:16
                     TileT17OAiv1 t17_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t17_o_aiv1, 4096);  // ffn.pto:15:16
+                    TASSIGN(t17_o_aiv1, ptodsl_aiv1_ub + 0);  // ffn.pto:15:16
                     TileT18OAiv0 t18_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t18_o_aiv0, 8192);  // ffn.pto:15:16
+                    TASSIGN(t18_o_aiv0, 4096);  // ffn.pto:15:16
                     TileT18OAiv1 t18_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t18_o_aiv1, 12288);  // ffn.pto:15:16
+                    TASSIGN(t18_o_aiv1, ptodsl_aiv1_ub + 4096);  // ffn.pto:15:16
                     TileT19OAiv0 t19_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t19_o_aiv0, 16384);  // ffn.pto:15:16
+                    TASSIGN(t19_o_aiv0, 8192);  // ffn.pto:15:16
                     TileT19OAiv1 t19_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t19_o_aiv1, 24576);  // ffn.pto:15:16
+                    TASSIGN(t19_o_aiv1, ptodsl_aiv1_ub + 8192);  // ffn.pto:15:16
                     TileT20OAiv0 t20_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t20_o_aiv0, 32768);  // ffn.pto:15:16
+                    TASSIGN(t20_o_aiv0, 16384);  // ffn.pto:15:16
                     TileT20OAiv1 t20_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t20_o_aiv1, 40960);  // ffn.pto:15:16
+                    TASSIGN(t20_o_aiv1, ptodsl_aiv1_ub + 16384);  // ffn.pto:15:16
                     TileT21OAiv0 t21_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t21_o_aiv0, 49152);  // ffn.pto:15:16
+                    TASSIGN(t21_o_aiv0, 24576);  // ffn.pto:15:16
                     TileT21OAiv1 t21_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t21_o_aiv1, 57344);  // ffn.pto:15:16
+                    TASSIGN(t21_o_aiv1, ptodsl_aiv1_ub + 24576);  // ffn.pto:15:16
                     TileT22OAiv0 t22_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t22_o_aiv0, 65536);  // ffn.pto:15:16
+                    TASSIGN(t22_o_aiv0, 32768);  // ffn.pto:15:16
                     TileT22OAiv1 t22_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t22_o_aiv1, 73728);  // ffn.pto:15:16
+                    TASSIGN(t22_o_aiv1, ptodsl_aiv1_ub + 32768);  // ffn.pto:15:16
                     TileT23OAiv0 t23_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t23_o_aiv0, 81920);  // ffn.pto:15:16
+                    TASSIGN(t23_o_aiv0, 40960);  // ffn.pto:15:16
                     TileT23OAiv1 t23_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t23_o_aiv1, 90112);  // ffn.pto:15:16
+                    TASSIGN(t23_o_aiv1, ptodsl_aiv1_ub + 40960);  // ffn.pto:15:16
                     TileT24OAiv0 t24_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t24_o_aiv0, 98304);  // ffn.pto:15:16
+                    TASSIGN(t24_o_aiv0, 49152);  // ffn.pto:15:16
                     TileT24OAiv1 t24_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t24_o_aiv1, 106496);  // ffn.pto:15:16
+                    TASSIGN(t24_o_aiv1, ptodsl_aiv1_ub + 49152);  // ffn.pto:15:16
                     TileT25OAiv0 t25_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t25_o_aiv0, 114688);  // ffn.pto:15:16
+                    TASSIGN(t25_o_aiv0, 57344);  // ffn.pto:15:16
                     TileT25OAiv1 t25_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t25_o_aiv1, 122880);  // ffn.pto:15:16
+                    TASSIGN(t25_o_aiv1, ptodsl_aiv1_ub + 57344);  // ffn.pto:15:16
                     TileT26OAiv0 t26_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t26_o_aiv0, 131072);  // ffn.pto:15:16
+                    TASSIGN(t26_o_aiv0, 65536);  // ffn.pto:15:16
                     TileT26OAiv1 t26_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t26_o_aiv1, 139264);  // ffn.pto:15:16
+                    TASSIGN(t26_o_aiv1, ptodsl_aiv1_ub + 65536);  // ffn.pto:15:16
                     TileT27OAiv0 t27_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t27_o_aiv0, 147456);  // ffn.pto:15:16
+                    TASSIGN(t27_o_aiv0, 73728);  // ffn.pto:15:16
                     TileT27OAiv1 t27_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t27_o_aiv1, 155648);  // ffn.pto:15:16
+                    TASSIGN(t27_o_aiv1, ptodsl_aiv1_ub + 73728);  // ffn.pto:15:16
                     TileT28OAiv0 t28_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t28_o_aiv0, 163840);  // ffn.pto:15:16
+                    TASSIGN(t28_o_aiv0, 81920);  // ffn.pto:15:16
                     TileT28OAiv1 t28_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t28_o_aiv1, 172032);  // ffn.pto:15:16
+                    TASSIGN(t28_o_aiv1, ptodsl_aiv1_ub + 81920);  // ffn.pto:15:16
                     TileT29OAiv0 t29_o_aiv0(min_i64(min_i64(B - _g16 * 16, 16), 8));  // ffn.pto:15:16
-                    TASSIGN(t29_o_aiv0, 180224);  // ffn.pto:15:16
+                    TASSIGN(t29_o_aiv0, 90112);  // ffn.pto:15:16
                     TileT29OAiv1 t29_o_aiv1(max_i64(min_i64(min_i64(B - _g16 * 16, 16) - 8, 8), 1));  // ffn.pto:15:16
-                    TASSIGN(t29_o_aiv1, 188416);  // ffn.pto:15:16
+                    TASSIGN(t29_o_aiv1, ptodsl_aiv1_ub + 90112);  // ffn.pto:15:16
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     if (ptodsl_aiv0) {
                         using GmView28 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:15:16

@@ -75,17 +75,17 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:16:11
     std::vector<unsigned char> alpha_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:17:13
     float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:17:13
-    std::vector<unsigned char> pt_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:18:10
+    std::vector<unsigned char> pt_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:18:10
     half* pt = reinterpret_cast<half*>(pt_bytes.data());  // flash_attn.pto:18:10
-    std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    std::vector<unsigned char> t0_first_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:22:13
-    std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    std::vector<unsigned char> s_first_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:22:13
-    std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:25:17
+    std::vector<unsigned char> p_first_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:25:17
     float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:25:17
     std::vector<unsigned char> t15_first_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
     float* t15_first = reinterpret_cast<float*>(t15_first_bytes.data());  // flash_attn.pto:43:36
-    if ((L + 63) / 64 >= 1) {  // flash_attn.pto:19:5
+    if ((L + 127) / 128 >= 1) {  // flash_attn.pto:19:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:19:5
             half* vj_first = v;  // flash_attn.pto:21:14
             {  // flash_attn.pto:19:5
@@ -113,7 +113,7 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
                 }
 #endif
             }
-            if ((L + 63) / 64 == 1) {  // flash_attn.pto:42:9
+            if ((L + 127) / 128 == 1) {  // flash_attn.pto:42:9
                 {  // flash_attn.pto:19:5
                     const int64_t flash_attn_f16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
                     bool flash_attn_f16_k1_block_no_memory = false;
@@ -142,17 +142,17 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
             }
         }
     }
-    std::vector<unsigned char> t0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    std::vector<unsigned char> t0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:22:13
     std::vector<unsigned char> pv_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
     float* pv = reinterpret_cast<float*>(pv_bytes.data());  // flash_attn.pto:33:18
-    std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    std::vector<unsigned char> t0_last_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:22:13
-    std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    std::vector<unsigned char> s_last_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:22:13
     std::vector<unsigned char> pv_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:33:18
     float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:33:18
-    std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:36:17
+    std::vector<unsigned char> p_1_last_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:36:17
     float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:36:17
     std::vector<unsigned char> t15_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:43:36
     float* t15_last = reinterpret_cast<float*>(t15_last_bytes.data());  // flash_attn.pto:43:36
@@ -181,7 +181,7 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
         }
 #endif
     }
-    if ((L + 63) / 64 >= 2) {  // flash_attn.pto:19:5
+    if ((L + 127) / 128 >= 2) {  // flash_attn.pto:19:5
         {  // flash_attn.pto:19:5
             const int64_t flash_attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
             bool flash_attn_f16_k3_block_no_memory = false;

@@ -31,98 +31,84 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* k, __gm__ half*
 extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ float* acc, __gm__ float* alpha, __gm__ half* pt, int64_t S, int64_t D, int64_t L, float scale)
 #endif
 {
-    using TileT17Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT17Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT5 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT6 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT4 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT6 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT8 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT9 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT11 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT14Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT14Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT17Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT14Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT20Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT20Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT32Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT32Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT23Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT35Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT35Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT37Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT37Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT39Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT39Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT42Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT42Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT43Aiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT43Aiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileT42Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT42Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT43Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT43Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
         __gm__ half* kj_first = k;  // flash_attn.pto:20:14
-        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
-        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:24:20
-        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
-        TASSIGN(t17_aiv1, 1024);  // flash_attn.pto:24:20
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:24:20
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
-            TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:24:20
-        }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
-            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
+            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t5, 0);  // flash_attn.pto:22:13
+            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t6, 0);  // flash_attn.pto:22:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+            GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t5, kj_firstGm0);  // flash_attn.pto:22:13
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6, t5);  // flash_attn.pto:22:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t2, 0);  // flash_attn.pto:22:13
             TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
             TASSIGN(t3, 0);  // flash_attn.pto:22:13
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t3, qGm0);  // flash_attn.pto:22:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView1 qGm1(q + _qb0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t3, qGm1);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
             TASSIGN(t4, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // flash_attn.pto:22:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t5, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:22:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t6, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t6, t5);  // flash_attn.pto:22:13
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -146,14 +132,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t10, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
                 GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
                 TLOAD(t10, kj_firstGm3);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t11, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // flash_attn.pto:22:13
@@ -166,54 +152,77 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 128 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
             TSTORE(t0_firstGm4, t2);  // flash_attn.pto:22:13
-            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t14_aiv0, 2048);  // flash_attn.pto:22:13
-            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t14_aiv1, 10240);  // flash_attn.pto:22:13
-            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t15_aiv0, 18432);  // flash_attn.pto:22:13
-            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t15_aiv1, 26624);  // flash_attn.pto:22:13
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
+        TASSIGN(t17_aiv0, 0);  // flash_attn.pto:24:20
+        TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
+        TASSIGN(t17_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:24:20
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:24:20
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
+            TEXPANDS(t17_aiv1, -__builtin_inff());  // flash_attn.pto:24:20
+        }
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        pipe_barrier(PIPE_V);
+        for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // flash_attn.pto:22:13
+            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t14_aiv0, 1024);  // flash_attn.pto:22:13
+            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t14_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:22:13
+            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t15_aiv0, 17408);  // flash_attn.pto:22:13
+            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t15_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:22:13
             TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
-            TASSIGN(t20_aiv0, 34816);  // flash_attn.pto:24:20
+            TASSIGN(t20_aiv0, 33792);  // flash_attn.pto:24:20
             TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
-            TASSIGN(t20_aiv1, 35840);  // flash_attn.pto:24:20
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-            GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+            TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:24:20
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+            GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 128 + _g13 * 128, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
             TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TMULS(t15_aiv0, t14_aiv0, scale);  // flash_attn.pto:22:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-            GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+            GmView6 s_firstGm6(s_first + _qb0 * 64 * 128 + _g13 * 128, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
             TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:22:13
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // flash_attn.pto:24:20
-            TASSIGN(tmp0, 38912);  // flash_attn.pto:24:20
+            TASSIGN(tmp0, 35840);  // flash_attn.pto:24:20
             TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:24:20
             pipe_barrier(PIPE_V);
             TMAX(t17_aiv0, t17_aiv0, t20_aiv0);  // flash_attn.pto:24:20
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
                 TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t15_aiv1, t14_aiv1, scale);  // flash_attn.pto:22:13
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
                 TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:22:13
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp1;  // flash_attn.pto:24:20
-                TASSIGN(tmp1, 38912);  // flash_attn.pto:24:20
+                TASSIGN(tmp1, 35840);  // flash_attn.pto:24:20
                 TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:24:20
                 pipe_barrier(PIPE_V);
                 TMAX(t17_aiv1, t17_aiv1, t20_aiv1);  // flash_attn.pto:24:20
@@ -225,13 +234,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
-        TASSIGN(t32_aiv0, 2048);  // flash_attn.pto:26:20
+        TASSIGN(t32_aiv0, 1024);  // flash_attn.pto:26:20
         TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
-        TASSIGN(t32_aiv1, 3072);  // flash_attn.pto:26:20
+        TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:26:20
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:24:20
@@ -249,79 +255,79 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             TEXPANDS(t32_aiv1, 0.0f);  // flash_attn.pto:26:20
         }
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:25:21
-            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:21
-            TASSIGN(t23_aiv0, 4096);  // flash_attn.pto:25:21
-            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:21
-            TASSIGN(t23_aiv1, 12288);  // flash_attn.pto:25:21
-            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:17
-            TASSIGN(t30_aiv0, 20480);  // flash_attn.pto:25:17
-            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:17
-            TASSIGN(t30_aiv1, 28672);  // flash_attn.pto:25:17
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // flash_attn.pto:25:21
+            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
+            TASSIGN(t23_aiv0, 2048);  // flash_attn.pto:25:21
+            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
+            TASSIGN(t23_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:25:21
+            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
+            TASSIGN(t30_aiv0, 18432);  // flash_attn.pto:25:17
+            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
+            TASSIGN(t30_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:25:17
             TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
-            TASSIGN(t35_aiv0, 36864);  // flash_attn.pto:26:20
+            TASSIGN(t35_aiv0, 34816);  // flash_attn.pto:26:20
             TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
-            TASSIGN(t35_aiv1, 37888);  // flash_attn.pto:26:20
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:21
-            GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
+            TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // flash_attn.pto:26:20
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+            GmView11 s_firstGm11(s_first + _qb0 * 64 * 128 + _g22 * 128, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
             TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:25:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:17
-            TASSIGN(tmp2, 38912);  // flash_attn.pto:25:17
+            TASSIGN(tmp2, 35840);  // flash_attn.pto:25:17
             TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:25:17
             pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
             TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:25:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:17
-            GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+            GmView12 p_firstGm12(p_first + _qb0 * 64 * 128 + _g22 * 128, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
             TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:25:17
             pipe_barrier(PIPE_V);
             TileTmp0 tmp3;  // flash_attn.pto:26:20
-            TASSIGN(tmp3, 38912);  // flash_attn.pto:26:20
+            TASSIGN(tmp3, 35840);  // flash_attn.pto:26:20
             TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:26:20
             pipe_barrier(PIPE_V);
             TADD(t32_aiv0, t32_aiv0, t35_aiv0);  // flash_attn.pto:26:20
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:21
-                GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
                 TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:25:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:17
-                TASSIGN(tmp4, 38912);  // flash_attn.pto:25:17
+                TASSIGN(tmp4, 35840);  // flash_attn.pto:25:17
                 TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:25:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
                 TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:25:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:17
-                GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
                 TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:25:17
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp5;  // flash_attn.pto:26:20
-                TASSIGN(tmp5, 38912);  // flash_attn.pto:26:20
+                TASSIGN(tmp5, 35840);  // flash_attn.pto:26:20
                 TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:26:20
                 pipe_barrier(PIPE_V);
                 TADD(t32_aiv1, t32_aiv1, t35_aiv1);  // flash_attn.pto:26:20
             }
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:27:13
-        TASSIGN(t37_aiv0, 4096);  // flash_attn.pto:27:13
+        TASSIGN(t37_aiv0, 2048);  // flash_attn.pto:27:13
         TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:27:13
-        TASSIGN(t37_aiv1, 20480);  // flash_attn.pto:27:13
+        TASSIGN(t37_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:27:13
         TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:28:13
         TASSIGN(t39_aiv0, 0);  // flash_attn.pto:28:13
         TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:28:13
-        TASSIGN(t39_aiv1, 1024);  // flash_attn.pto:28:13
+        TASSIGN(t39_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:28:13
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
@@ -344,7 +350,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         GmView17 alphaGm17(alpha + _qb0 * 64, GmView17::Shape(t39_aiv0.GetValidRow()));  // flash_attn.pto:28:13
         TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:28:13
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
             using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
             GmView18 lGm18(l + _qb0 * 64 + 32, GmView18::Shape(t32_aiv1.GetValidRow()));  // flash_attn.pto:26:20
@@ -371,37 +377,37 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:29:21
-            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+        for (int64_t _g41 = 0; _g41 < (min_i64(L, 128) + 127) / 128; ++_g41) {  // flash_attn.pto:29:21
+            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
             TASSIGN(t42_aiv0, 0);  // flash_attn.pto:29:21
-            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
-            TASSIGN(t42_aiv1, 8192);  // flash_attn.pto:29:21
-            TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+            TASSIGN(t42_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:29:21
+            TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
             TASSIGN(t43_aiv0, 16384);  // flash_attn.pto:29:21
-            TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
-            TASSIGN(t43_aiv1, 20480);  // flash_attn.pto:29:21
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
-            GmView21 p_firstGm21(p_first + _qb0 * 64 * 64 + _g41 * 64, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+            TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+            TASSIGN(t43_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:29:21
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+            GmView21 p_firstGm21(p_first + _qb0 * 64 * 128 + _g41 * 128, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
             TLOAD(t42_aiv0, p_firstGm21);  // flash_attn.pto:29:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t43_aiv0, t42_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
-            GmView22 ptGm22(pt + _qb0 * 64 * 64 + _g41 * 64, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+            using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+            GmView22 ptGm22(pt + _qb0 * 64 * 128 + _g41 * 128, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
             TSTORE(ptGm22, t43_aiv0);  // flash_attn.pto:29:21
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
-                GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
                 TLOAD(t42_aiv1, p_firstGm23);  // flash_attn.pto:29:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TCVT(t43_aiv1, t42_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:29:21
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
-                GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
                 TSTORE(ptGm24, t43_aiv1);  // flash_attn.pto:29:21
             }
         }
@@ -418,9 +424,6 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 #else
     set_ffts_base_addr((uint64_t)ptodsl_ffts);
@@ -428,42 +431,40 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #if defined(__DAV_CUBE__)
     {
-    set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:19:5
         __gm__ half* kj_first = k;  // flash_attn.pto:20:14
-        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
-        }
         wait_flag_dev(0);
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
-            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
+            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t5, 0);  // flash_attn.pto:22:13
+            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
+            TASSIGN(t6, 0);  // flash_attn.pto:22:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+            GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t5, kj_firstGm0);  // flash_attn.pto:22:13
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t6, t5);  // flash_attn.pto:22:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT2 t2(min_i64(S - _qb0 * 64, 64), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
             TASSIGN(t2, 0);  // flash_attn.pto:22:13
             TileT3 t3(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
             TASSIGN(t3, 0);  // flash_attn.pto:22:13
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-            GmView0 qGm0(q + _qb0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t3, qGm0);  // flash_attn.pto:22:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+            GmView1 qGm1(q + _qb0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
+            TLOAD(t3, qGm1);  // flash_attn.pto:22:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT4 t4(min_i64(S - _qb0 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
             TASSIGN(t4, 0);  // flash_attn.pto:22:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // flash_attn.pto:22:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT5 t5(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t5, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t5, kj_firstGm1);  // flash_attn.pto:22:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT6 t6(min_i64(D, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t6, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t6, t5);  // flash_attn.pto:22:13
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -487,14 +488,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                TileT10 t10(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t10, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
                 GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
                 TLOAD(t10, kj_firstGm3);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
+                TileT11 t11(min_i64(D - _k7 * 128, 128), min_i64(min_i64(L, 128) - _g1 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t11, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // flash_attn.pto:22:13
@@ -507,54 +508,63 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+            GmView4 t0_firstGm4(t0_first + _qb0 * 64 * 128 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:22:13
             TSTORE(t0_firstGm4, t2);  // flash_attn.pto:22:13
-            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:24:20
+        }
+        for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // flash_attn.pto:22:13
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
             }
         }
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:24:20
         }
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:25:21
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // flash_attn.pto:25:21
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
             }
         }
         for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
         }
-        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:29:21
+        for (int64_t _g41 = 0; _g41 < (min_i64(L, 128) + 127) / 128; ++_g41) {  // flash_attn.pto:29:21
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
             }
         }
     }
     wait_flag_dev(0);
-    wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
 #endif
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    constexpr int64_t ptodsl_aiv1_ub = 0;
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb0 = block_index * ceil_div((S + 63) / 64, block_count); _qb0 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb0) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
         __gm__ half* kj_first = k;  // flash_attn.pto:20:14
+        for (int64_t _g1 = 0; _g1 < (min_i64(L, 128) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
+            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
+            }
+        }
         TileT17Aiv0 t17_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
         TASSIGN(t17_aiv0, 0);  // flash_attn.pto:24:20
         TileT17Aiv1 t17_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
-        TASSIGN(t17_aiv1, 1024);  // flash_attn.pto:24:20
+        TASSIGN(t17_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:24:20
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         if (ptodsl_aiv0) {
             TEXPANDS(t17_aiv0, -__builtin_inff());  // flash_attn.pto:24:20
@@ -570,25 +580,23 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:22:13
-            for (int64_t _k7 = 1; _k7 < (D + 127) / 128; ++_k7) {  // flash_attn.pto:22:13
-            }
-            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t14_aiv0, 2048);  // flash_attn.pto:22:13
-            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t14_aiv1, 10240);  // flash_attn.pto:22:13
-            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t15_aiv0, 18432);  // flash_attn.pto:22:13
-            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t15_aiv1, 26624);  // flash_attn.pto:22:13
+        wait_flag_dev(1);
+        for (int64_t _g13 = 0; _g13 < (min_i64(L, 128) + 127) / 128; ++_g13) {  // flash_attn.pto:22:13
+            TileT14Aiv0 t14_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t14_aiv0, 1024);  // flash_attn.pto:22:13
+            TileT14Aiv1 t14_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t14_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:22:13
+            TileT15Aiv0 t15_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t15_aiv0, 17408);  // flash_attn.pto:22:13
+            TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g13 * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t15_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:22:13
             TileT20Aiv0 t20_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:24:20
-            TASSIGN(t20_aiv0, 34816);  // flash_attn.pto:24:20
+            TASSIGN(t20_aiv0, 33792);  // flash_attn.pto:24:20
             TileT20Aiv1 t20_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:24:20
-            TASSIGN(t20_aiv1, 35840);  // flash_attn.pto:24:20
-            wait_flag_dev(1);
+            TASSIGN(t20_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:24:20
             if (ptodsl_aiv0) {
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView5 t0_firstGm5(t0_first + _qb0 * 64 * 128 + _g13 * 128, GmView5::Shape(t14_aiv0.GetValidRow(), t14_aiv0.GetValidCol()));  // flash_attn.pto:22:13
                 TLOAD(t14_aiv0, t0_firstGm5);  // flash_attn.pto:22:13
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -599,14 +607,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView6 s_firstGm6(s_first + _qb0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView6 s_firstGm6(s_first + _qb0 * 64 * 128 + _g13 * 128, GmView6::Shape(t15_aiv0.GetValidRow(), t15_aiv0.GetValidCol()));  // flash_attn.pto:22:13
                 TSTORE(s_firstGm6, t15_aiv0);  // flash_attn.pto:22:13
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp0;  // flash_attn.pto:24:20
-                TASSIGN(tmp0, 38912);  // flash_attn.pto:24:20
+                TASSIGN(tmp0, 35840);  // flash_attn.pto:24:20
                 TROWMAX(t20_aiv0, t15_aiv0, tmp0);  // flash_attn.pto:24:20
             }
             pipe_barrier(PIPE_V);
@@ -615,8 +623,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             }
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:22:13
                 if (!ptodsl_aiv0) {
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                    GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView7 t0_firstGm7(t0_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView7::Shape(t14_aiv1.GetValidRow(), t14_aiv1.GetValidCol()));  // flash_attn.pto:22:13
                     TLOAD(t14_aiv1, t0_firstGm7);  // flash_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -627,14 +635,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                    GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 64 + _g1 * 64, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView8 s_firstGm8(s_first + (_qb0 * 64 + 32) * 128 + _g13 * 128, GmView8::Shape(t15_aiv1.GetValidRow(), t15_aiv1.GetValidCol()));  // flash_attn.pto:22:13
                     TSTORE(s_firstGm8, t15_aiv1);  // flash_attn.pto:22:13
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TileTmp0 tmp1;  // flash_attn.pto:24:20
-                    TASSIGN(tmp1, 38912);  // flash_attn.pto:24:20
+                    TASSIGN(tmp1, 35840);  // flash_attn.pto:24:20
                     TROWMAX(t20_aiv1, t15_aiv1, tmp1);  // flash_attn.pto:24:20
                 }
                 pipe_barrier(PIPE_V);
@@ -651,9 +659,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
         TileT32Aiv0 t32_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
-        TASSIGN(t32_aiv0, 2048);  // flash_attn.pto:26:20
+        TASSIGN(t32_aiv0, 1024);  // flash_attn.pto:26:20
         TileT32Aiv1 t32_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
-        TASSIGN(t32_aiv1, 3072);  // flash_attn.pto:26:20
+        TASSIGN(t32_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:26:20
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         if (ptodsl_aiv0) {
@@ -677,32 +685,33 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             }
         }
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:25:21
-            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:21
-            TASSIGN(t23_aiv0, 4096);  // flash_attn.pto:25:21
-            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:21
-            TASSIGN(t23_aiv1, 12288);  // flash_attn.pto:25:21
-            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:17
-            TASSIGN(t30_aiv0, 20480);  // flash_attn.pto:25:17
-            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:25:17
-            TASSIGN(t30_aiv1, 28672);  // flash_attn.pto:25:17
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 128) + 127) / 128; ++_g22) {  // flash_attn.pto:25:21
+            TileT23Aiv0 t23_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
+            TASSIGN(t23_aiv0, 2048);  // flash_attn.pto:25:21
+            TileT23Aiv1 t23_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:21
+            TASSIGN(t23_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:25:21
+            TileT30Aiv0 t30_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
+            TASSIGN(t30_aiv0, 18432);  // flash_attn.pto:25:17
+            TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g22 * 128, 128));  // flash_attn.pto:25:17
+            TASSIGN(t30_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:25:17
             TileT35Aiv0 t35_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:26:20
-            TASSIGN(t35_aiv0, 36864);  // flash_attn.pto:26:20
+            TASSIGN(t35_aiv0, 34816);  // flash_attn.pto:26:20
             TileT35Aiv1 t35_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:26:20
-            TASSIGN(t35_aiv1, 37888);  // flash_attn.pto:26:20
+            TASSIGN(t35_aiv1, ptodsl_aiv1_ub + 34816);  // flash_attn.pto:26:20
             if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:21
-                GmView11 s_firstGm11(s_first + _qb0 * 64 * 64 + _g22 * 64, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                GmView11 s_firstGm11(s_first + _qb0 * 64 * 128 + _g22 * 128, GmView11::Shape(t23_aiv0.GetValidRow(), t23_aiv0.GetValidCol()));  // flash_attn.pto:25:21
                 TLOAD(t23_aiv0, s_firstGm11);  // flash_attn.pto:25:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp2(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:25:17
-                TASSIGN(tmp2, 38912);  // flash_attn.pto:25:17
+                TASSIGN(tmp2, 35840);  // flash_attn.pto:25:17
                 TROWEXPAND(tmp2, t17_aiv0);  // flash_attn.pto:25:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
                 TROWEXPANDEXPDIF(t30_aiv0, t23_aiv0, tmp2);  // flash_attn.pto:25:17
@@ -710,14 +719,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             if (ptodsl_aiv0) {
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:17
-                GmView12 p_firstGm12(p_first + _qb0 * 64 * 64 + _g22 * 64, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                GmView12 p_firstGm12(p_first + _qb0 * 64 * 128 + _g22 * 128, GmView12::Shape(t30_aiv0.GetValidRow(), t30_aiv0.GetValidCol()));  // flash_attn.pto:25:17
                 TSTORE(p_firstGm12, t30_aiv0);  // flash_attn.pto:25:17
             }
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp3;  // flash_attn.pto:26:20
-                TASSIGN(tmp3, 38912);  // flash_attn.pto:26:20
+                TASSIGN(tmp3, 35840);  // flash_attn.pto:26:20
                 TROWSUM(t35_aiv0, t30_aiv0, tmp3);  // flash_attn.pto:26:20
             }
             pipe_barrier(PIPE_V);
@@ -726,15 +735,15 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             }
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:25:21
                 if (!ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:21
-                    GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:21
+                    GmView13 s_firstGm13(s_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView13::Shape(t23_aiv1.GetValidRow(), t23_aiv1.GetValidCol()));  // flash_attn.pto:25:21
                     TLOAD(t23_aiv1, s_firstGm13);  // flash_attn.pto:25:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (!ptodsl_aiv0) {
                     TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:25:17
-                    TASSIGN(tmp4, 38912);  // flash_attn.pto:25:17
+                    TASSIGN(tmp4, 35840);  // flash_attn.pto:25:17
                     TROWEXPAND(tmp4, t17_aiv1);  // flash_attn.pto:25:17
                     pipe_barrier(PIPE_V);  // flash_attn.pto:25:17
                     TROWEXPANDEXPDIF(t30_aiv1, t23_aiv1, tmp4);  // flash_attn.pto:25:17
@@ -742,14 +751,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (!ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:25:17
-                    GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 64 + _g22 * 64, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:25:17
+                    GmView14 p_firstGm14(p_first + (_qb0 * 64 + 32) * 128 + _g22 * 128, GmView14::Shape(t30_aiv1.GetValidRow(), t30_aiv1.GetValidCol()));  // flash_attn.pto:25:17
                     TSTORE(p_firstGm14, t30_aiv1);  // flash_attn.pto:25:17
                 }
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TileTmp0 tmp5;  // flash_attn.pto:26:20
-                    TASSIGN(tmp5, 38912);  // flash_attn.pto:26:20
+                    TASSIGN(tmp5, 35840);  // flash_attn.pto:26:20
                     TROWSUM(t35_aiv1, t30_aiv1, tmp5);  // flash_attn.pto:26:20
                 }
                 pipe_barrier(PIPE_V);
@@ -758,18 +767,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 }
             }
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         TileT37Aiv0 t37_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), D);  // flash_attn.pto:27:13
-        TASSIGN(t37_aiv0, 4096);  // flash_attn.pto:27:13
+        TASSIGN(t37_aiv0, 2048);  // flash_attn.pto:27:13
         TileT37Aiv1 t37_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:27:13
-        TASSIGN(t37_aiv1, 20480);  // flash_attn.pto:27:13
+        TASSIGN(t37_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:27:13
         TileT39Aiv0 t39_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32));  // flash_attn.pto:28:13
         TASSIGN(t39_aiv0, 0);  // flash_attn.pto:28:13
         TileT39Aiv1 t39_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1));  // flash_attn.pto:28:13
-        TASSIGN(t39_aiv1, 1024);  // flash_attn.pto:28:13
+        TASSIGN(t39_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:28:13
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         if (ptodsl_aiv0) {
@@ -802,7 +810,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             TSTORE(alphaGm17, t39_aiv0);  // flash_attn.pto:28:13
         }
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:26:20
             if (!ptodsl_aiv0) {
                 using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:26:20
@@ -835,18 +843,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g41 = 0; _g41 < (min_i64(L, 64) + 63) / 64; ++_g41) {  // flash_attn.pto:29:21
-            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+        for (int64_t _g41 = 0; _g41 < (min_i64(L, 128) + 127) / 128; ++_g41) {  // flash_attn.pto:29:21
+            TileT42Aiv0 t42_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
             TASSIGN(t42_aiv0, 0);  // flash_attn.pto:29:21
-            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
-            TASSIGN(t42_aiv1, 8192);  // flash_attn.pto:29:21
-            TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
+            TileT42Aiv1 t42_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+            TASSIGN(t42_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:29:21
+            TileT43Aiv0 t43_aiv0(min_i64(min_i64(S - _qb0 * 64, 64), 32), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
             TASSIGN(t43_aiv0, 16384);  // flash_attn.pto:29:21
-            TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 64) - _g41 * 64, 64));  // flash_attn.pto:29:21
-            TASSIGN(t43_aiv1, 20480);  // flash_attn.pto:29:21
+            TileT43Aiv1 t43_aiv1(max_i64(min_i64(min_i64(S - _qb0 * 64, 64) - 32, 32), 1), min_i64(min_i64(L, 128) - _g41 * 128, 128));  // flash_attn.pto:29:21
+            TASSIGN(t43_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:29:21
             if (ptodsl_aiv0) {
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
-                GmView21 p_firstGm21(p_first + _qb0 * 64 * 64 + _g41 * 64, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                GmView21 p_firstGm21(p_first + _qb0 * 64 * 128 + _g41 * 128, GmView21::Shape(t42_aiv0.GetValidRow(), t42_aiv0.GetValidCol()));  // flash_attn.pto:29:21
                 TLOAD(t42_aiv0, p_firstGm21);  // flash_attn.pto:29:21
             }
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -857,14 +865,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
-                GmView22 ptGm22(pt + _qb0 * 64 * 64 + _g41 * 64, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
+                using GmView22 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                GmView22 ptGm22(pt + _qb0 * 64 * 128 + _g41 * 128, GmView22::Shape(t43_aiv0.GetValidRow(), t43_aiv0.GetValidCol()));  // flash_attn.pto:29:21
                 TSTORE(ptGm22, t43_aiv0);  // flash_attn.pto:29:21
             }
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb0 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:29:21
                 if (!ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
-                    GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                    GmView23 p_firstGm23(p_first + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView23::Shape(t42_aiv1.GetValidRow(), t42_aiv1.GetValidCol()));  // flash_attn.pto:29:21
                     TLOAD(t42_aiv1, p_firstGm23);  // flash_attn.pto:29:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -875,8 +883,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:29:21
-                    GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 64 + _g41 * 64, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
+                    using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:29:21
+                    GmView24 ptGm24(pt + (_qb0 * 64 + 32) * 128 + _g41 * 128, GmView24::Shape(t43_aiv1.GetValidRow(), t43_aiv1.GetValidCol()));  // flash_attn.pto:29:21
                     TSTORE(ptGm24, t43_aiv1);  // flash_attn.pto:29:21
                 }
             }

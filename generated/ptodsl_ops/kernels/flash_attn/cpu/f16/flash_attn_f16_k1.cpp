@@ -20,32 +20,51 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ half* vj_first, __gm__ half* pt, __gm__ float* t15_first, __gm__ float* acc, __gm__ float* alpha, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count)
 #else
 extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts, __gm__ half* vj_first, __gm__ half* pt, __gm__ float* t15_first, __gm__ float* acc, __gm__ float* alpha, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t L)
 #endif
 {
-    using TileT49 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT50 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT49 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT50 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT46 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT47 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT48 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT52 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT53 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT54 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT55 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT57 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT58 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT60 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT63 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT64 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT67 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT69 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT72 = Tile<TileType::Vec, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT47 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT48 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT52 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT53 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT54 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT55 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT57Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT57Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT58Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT58Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT60Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT60Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT63Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT63Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT67Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT67Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT69Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT69Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT72Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT72Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb1 = block_index * ceil_div((S + 63) / 64, block_count); _qb1 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb1) {  // flash_attn.pto:19:5
@@ -54,9 +73,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
-            TileT49 t49(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT49 t49(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t49, 0);  // flash_attn.pto:43:36
-            TileT50 t50(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT50 t50(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t50, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
@@ -69,14 +88,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT46 t46(min_i64(S - _qb1 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t46, 0);  // flash_attn.pto:43:36
-            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
+            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
             TASSIGN(t47, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-            GmView1 ptGm1(pt + _qb1 * 64 * 64, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+            GmView1 ptGm1(pt + _qb1 * 64 * 128, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
             TLOAD(t47, ptGm1);  // flash_attn.pto:43:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
+            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
             TASSIGN(t48, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t48, t47);  // flash_attn.pto:43:36
@@ -88,26 +107,26 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k51 = 1; _k51 < (min_i64(L, 64) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
-                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
+                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t52, 0);  // flash_attn.pto:43:36
-                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView2 ptGm2(pt + _qb1 * 64 * 64 + _k51 * 64, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                GmView2 ptGm2(pt + _qb1 * 64 * 128 + _k51 * 128, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
                 TLOAD(t52, ptGm2);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
+                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t53, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t53, t52);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT54 t54(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT54 t54(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t54, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView3 vj_firstGm3(vj_first + _k51 * 64 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
+                GmView3 vj_firstGm3(vj_first + _k51 * 128 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
                 TLOAD(t54, vj_firstGm3);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT55 t55(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT55 t55(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t55, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t55, t54);  // flash_attn.pto:43:36
@@ -127,79 +146,155 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT57 t57(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
-        TASSIGN(t57, 0);  // flash_attn.pto:43:22
+        TileT57Aiv0 t57_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
+        TASSIGN(t57_aiv0, 0);  // flash_attn.pto:43:22
+        TileT57Aiv1 t57_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+        TASSIGN(t57_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:43:22
+        TileT58Aiv0 t58_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
+        TASSIGN(t58_aiv0, 16384);  // flash_attn.pto:43:22
+        TileT58Aiv1 t58_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+        TASSIGN(t58_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:43:22
+        TileT60Aiv0 t60_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
+        TASSIGN(t60_aiv0, 17408);  // flash_attn.pto:43:22
+        TileT60Aiv1 t60_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+        TASSIGN(t60_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:43:22
+        TileT63Aiv0 t63_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
+        TASSIGN(t63_aiv0, 33792);  // flash_attn.pto:43:22
+        TileT63Aiv1 t63_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+        TASSIGN(t63_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:43:22
+        TileT64Aiv0 t64_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
+        TASSIGN(t64_aiv0, 50176);  // flash_attn.pto:43:22
+        TileT64Aiv1 t64_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+        TASSIGN(t64_aiv1, ptodsl_aiv1_ub + 50176);  // flash_attn.pto:43:22
+        TileT67Aiv0 t67_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
+        TASSIGN(t67_aiv0, 66560);  // flash_attn.pto:44:25
+        TileT67Aiv1 t67_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+        TASSIGN(t67_aiv1, ptodsl_aiv1_ub + 66560);  // flash_attn.pto:44:25
+        TileT69Aiv0 t69_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:44:25
+        TASSIGN(t69_aiv0, 67584);  // flash_attn.pto:44:25
+        TileT69Aiv1 t69_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
+        TASSIGN(t69_aiv1, ptodsl_aiv1_ub + 67584);  // flash_attn.pto:44:25
+        TileT72Aiv0 t72_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:44:20
+        TASSIGN(t72_aiv0, 83968);  // flash_attn.pto:44:20
+        TileT72Aiv1 t72_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
+        TASSIGN(t72_aiv1, ptodsl_aiv1_ub + 83968);  // flash_attn.pto:44:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-        GmView5 accGm5(acc + _qb1 * 64 * D, GmView5::Shape(t57.GetValidRow(), t57.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:43:22
-        TLOAD(t57, accGm5);  // flash_attn.pto:43:22
+        GmView5 accGm5(acc + _qb1 * 64 * D, GmView5::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:43:22
+        TLOAD(t57_aiv0, accGm5);  // flash_attn.pto:43:22
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        TileT58 t58(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:43:22
-        TASSIGN(t58, 32768);  // flash_attn.pto:43:22
         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-        GmView6 alphaGm6(alpha + _qb1 * 64, GmView6::Shape(t58.GetValidRow()));  // flash_attn.pto:43:22
-        TLOAD(t58, alphaGm6);  // flash_attn.pto:43:22
+        GmView6 alphaGm6(alpha + _qb1 * 64, GmView6::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
+        TLOAD(t58_aiv0, alphaGm6);  // flash_attn.pto:43:22
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT60 t60(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
-        TASSIGN(t60, 34816);  // flash_attn.pto:43:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileTmp0 tmp0(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:43:22
-        TASSIGN(tmp0, 100352);  // flash_attn.pto:43:22
-        TROWEXPAND(tmp0, t58);  // flash_attn.pto:43:22
+        TileTmp0 tmp0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
+        TASSIGN(tmp0, 92160);  // flash_attn.pto:43:22
+        TROWEXPAND(tmp0, t58_aiv0);  // flash_attn.pto:43:22
         pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-        TROWEXPANDMUL(t60, t57, tmp0);  // flash_attn.pto:43:22
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT63 t63(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
-        TASSIGN(t63, 0);  // flash_attn.pto:43:22
+        TROWEXPANDMUL(t60_aiv0, t57_aiv0, tmp0);  // flash_attn.pto:43:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-        GmView7 t15_firstGm7(t15_first + _qb1 * 64 * D, GmView7::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:43:22
-        TLOAD(t63, t15_firstGm7);  // flash_attn.pto:43:22
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT64 t64(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
-        TASSIGN(t64, 67584);  // flash_attn.pto:43:22
+        GmView7 t15_firstGm7(t15_first + _qb1 * 64 * D, GmView7::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:43:22
+        TLOAD(t63_aiv0, t15_firstGm7);  // flash_attn.pto:43:22
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t64, t60, t63);  // flash_attn.pto:43:22
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TADD(t64_aiv0, t60_aiv0, t63_aiv0);  // flash_attn.pto:43:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-        GmView8 accGm8(acc + _qb1 * 64 * D, GmView8::Shape(t64.GetValidRow(), t64.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:43:22
-        TSTORE(accGm8, t64);  // flash_attn.pto:43:22
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT67 t67(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:44:25
-        TASSIGN(t67, 0);  // flash_attn.pto:44:25
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        GmView8 accGm8(acc + _qb1 * 64 * D, GmView8::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:43:22
+        TSTORE(accGm8, t64_aiv0);  // flash_attn.pto:43:22
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-        GmView9 lGm9(l + _qb1 * 64, GmView9::Shape(t67.GetValidRow()));  // flash_attn.pto:44:25
-        TLOAD(t67, lGm9);  // flash_attn.pto:44:25
+        GmView9 lGm9(l + _qb1 * 64, GmView9::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
+        TLOAD(t67_aiv0, lGm9);  // flash_attn.pto:44:25
+        pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT69 t69(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:44:25
-        TASSIGN(t69, 2048);  // flash_attn.pto:44:25
-        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileTmp0 tmp1(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:44:25
-        TASSIGN(tmp1, 100352);  // flash_attn.pto:44:25
-        TROWEXPAND(tmp1, t67);  // flash_attn.pto:44:25
+        TileTmp0 tmp1(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
+        TASSIGN(tmp1, 92160);  // flash_attn.pto:44:25
+        TROWEXPAND(tmp1, t67_aiv0);  // flash_attn.pto:44:25
         pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
-        TROWEXPANDDIV(t69, t64, tmp1);  // flash_attn.pto:44:25
-        TileT72 t72(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:44:20
-        TASSIGN(t72, 34816);  // flash_attn.pto:44:20
+        TROWEXPANDDIV(t69_aiv0, t64_aiv0, tmp1);  // flash_attn.pto:44:25
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        TCVT(t72, t69, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TCVT(t72_aiv0, t69_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-        GmView10 oGm10(o + _qb1 * 64 * D, GmView10::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:44:20
-        TSTORE(oGm10, t72);  // flash_attn.pto:44:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        GmView10 oGm10(o + _qb1 * 64 * D, GmView10::Shape(t72_aiv0.GetValidRow(), t72_aiv0.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:44:20
+        TSTORE(oGm10, t72_aiv0);  // flash_attn.pto:44:20
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb1 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:43:22
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+            GmView11 accGm11(acc + (_qb1 * 64 + 32) * D, GmView11::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:43:22
+            TLOAD(t57_aiv1, accGm11);  // flash_attn.pto:43:22
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+            GmView12 alphaGm12(alpha + _qb1 * 64 + 32, GmView12::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
+            TLOAD(t58_aiv1, alphaGm12);  // flash_attn.pto:43:22
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp2(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+            TASSIGN(tmp2, 92160);  // flash_attn.pto:43:22
+            TROWEXPAND(tmp2, t58_aiv1);  // flash_attn.pto:43:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+            TROWEXPANDMUL(t60_aiv1, t57_aiv1, tmp2);  // flash_attn.pto:43:22
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+            GmView13 t15_firstGm13(t15_first + (_qb1 * 64 + 32) * D, GmView13::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:43:22
+            TLOAD(t63_aiv1, t15_firstGm13);  // flash_attn.pto:43:22
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADD(t64_aiv1, t60_aiv1, t63_aiv1);  // flash_attn.pto:43:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+            GmView14 accGm14(acc + (_qb1 * 64 + 32) * D, GmView14::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:43:22
+            TSTORE(accGm14, t64_aiv1);  // flash_attn.pto:43:22
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+            GmView15 lGm15(l + _qb1 * 64 + 32, GmView15::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
+            TLOAD(t67_aiv1, lGm15);  // flash_attn.pto:44:25
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp3(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+            TASSIGN(tmp3, 92160);  // flash_attn.pto:44:25
+            TROWEXPAND(tmp3, t67_aiv1);  // flash_attn.pto:44:25
+            pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+            TROWEXPANDDIV(t69_aiv1, t64_aiv1, tmp3);  // flash_attn.pto:44:25
+            pipe_barrier(PIPE_V);
+            TCVT(t72_aiv1, t69_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+            GmView16 oGm16(o + (_qb1 * 64 + 32) * D, GmView16::Shape(t72_aiv1.GetValidRow(), t72_aiv1.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:44:20
+            TSTORE(oGm16, t72_aiv1);  // flash_attn.pto:44:20
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 #else
@@ -214,9 +309,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
-            TileT49 t49(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT49 t49(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t49, 0);  // flash_attn.pto:43:36
-            TileT50 t50(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT50 t50(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t50, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
@@ -229,14 +324,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT46 t46(min_i64(S - _qb1 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t46, 0);  // flash_attn.pto:43:36
-            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
+            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
             TASSIGN(t47, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-            GmView1 ptGm1(pt + _qb1 * 64 * 64, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+            GmView1 ptGm1(pt + _qb1 * 64 * 128, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
             TLOAD(t47, ptGm1);  // flash_attn.pto:43:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
+            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
             TASSIGN(t48, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t48, t47);  // flash_attn.pto:43:36
@@ -248,26 +343,26 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k51 = 1; _k51 < (min_i64(L, 64) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
-                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
+                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t52, 0);  // flash_attn.pto:43:36
-                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView2 ptGm2(pt + _qb1 * 64 * 64 + _k51 * 64, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                GmView2 ptGm2(pt + _qb1 * 64 * 128 + _k51 * 128, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
                 TLOAD(t52, ptGm2);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
+                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t53, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t53, t52);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT54 t54(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT54 t54(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t54, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView3 vj_firstGm3(vj_first + _k51 * 64 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
+                GmView3 vj_firstGm3(vj_first + _k51 * 128 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
                 TLOAD(t54, vj_firstGm3);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT55 t55(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT55 t55(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t55, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t55, t54);  // flash_attn.pto:43:36
@@ -288,6 +383,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb1 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:43:22
+        }
     }
     wait_flag_dev(0);
     }
@@ -295,111 +392,209 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    constexpr int64_t ptodsl_aiv1_ub = 0;
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb1 = block_index * ceil_div((S + 63) / 64, block_count); _qb1 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb1) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
         for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
-            for (int64_t _k51 = 1; _k51 < (min_i64(L, 64) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
             }
         }
-        TileT57 t57(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
-        TASSIGN(t57, 0);  // flash_attn.pto:43:22
+        TileT57Aiv0 t57_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
+        TASSIGN(t57_aiv0, 0);  // flash_attn.pto:43:22
+        TileT57Aiv1 t57_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+        TASSIGN(t57_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:43:22
+        TileT58Aiv0 t58_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
+        TASSIGN(t58_aiv0, 16384);  // flash_attn.pto:43:22
+        TileT58Aiv1 t58_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+        TASSIGN(t58_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:43:22
+        TileT60Aiv0 t60_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
+        TASSIGN(t60_aiv0, 17408);  // flash_attn.pto:43:22
+        TileT60Aiv1 t60_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+        TASSIGN(t60_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:43:22
+        TileT63Aiv0 t63_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
+        TASSIGN(t63_aiv0, 33792);  // flash_attn.pto:43:22
+        TileT63Aiv1 t63_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+        TASSIGN(t63_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:43:22
+        TileT64Aiv0 t64_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
+        TASSIGN(t64_aiv0, 50176);  // flash_attn.pto:43:22
+        TileT64Aiv1 t64_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+        TASSIGN(t64_aiv1, ptodsl_aiv1_ub + 50176);  // flash_attn.pto:43:22
+        TileT67Aiv0 t67_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
+        TASSIGN(t67_aiv0, 66560);  // flash_attn.pto:44:25
+        TileT67Aiv1 t67_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+        TASSIGN(t67_aiv1, ptodsl_aiv1_ub + 66560);  // flash_attn.pto:44:25
+        TileT69Aiv0 t69_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:44:25
+        TASSIGN(t69_aiv0, 67584);  // flash_attn.pto:44:25
+        TileT69Aiv1 t69_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
+        TASSIGN(t69_aiv1, ptodsl_aiv1_ub + 67584);  // flash_attn.pto:44:25
+        TileT72Aiv0 t72_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:44:20
+        TASSIGN(t72_aiv0, 83968);  // flash_attn.pto:44:20
+        TileT72Aiv1 t72_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
+        TASSIGN(t72_aiv1, ptodsl_aiv1_ub + 83968);  // flash_attn.pto:44:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         if (ptodsl_aiv0) {
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView5 accGm5(acc + _qb1 * 64 * D, GmView5::Shape(t57.GetValidRow(), t57.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:43:22
-            TLOAD(t57, accGm5);  // flash_attn.pto:43:22
+            GmView5 accGm5(acc + _qb1 * 64 * D, GmView5::Shape(t57_aiv0.GetValidRow(), t57_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:43:22
+            TLOAD(t57_aiv0, accGm5);  // flash_attn.pto:43:22
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        TileT58 t58(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:43:22
-        TASSIGN(t58, 32768);  // flash_attn.pto:43:22
         if (ptodsl_aiv0) {
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
-            GmView6 alphaGm6(alpha + _qb1 * 64, GmView6::Shape(t58.GetValidRow()));  // flash_attn.pto:43:22
-            TLOAD(t58, alphaGm6);  // flash_attn.pto:43:22
+            GmView6 alphaGm6(alpha + _qb1 * 64, GmView6::Shape(t58_aiv0.GetValidRow()));  // flash_attn.pto:43:22
+            TLOAD(t58_aiv0, alphaGm6);  // flash_attn.pto:43:22
         }
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT60 t60(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
-        TASSIGN(t60, 34816);  // flash_attn.pto:43:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         if (ptodsl_aiv0) {
-            TileTmp0 tmp0(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:43:22
-            TASSIGN(tmp0, 100352);  // flash_attn.pto:43:22
-            TROWEXPAND(tmp0, t58);  // flash_attn.pto:43:22
+            TileTmp0 tmp0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
+            TASSIGN(tmp0, 92160);  // flash_attn.pto:43:22
+            TROWEXPAND(tmp0, t58_aiv0);  // flash_attn.pto:43:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-            TROWEXPANDMUL(t60, t57, tmp0);  // flash_attn.pto:43:22
+            TROWEXPANDMUL(t60_aiv0, t57_aiv0, tmp0);  // flash_attn.pto:43:22
         }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT63 t63(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
-        TASSIGN(t63, 0);  // flash_attn.pto:43:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag_dev(1);
         if (ptodsl_aiv0) {
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView7 t15_firstGm7(t15_first + _qb1 * 64 * D, GmView7::Shape(t63.GetValidRow(), t63.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:43:22
-            TLOAD(t63, t15_firstGm7);  // flash_attn.pto:43:22
+            GmView7 t15_firstGm7(t15_first + _qb1 * 64 * D, GmView7::Shape(t63_aiv0.GetValidRow(), t63_aiv0.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:43:22
+            TLOAD(t63_aiv0, t15_firstGm7);  // flash_attn.pto:43:22
         }
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        TileT64 t64(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:43:22
-        TASSIGN(t64, 67584);  // flash_attn.pto:43:22
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         if (ptodsl_aiv0) {
-            TADD(t64, t60, t63);  // flash_attn.pto:43:22
+            TADD(t64_aiv0, t60_aiv0, t63_aiv0);  // flash_attn.pto:43:22
         }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         if (ptodsl_aiv0) {
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView8 accGm8(acc + _qb1 * 64 * D, GmView8::Shape(t64.GetValidRow(), t64.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:43:22
-            TSTORE(accGm8, t64);  // flash_attn.pto:43:22
+            GmView8 accGm8(acc + _qb1 * 64 * D, GmView8::Shape(t64_aiv0.GetValidRow(), t64_aiv0.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:43:22
+            TSTORE(accGm8, t64_aiv0);  // flash_attn.pto:43:22
         }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT67 t67(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:44:25
-        TASSIGN(t67, 0);  // flash_attn.pto:44:25
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         if (ptodsl_aiv0) {
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
-            GmView9 lGm9(l + _qb1 * 64, GmView9::Shape(t67.GetValidRow()));  // flash_attn.pto:44:25
-            TLOAD(t67, lGm9);  // flash_attn.pto:44:25
+            GmView9 lGm9(l + _qb1 * 64, GmView9::Shape(t67_aiv0.GetValidRow()));  // flash_attn.pto:44:25
+            TLOAD(t67_aiv0, lGm9);  // flash_attn.pto:44:25
         }
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT69 t69(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:44:25
-        TASSIGN(t69, 2048);  // flash_attn.pto:44:25
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         if (ptodsl_aiv0) {
-            TileTmp0 tmp1(min_i64(S - _qb1 * 64, 64));  // flash_attn.pto:44:25
-            TASSIGN(tmp1, 100352);  // flash_attn.pto:44:25
-            TROWEXPAND(tmp1, t67);  // flash_attn.pto:44:25
+            TileTmp0 tmp1(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
+            TASSIGN(tmp1, 92160);  // flash_attn.pto:44:25
+            TROWEXPAND(tmp1, t67_aiv0);  // flash_attn.pto:44:25
             pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
-            TROWEXPANDDIV(t69, t64, tmp1);  // flash_attn.pto:44:25
+            TROWEXPANDDIV(t69_aiv0, t64_aiv0, tmp1);  // flash_attn.pto:44:25
         }
-        TileT72 t72(min_i64(S - _qb1 * 64, 64), D);  // flash_attn.pto:44:20
-        TASSIGN(t72, 34816);  // flash_attn.pto:44:20
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         if (ptodsl_aiv0) {
-            TCVT(t72, t69, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+            TCVT(t72_aiv0, t69_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
         }
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         if (ptodsl_aiv0) {
             using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-            GmView10 oGm10(o + _qb1 * 64 * D, GmView10::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:44:20
-            TSTORE(oGm10, t72);  // flash_attn.pto:44:20
+            GmView10 oGm10(o + _qb1 * 64 * D, GmView10::Shape(t72_aiv0.GetValidRow(), t72_aiv0.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:44:20
+            TSTORE(oGm10, t72_aiv0);  // flash_attn.pto:44:20
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb1 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:43:22
+            if (!ptodsl_aiv0) {
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView11 accGm11(acc + (_qb1 * 64 + 32) * D, GmView11::Shape(t57_aiv1.GetValidRow(), t57_aiv1.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:43:22
+                TLOAD(t57_aiv1, accGm11);  // flash_attn.pto:43:22
+            }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            if (!ptodsl_aiv0) {
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:43:22
+                GmView12 alphaGm12(alpha + _qb1 * 64 + 32, GmView12::Shape(t58_aiv1.GetValidRow()));  // flash_attn.pto:43:22
+                TLOAD(t58_aiv1, alphaGm12);  // flash_attn.pto:43:22
+            }
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            if (!ptodsl_aiv0) {
+                TileTmp0 tmp2(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+                TASSIGN(tmp2, 92160);  // flash_attn.pto:43:22
+                TROWEXPAND(tmp2, t58_aiv1);  // flash_attn.pto:43:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                TROWEXPANDMUL(t60_aiv1, t57_aiv1, tmp2);  // flash_attn.pto:43:22
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView13 t15_firstGm13(t15_first + (_qb1 * 64 + 32) * D, GmView13::Shape(t63_aiv1.GetValidRow(), t63_aiv1.GetValidCol()), GmView13::Stride(D));  // flash_attn.pto:43:22
+                TLOAD(t63_aiv1, t15_firstGm13);  // flash_attn.pto:43:22
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            if (!ptodsl_aiv0) {
+                TADD(t64_aiv1, t60_aiv1, t63_aiv1);  // flash_attn.pto:43:22
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            if (!ptodsl_aiv0) {
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView14 accGm14(acc + (_qb1 * 64 + 32) * D, GmView14::Shape(t64_aiv1.GetValidRow(), t64_aiv1.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:43:22
+                TSTORE(accGm14, t64_aiv1);  // flash_attn.pto:43:22
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:44:25
+                GmView15 lGm15(l + _qb1 * 64 + 32, GmView15::Shape(t67_aiv1.GetValidRow()));  // flash_attn.pto:44:25
+                TLOAD(t67_aiv1, lGm15);  // flash_attn.pto:44:25
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            if (!ptodsl_aiv0) {
+                TileTmp0 tmp3(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+                TASSIGN(tmp3, 92160);  // flash_attn.pto:44:25
+                TROWEXPAND(tmp3, t67_aiv1);  // flash_attn.pto:44:25
+                pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                TROWEXPANDDIV(t69_aiv1, t64_aiv1, tmp3);  // flash_attn.pto:44:25
+            }
+            pipe_barrier(PIPE_V);
+            if (!ptodsl_aiv0) {
+                TCVT(t72_aiv1, t69_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            if (!ptodsl_aiv0) {
+                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                GmView16 oGm16(o + (_qb1 * 64 + 32) * D, GmView16::Shape(t72_aiv1.GetValidRow(), t72_aiv1.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:44:20
+                TSTORE(oGm16, t72_aiv1);  // flash_attn.pto:44:20
+            }
+        }
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }

@@ -40,23 +40,23 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
     using TileHeld2Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileHeld3Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileHeld3Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT75 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT77 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT78 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT79 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT75 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT77 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT81 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT82 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT83 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT84 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT87Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT87Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT88Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT88Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT92 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
+    using TileT87Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT87Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT92 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, 128, SLayout::RowMajor, 512>;
+    using TileT94 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, 128, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT95 = TileRight<half, 128, 64, 128, DYNAMIC>;
     using TileT91 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT93 = TileLeft<half, 64, 64, DYNAMIC, 64>;
-    using TileT94 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, 64, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT95 = TileRight<half, 64, 64, 64, DYNAMIC>;
+    using TileT93 = TileLeft<half, 64, 128, DYNAMIC, 128>;
     using TileT97Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT97Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT104Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -65,21 +65,22 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
     using TileT108Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT111Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT111Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT121Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT121Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT121Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT121Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT125Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT125Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT127Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT127Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT140Aiv0 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT140Aiv1 = Tile<TileType::Vec, half, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT140Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT140Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT145Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT145Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT148Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT148Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -87,7 +88,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
         TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
         TASSIGN(t76, 0);  // flash_attn.pto:22:13
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:19:5
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 127) / 128 - 2, 0), 1); ++_br0) {  // flash_attn.pto:19:5
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
             GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
             TLOAD(t76, qGm0);  // flash_attn.pto:22:13
@@ -96,10 +97,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
         TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:21
         TASSIGN(held0_aiv0, 0);  // flash_attn.pto:34:21
         TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
-        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:34:21
+        TASSIGN(held0_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:34:21
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
             GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
             TLOAD(held0_aiv0, mGm1);  // flash_attn.pto:34:21
@@ -110,10 +111,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             }
         }
         TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:20
-        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv0, 1024);  // flash_attn.pto:37:20
         TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:37:20
-        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:37:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 127) / 128 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
             GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
             TLOAD(held1_aiv0, lGm3);  // flash_attn.pto:37:20
@@ -124,10 +125,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             }
         }
         TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
-        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv0, 2048);  // flash_attn.pto:40:22
         TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:40:22
-        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:40:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 127) / 128 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
             GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:40:22
             TLOAD(held2_aiv0, accGm5);  // flash_attn.pto:40:22
@@ -138,10 +139,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             }
         }
         TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:40:22
-        TASSIGN(held3_aiv0, 36864);  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv0, 18432);  // flash_attn.pto:40:22
         TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
-        TASSIGN(held3_aiv1, 37888);  // flash_attn.pto:40:22
-        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:40:22
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 127) / 128 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
             GmView7 alphaGm7(alpha + _qb2 * 64, GmView7::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
             TLOAD(held3_aiv0, alphaGm7);  // flash_attn.pto:40:22
@@ -155,145 +156,162 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:19:5
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t j = 1; j < (L + 127) / 128 - 1; ++j) {  // flash_attn.pto:19:5
             pipe_barrier(PIPE_V);
-            __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:20:14
-            __gm__ half* vj = v + j * 64 * D;  // flash_attn.pto:21:14
-            __gm__ half* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:32:21
-            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t75, 0);  // flash_attn.pto:22:13
-            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
-            TASSIGN(t77, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            TMOV(t77, t76);  // flash_attn.pto:22:13
-            TileT78 t78(min_i64(D, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t78, 16384);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-            GmView9 kjGm9(kj, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t78, kjGm9);  // flash_attn.pto:22:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT79 t79(min_i64(D, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t79, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t79, t78);  // flash_attn.pto:22:13
+            __gm__ half* kj = k + j * 128 * D;  // flash_attn.pto:20:14
+            __gm__ half* vj = v + j * 128 * D;  // flash_attn.pto:21:14
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t75, t77, t79);  // flash_attn.pto:22:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
-                TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
-                TASSIGN(t81, 16384);  // flash_attn.pto:22:13
+            for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(L - j * 128, 128), 64); ++_g74) {  // flash_attn.pto:22:13
+                TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t78, 16384);  // flash_attn.pto:22:13
+                TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t79, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t81, qGm10);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
-                TASSIGN(t82, 0);  // flash_attn.pto:22:13
+                using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView9 kjGm9(kj + _g74 * 64 * D, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t78, kjGm9);  // flash_attn.pto:22:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t82, t81);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t83, 16384);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t83, kjGm11);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t84, 0);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t84, t83);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:22:13
+                TMOV(t79, t78);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t75, 0);  // flash_attn.pto:22:13
+                TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                TASSIGN(t77, 0);  // flash_attn.pto:22:13
+                TMOV(t77, t76);  // flash_attn.pto:22:13
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t75, t77, t79);  // flash_attn.pto:22:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
+                    TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t81, 16384);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t81, qGm10);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t82, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t82, t81);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t83, 16384);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView11 kjGm11(kj + _g74 * 64 * D + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t83, kjGm11);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t84, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t84, t83);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:22:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView12 t0Gm12(t0 + _qb2 * 64 * 128 + _g74 * 64, GmView12::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
+                TSTORE(t0Gm12, t75);  // flash_attn.pto:22:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-            GmView12 t0Gm12(t0 + _qb2 * 64 * 64, GmView12::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
-            TSTORE(t0Gm12, t75);  // flash_attn.pto:22:13
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t87_aiv0, 38912);  // flash_attn.pto:22:13
-            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t87_aiv1, 47104);  // flash_attn.pto:22:13
-            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t88_aiv0, 55296);  // flash_attn.pto:22:13
-            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t88_aiv1, 63488);  // flash_attn.pto:22:13
+            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv0, 19456);  // flash_attn.pto:22:13
+            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv1, ptodsl_aiv1_ub + 19456);  // flash_attn.pto:22:13
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv0, 35840);  // flash_attn.pto:22:13
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv1, ptodsl_aiv1_ub + 35840);  // flash_attn.pto:22:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-            GmView13 t0Gm13(t0 + _qb2 * 64 * 64, GmView13::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+            GmView13 t0Gm13(t0 + _qb2 * 64 * 128, GmView13::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
             TLOAD(t87_aiv0, t0Gm13);  // flash_attn.pto:22:13
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t88_aiv0, t87_aiv0, scale);  // flash_attn.pto:22:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:22:13
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView14 t0Gm14(t0 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView14 t0Gm14(t0 + (_qb2 * 64 + 32) * 128, GmView14::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
                 TLOAD(t87_aiv1, t0Gm14);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:22:13
             }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            __gm__ half* vprev = v + (j - 1) * 128 * D;  // flash_attn.pto:32:21
             TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
             TASSIGN(t92, 16384);  // flash_attn.pto:33:18
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
-            GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
+            using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+            GmView15 ptGm15(pt + _qb2 * 64 * 128, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
             TLOAD(t92, ptGm15);  // flash_attn.pto:33:18
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
+                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t94, 32768);  // flash_attn.pto:33:18
+                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t95, 0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t94, vprevGm16);  // flash_attn.pto:33:18
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t95, t94);  // flash_attn.pto:33:18
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT91 t91(min_i64(S - _qb2 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t91, 0);  // flash_attn.pto:33:18
                 TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t93, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 TMOV(t93, t92);  // flash_attn.pto:33:18
-                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t94, 24576);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:33:18
-                TLOAD(t94, vprevGm16);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t95, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t95, t94);  // flash_attn.pto:33:18
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t91, t93, t95);  // flash_attn.pto:33:18
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
@@ -305,54 +323,54 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT97Aiv0 t97_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:32
-            TASSIGN(t97_aiv0, 38912);  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv0, 19456);  // flash_attn.pto:34:32
             TileT97Aiv1 t97_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
-            TASSIGN(t97_aiv1, 39936);  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv1, ptodsl_aiv1_ub + 19456);  // flash_attn.pto:34:32
             TileT104Aiv0 t104_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:21
-            TASSIGN(t104_aiv0, 40960);  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv0, 20480);  // flash_attn.pto:34:21
             TileT104Aiv1 t104_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
-            TASSIGN(t104_aiv1, 41984);  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv1, ptodsl_aiv1_ub + 20480);  // flash_attn.pto:34:21
             TileT108Aiv0 t108_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:35:21
-            TASSIGN(t108_aiv0, 43008);  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv0, 21504);  // flash_attn.pto:35:21
             TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
-            TASSIGN(t108_aiv1, 44032);  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:35:21
             TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:35:17
-            TASSIGN(t111_aiv0, 45056);  // flash_attn.pto:35:17
+            TASSIGN(t111_aiv0, 22528);  // flash_attn.pto:35:17
             TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
-            TASSIGN(t111_aiv1, 46080);  // flash_attn.pto:35:17
-            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:36:17
-            TASSIGN(t121_aiv0, 47104);  // flash_attn.pto:36:17
-            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:36:17
-            TASSIGN(t121_aiv1, 71680);  // flash_attn.pto:36:17
+            TASSIGN(t111_aiv1, ptodsl_aiv1_ub + 22528);  // flash_attn.pto:35:17
+            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv0, 52224);  // flash_attn.pto:36:17
+            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv1, ptodsl_aiv1_ub + 52224);  // flash_attn.pto:36:17
             TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:20
-            TASSIGN(t125_aiv0, 79872);  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv0, 23552);  // flash_attn.pto:37:20
             TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t125_aiv1, 80896);  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv1, ptodsl_aiv1_ub + 23552);  // flash_attn.pto:37:20
             TileT127Aiv0 t127_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:28
-            TASSIGN(t127_aiv0, 81920);  // flash_attn.pto:37:28
+            TASSIGN(t127_aiv0, 24576);  // flash_attn.pto:37:28
             TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
-            TASSIGN(t127_aiv1, 82944);  // flash_attn.pto:37:28
-            TileT140Aiv0 t140_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:39:21
-            TASSIGN(t140_aiv0, 83968);  // flash_attn.pto:39:21
-            TileT140Aiv1 t140_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:39:21
-            TASSIGN(t140_aiv1, 88064);  // flash_attn.pto:39:21
+            TASSIGN(t127_aiv1, ptodsl_aiv1_ub + 24576);  // flash_attn.pto:37:28
+            TileT140Aiv0 t140_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:39:21
+            TASSIGN(t140_aiv0, 25600);  // flash_attn.pto:39:21
+            TileT140Aiv1 t140_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:39:21
+            TASSIGN(t140_aiv1, ptodsl_aiv1_ub + 25600);  // flash_attn.pto:39:21
             TileT145Aiv0 t145_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t145_aiv0, 92160);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv0, 68608);  // flash_attn.pto:40:22
             TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t145_aiv1, 108544);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv1, ptodsl_aiv1_ub + 68608);  // flash_attn.pto:40:22
             TileT148Aiv0 t148_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t148_aiv0, 124928);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv0, 84992);  // flash_attn.pto:40:22
             TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t148_aiv1, 141312);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv1, ptodsl_aiv1_ub + 84992);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // flash_attn.pto:34:32
-            TASSIGN(tmp0, 157696);  // flash_attn.pto:34:32
+            TASSIGN(tmp0, 101376);  // flash_attn.pto:34:32
             TROWMAX(t97_aiv0, t88_aiv0, tmp0);  // flash_attn.pto:34:32
             pipe_barrier(PIPE_V);
             TMAX(t104_aiv0, held0_aiv0, t97_aiv0);  // flash_attn.pto:34:21
@@ -361,9 +379,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             pipe_barrier(PIPE_V);
             TEXP(t111_aiv0, t108_aiv0);  // flash_attn.pto:35:17
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:17
-            TASSIGN(tmp1, 157696);  // flash_attn.pto:36:17
+            TASSIGN(tmp1, 101376);  // flash_attn.pto:36:17
             TROWEXPAND(tmp1, t104_aiv0);  // flash_attn.pto:36:17
             pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
             TROWEXPANDEXPDIF(t121_aiv0, t88_aiv0, tmp1);  // flash_attn.pto:36:17
@@ -371,23 +388,23 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             TMUL(t125_aiv0, held1_aiv0, t111_aiv0);  // flash_attn.pto:37:20
             pipe_barrier(PIPE_V);
             TileTmp0 tmp2;  // flash_attn.pto:37:28
-            TASSIGN(tmp2, 157696);  // flash_attn.pto:37:28
+            TASSIGN(tmp2, 101376);  // flash_attn.pto:37:28
             TROWSUM(t127_aiv0, t121_aiv0, tmp2);  // flash_attn.pto:37:28
             pipe_barrier(PIPE_V);
             TADD(held1_aiv0, t125_aiv0, t127_aiv0);  // flash_attn.pto:37:20
             pipe_barrier(PIPE_V);
             TMULS(held0_aiv0, t104_aiv0, 1.0f);  // flash_attn.pto:38:13
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             TCVT(t140_aiv0, t121_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-            GmView18 ptGm18(pt + _qb2 * 64 * 64, GmView18::Shape(t140_aiv0.GetValidRow(), t140_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+            GmView18 ptGm18(pt + _qb2 * 64 * 128, GmView18::Shape(t140_aiv0.GetValidRow(), t140_aiv0.GetValidCol()));  // flash_attn.pto:39:21
             TSTORE(ptGm18, t140_aiv0);  // flash_attn.pto:39:21
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:40:22
-            TASSIGN(tmp3, 157696);  // flash_attn.pto:40:22
+            TASSIGN(tmp3, 101376);  // flash_attn.pto:40:22
             TROWEXPAND(tmp3, held3_aiv0);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
             TROWEXPANDMUL(t145_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:40:22
@@ -400,11 +417,12 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             TADD(held2_aiv0, t145_aiv0, t148_aiv0);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             TMULS(held3_aiv0, t111_aiv0, 1.0f);  // flash_attn.pto:41:13
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:34:32
                 TileTmp0 tmp4;  // flash_attn.pto:34:32
-                TASSIGN(tmp4, 157696);  // flash_attn.pto:34:32
+                TASSIGN(tmp4, 101376);  // flash_attn.pto:34:32
                 TROWMAX(t97_aiv1, t88_aiv1, tmp4);  // flash_attn.pto:34:32
                 pipe_barrier(PIPE_V);
                 TMAX(t104_aiv1, held0_aiv1, t97_aiv1);  // flash_attn.pto:34:21
@@ -414,7 +432,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TEXP(t111_aiv1, t108_aiv1);  // flash_attn.pto:35:17
                 pipe_barrier(PIPE_V);
                 TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
-                TASSIGN(tmp5, 157696);  // flash_attn.pto:36:17
+                TASSIGN(tmp5, 101376);  // flash_attn.pto:36:17
                 TROWEXPAND(tmp5, t104_aiv1);  // flash_attn.pto:36:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
                 TROWEXPANDEXPDIF(t121_aiv1, t88_aiv1, tmp5);  // flash_attn.pto:36:17
@@ -422,7 +440,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TMUL(t125_aiv1, held1_aiv1, t111_aiv1);  // flash_attn.pto:37:20
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp6;  // flash_attn.pto:37:28
-                TASSIGN(tmp6, 157696);  // flash_attn.pto:37:28
+                TASSIGN(tmp6, 101376);  // flash_attn.pto:37:28
                 TROWSUM(t127_aiv1, t121_aiv1, tmp6);  // flash_attn.pto:37:28
                 pipe_barrier(PIPE_V);
                 TADD(held1_aiv1, t125_aiv1, t127_aiv1);  // flash_attn.pto:37:20
@@ -432,11 +450,11 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TCVT(t140_aiv1, t121_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                GmView20 ptGm20(pt + (_qb2 * 64 + 32) * 64, GmView20::Shape(t140_aiv1.GetValidRow(), t140_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView20 ptGm20(pt + (_qb2 * 64 + 32) * 128, GmView20::Shape(t140_aiv1.GetValidRow(), t140_aiv1.GetValidCol()));  // flash_attn.pto:39:21
                 TSTORE(ptGm20, t140_aiv1);  // flash_attn.pto:39:21
                 TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
-                TASSIGN(tmp7, 157696);  // flash_attn.pto:40:22
+                TASSIGN(tmp7, 101376);  // flash_attn.pto:40:22
                 TROWEXPAND(tmp7, held3_aiv1);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                 TROWEXPANDMUL(t145_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:40:22
@@ -450,21 +468,22 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 TMULS(held3_aiv1, t111_aiv1, 1.0f);  // flash_attn.pto:41:13
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 127) / 128 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
             using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
             GmView22 alphaGm22(alpha + _qb2 * 64, GmView22::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
             TSTORE(alphaGm22, held3_aiv0);  // flash_attn.pto:41:13
@@ -474,7 +493,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TSTORE(alphaGm23, held3_aiv1);  // flash_attn.pto:41:13
             }
         }
-        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 127) / 128 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
             using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
             GmView24 accGm24(acc + _qb2 * 64 * D, GmView24::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:40:22
             TSTORE(accGm24, held2_aiv0);  // flash_attn.pto:40:22
@@ -484,7 +503,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TSTORE(accGm25, held2_aiv1);  // flash_attn.pto:40:22
             }
         }
-        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 127) / 128 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
             using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
             GmView26 lGm26(l + _qb2 * 64, GmView26::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
             TSTORE(lGm26, held1_aiv0);  // flash_attn.pto:37:20
@@ -494,7 +513,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TSTORE(lGm27, held1_aiv1);  // flash_attn.pto:37:20
             }
         }
-        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 127) / 128 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
             using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
             GmView28 mGm28(m + _qb2 * 64, GmView28::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13
             TSTORE(mGm28, held0_aiv0);  // flash_attn.pto:38:13
@@ -520,147 +539,159 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
         TileT76 t76(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
         TASSIGN(t76, 0);  // flash_attn.pto:22:13
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:19:5
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 127) / 128 - 2, 0), 1); ++_br0) {  // flash_attn.pto:19:5
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
             GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
             TLOAD(t76, qGm0);  // flash_attn.pto:22:13
         }
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
             for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:34:21
             }
         }
-        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 127) / 128 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:37:20
             }
         }
-        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 127) / 128 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
             for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:40:22
             }
         }
-        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 127) / 128 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:40:22
             }
         }
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:19:5
-            __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:20:14
-            __gm__ half* vj = v + j * 64 * D;  // flash_attn.pto:21:14
-            __gm__ half* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:32:21
-            TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t75, 0);  // flash_attn.pto:22:13
-            TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
-            TASSIGN(t77, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            TMOV(t77, t76);  // flash_attn.pto:22:13
-            TileT78 t78(min_i64(D, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t78, 16384);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-            GmView9 kjGm9(kj, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:13
-            TLOAD(t78, kjGm9);  // flash_attn.pto:22:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT79 t79(min_i64(D, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t79, 0);  // flash_attn.pto:22:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t79, t78);  // flash_attn.pto:22:13
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t75, t77, t79);  // flash_attn.pto:22:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
-                TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
-                TASSIGN(t81, 16384);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t81, qGm10);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
-                TASSIGN(t82, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t82, t81);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t83, 16384);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView11 kjGm11(kj + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t83, kjGm11);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t84, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t84, t83);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:22:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            }
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t j = 1; j < (L + 127) / 128 - 1; ++j) {  // flash_attn.pto:19:5
+            __gm__ half* kj = k + j * 128 * D;  // flash_attn.pto:20:14
+            __gm__ half* vj = v + j * 128 * D;  // flash_attn.pto:21:14
             wait_flag_dev(0);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(L - j * 128, 128), 64); ++_g74) {  // flash_attn.pto:22:13
+                TileT78 t78(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t78, 16384);  // flash_attn.pto:22:13
+                TileT79 t79(min_i64(D, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t79, 0);  // flash_attn.pto:22:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView9 kjGm9(kj + _g74 * 64 * D, GmView9::Shape(t78.GetValidRow(), t78.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t78, kjGm9);  // flash_attn.pto:22:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t79, t78);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                TileT75 t75(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t75, 0);  // flash_attn.pto:22:13
+                TileT77 t77(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
+                TASSIGN(t77, 0);  // flash_attn.pto:22:13
+                TMOV(t77, t76);  // flash_attn.pto:22:13
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t75, t77, t79);  // flash_attn.pto:22:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
+                    TileT81 t81(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t81, 16384);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                    GmView10 qGm10(q + _qb2 * 64 * D + _k80 * 128, GmView10::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t81, qGm10);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT82 t82(min_i64(S - _qb2 * 64, 64), min_i64(D - _k80 * 128, 128));  // flash_attn.pto:22:13
+                    TASSIGN(t82, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t82, t81);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    TileT83 t83(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t83, 16384);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                    using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                    GmView11 kjGm11(kj + _g74 * 64 * D + _k80 * 128, GmView11::Shape(t83.GetValidRow(), t83.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:22:13
+                    TLOAD(t83, kjGm11);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT84 t84(min_i64(D - _k80 * 128, 128), min_i64(min_i64(L - j * 128, 128) - _g74 * 64, 64));  // flash_attn.pto:22:13
+                    TASSIGN(t84, 0);  // flash_attn.pto:22:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t84, t83);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t75, t75, t82, t84);  // flash_attn.pto:22:13
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView12 t0Gm12(t0 + _qb2 * 64 * 128 + _g74 * 64, GmView12::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
+                TSTORE(t0Gm12, t75);  // flash_attn.pto:22:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-            GmView12 t0Gm12(t0 + _qb2 * 64 * 64, GmView12::Shape(t75.GetValidRow(), t75.GetValidCol()));  // flash_attn.pto:22:13
-            TSTORE(t0Gm12, t75);  // flash_attn.pto:22:13
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:22:13
             }
+            __gm__ half* vprev = v + (j - 1) * 128 * D;  // flash_attn.pto:32:21
             TileT92 t92(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
             TASSIGN(t92, 16384);  // flash_attn.pto:33:18
             wait_flag_dev(1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
-            GmView15 ptGm15(pt + _qb2 * 64 * 64, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
+            using GmView15 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+            GmView15 ptGm15(pt + _qb2 * 64 * 128, GmView15::Shape(t92.GetValidRow()));  // flash_attn.pto:33:18
             TLOAD(t92, ptGm15);  // flash_attn.pto:33:18
             wait_flag_dev(2);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
+                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t94, 32768);  // flash_attn.pto:33:18
+                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t95, 0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t94, vprevGm16);  // flash_attn.pto:33:18
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t95, t94);  // flash_attn.pto:33:18
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT91 t91(min_i64(S - _qb2 * 64, 64), min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t91, 0);  // flash_attn.pto:33:18
                 TileT93 t93(min_i64(S - _qb2 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t93, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 TMOV(t93, t92);  // flash_attn.pto:33:18
-                TileT94 t94(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t94, 24576);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView16 = GlobalTensor<half, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView16 vprevGm16(vprev + _g90 * 64, GmView16::Shape(t94.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:33:18
-                TLOAD(t94, vprevGm16);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT95 t95(min_i64(D - _g90 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t95, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t95, t94);  // flash_attn.pto:33:18
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t91, t93, t95);  // flash_attn.pto:33:18
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
@@ -672,12 +703,12 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:34:32
             }
         }
@@ -685,22 +716,22 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
         wait_flag_dev(1);
         wait_flag_dev(0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 127) / 128 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
             for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:41:13
             }
         }
-        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 127) / 128 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
             for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:40:22
             }
         }
-        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 127) / 128 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
             for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:37:20
             }
         }
-        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 127) / 128 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
             for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // flash_attn.pto:38:13
             }
         }
@@ -711,18 +742,19 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    constexpr int64_t ptodsl_aiv1_ub = 0;
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb2 = block_index * ceil_div((S + 63) / 64, block_count); _qb2 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb2) {  // flash_attn.pto:19:5
-        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 63) / 64 - 2, 0), 1); ++_br0) {  // flash_attn.pto:19:5
+        for (int64_t _br0 = 0; _br0 < min_i64(max_i64((L + 127) / 128 - 2, 0), 1); ++_br0) {  // flash_attn.pto:19:5
         }
         TileHeld0Aiv0 held0_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:21
         TASSIGN(held0_aiv0, 0);  // flash_attn.pto:34:21
         TileHeld0Aiv1 held0_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
-        TASSIGN(held0_aiv1, 1024);  // flash_attn.pto:34:21
+        TASSIGN(held0_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:34:21
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _once0 = 0; _once0 < min_i64((L + 63) / 64 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
+        for (int64_t _once0 = 0; _once0 < min_i64((L + 127) / 128 - 2, 1); ++_once0) {  // flash_attn.pto:34:21
             if (ptodsl_aiv0) {
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
                 GmView1 mGm1(m + _qb2 * 64, GmView1::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:34:21
@@ -737,10 +769,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             }
         }
         TileHeld1Aiv0 held1_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:20
-        TASSIGN(held1_aiv0, 2048);  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv0, 1024);  // flash_attn.pto:37:20
         TileHeld1Aiv1 held1_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-        TASSIGN(held1_aiv1, 3072);  // flash_attn.pto:37:20
-        for (int64_t _once2 = 0; _once2 < min_i64((L + 63) / 64 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
+        TASSIGN(held1_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:37:20
+        for (int64_t _once2 = 0; _once2 < min_i64((L + 127) / 128 - 2, 1); ++_once2) {  // flash_attn.pto:37:20
             if (ptodsl_aiv0) {
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
                 GmView3 lGm3(l + _qb2 * 64, GmView3::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
@@ -755,10 +787,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             }
         }
         TileHeld2Aiv0 held2_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
-        TASSIGN(held2_aiv0, 4096);  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv0, 2048);  // flash_attn.pto:40:22
         TileHeld2Aiv1 held2_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-        TASSIGN(held2_aiv1, 20480);  // flash_attn.pto:40:22
-        for (int64_t _once4 = 0; _once4 < min_i64((L + 63) / 64 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
+        TASSIGN(held2_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:40:22
+        for (int64_t _once4 = 0; _once4 < min_i64((L + 127) / 128 - 2, 1); ++_once4) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
                 GmView5 accGm5(acc + _qb2 * 64 * D, GmView5::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:40:22
@@ -773,10 +805,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             }
         }
         TileHeld3Aiv0 held3_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:40:22
-        TASSIGN(held3_aiv0, 36864);  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv0, 18432);  // flash_attn.pto:40:22
         TileHeld3Aiv1 held3_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
-        TASSIGN(held3_aiv1, 37888);  // flash_attn.pto:40:22
-        for (int64_t _once6 = 0; _once6 < min_i64((L + 63) / 64 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
+        TASSIGN(held3_aiv1, ptodsl_aiv1_ub + 18432);  // flash_attn.pto:40:22
+        for (int64_t _once6 = 0; _once6 < min_i64((L + 127) / 128 - 2, 1); ++_once6) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
                 using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
                 GmView7 alphaGm7(alpha + _qb2 * 64, GmView7::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:40:22
@@ -793,99 +825,106 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-        for (int64_t j = 1; j < (L + 63) / 64 - 1; ++j) {  // flash_attn.pto:19:5
+        for (int64_t j = 1; j < (L + 127) / 128 - 1; ++j) {  // flash_attn.pto:19:5
             pipe_barrier(PIPE_V);
-            __gm__ half* kj = k + j * 64 * D;  // flash_attn.pto:20:14
-            __gm__ half* vj = v + j * 64 * D;  // flash_attn.pto:21:14
-            __gm__ half* vprev = v + (j - 1) * 64 * D;  // flash_attn.pto:32:21
-            for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
+            __gm__ half* kj = k + j * 128 * D;  // flash_attn.pto:20:14
+            __gm__ half* vj = v + j * 128 * D;  // flash_attn.pto:21:14
+            for (int64_t _g74 = 0; _g74 < ceil_div(min_i64(L - j * 128, 128), 64); ++_g74) {  // flash_attn.pto:22:13
+                for (int64_t _k80 = 1; _k80 < (D + 127) / 128; ++_k80) {  // flash_attn.pto:22:13
+                }
             }
-            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t87_aiv0, 38912);  // flash_attn.pto:22:13
-            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t87_aiv1, 47104);  // flash_attn.pto:22:13
-            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t88_aiv0, 55296);  // flash_attn.pto:22:13
-            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:22:13
-            TASSIGN(t88_aiv1, 63488);  // flash_attn.pto:22:13
+            TileT87Aiv0 t87_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv0, 19456);  // flash_attn.pto:22:13
+            TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t87_aiv1, ptodsl_aiv1_ub + 19456);  // flash_attn.pto:22:13
+            TileT88Aiv0 t88_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv0, 35840);  // flash_attn.pto:22:13
+            TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:22:13
+            TASSIGN(t88_aiv1, ptodsl_aiv1_ub + 35840);  // flash_attn.pto:22:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag_dev(3);
             if (ptodsl_aiv0) {
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView13 t0Gm13(t0 + _qb2 * 64 * 64, GmView13::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView13 t0Gm13(t0 + _qb2 * 64 * 128, GmView13::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // flash_attn.pto:22:13
                 TLOAD(t87_aiv0, t0Gm13);  // flash_attn.pto:22:13
             }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
                 TMULS(t88_aiv0, t87_aiv0, scale);  // flash_attn.pto:22:13
             }
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:22:13
                 if (!ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                    GmView14 t0Gm14(t0 + (_qb2 * 64 + 32) * 64, GmView14::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView14 t0Gm14(t0 + (_qb2 * 64 + 32) * 128, GmView14::Shape(t87_aiv1.GetValidRow(), t87_aiv1.GetValidCol()));  // flash_attn.pto:22:13
                     TLOAD(t87_aiv1, t0Gm14);  // flash_attn.pto:22:13
                 }
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 if (!ptodsl_aiv0) {
                     TMULS(t88_aiv1, t87_aiv1, scale);  // flash_attn.pto:22:13
                 }
             }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
+            __gm__ half* vprev = v + (j - 1) * 128 * D;  // flash_attn.pto:32:21
             for (int64_t _g90 = 0; _g90 < (D + 63) / 64; ++_g90) {  // flash_attn.pto:33:18
             }
             TileT97Aiv0 t97_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:32
-            TASSIGN(t97_aiv0, 38912);  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv0, 19456);  // flash_attn.pto:34:32
             TileT97Aiv1 t97_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
-            TASSIGN(t97_aiv1, 39936);  // flash_attn.pto:34:32
+            TASSIGN(t97_aiv1, ptodsl_aiv1_ub + 19456);  // flash_attn.pto:34:32
             TileT104Aiv0 t104_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:34:21
-            TASSIGN(t104_aiv0, 40960);  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv0, 20480);  // flash_attn.pto:34:21
             TileT104Aiv1 t104_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
-            TASSIGN(t104_aiv1, 41984);  // flash_attn.pto:34:21
+            TASSIGN(t104_aiv1, ptodsl_aiv1_ub + 20480);  // flash_attn.pto:34:21
             TileT108Aiv0 t108_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:35:21
-            TASSIGN(t108_aiv0, 43008);  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv0, 21504);  // flash_attn.pto:35:21
             TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
-            TASSIGN(t108_aiv1, 44032);  // flash_attn.pto:35:21
+            TASSIGN(t108_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:35:21
             TileT111Aiv0 t111_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:35:17
-            TASSIGN(t111_aiv0, 45056);  // flash_attn.pto:35:17
+            TASSIGN(t111_aiv0, 22528);  // flash_attn.pto:35:17
             TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
-            TASSIGN(t111_aiv1, 46080);  // flash_attn.pto:35:17
-            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:36:17
-            TASSIGN(t121_aiv0, 47104);  // flash_attn.pto:36:17
-            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:36:17
-            TASSIGN(t121_aiv1, 71680);  // flash_attn.pto:36:17
+            TASSIGN(t111_aiv1, ptodsl_aiv1_ub + 22528);  // flash_attn.pto:35:17
+            TileT121Aiv0 t121_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv0, 52224);  // flash_attn.pto:36:17
+            TileT121Aiv1 t121_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:36:17
+            TASSIGN(t121_aiv1, ptodsl_aiv1_ub + 52224);  // flash_attn.pto:36:17
             TileT125Aiv0 t125_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:20
-            TASSIGN(t125_aiv0, 79872);  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv0, 23552);  // flash_attn.pto:37:20
             TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t125_aiv1, 80896);  // flash_attn.pto:37:20
+            TASSIGN(t125_aiv1, ptodsl_aiv1_ub + 23552);  // flash_attn.pto:37:20
             TileT127Aiv0 t127_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:37:28
-            TASSIGN(t127_aiv0, 81920);  // flash_attn.pto:37:28
+            TASSIGN(t127_aiv0, 24576);  // flash_attn.pto:37:28
             TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
-            TASSIGN(t127_aiv1, 82944);  // flash_attn.pto:37:28
-            TileT140Aiv0 t140_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 64, 64));  // flash_attn.pto:39:21
-            TASSIGN(t140_aiv0, 83968);  // flash_attn.pto:39:21
-            TileT140Aiv1 t140_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 64, 64));  // flash_attn.pto:39:21
-            TASSIGN(t140_aiv1, 88064);  // flash_attn.pto:39:21
+            TASSIGN(t127_aiv1, ptodsl_aiv1_ub + 24576);  // flash_attn.pto:37:28
+            TileT140Aiv0 t140_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - j * 128, 128));  // flash_attn.pto:39:21
+            TASSIGN(t140_aiv0, 25600);  // flash_attn.pto:39:21
+            TileT140Aiv1 t140_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - j * 128, 128));  // flash_attn.pto:39:21
+            TASSIGN(t140_aiv1, ptodsl_aiv1_ub + 25600);  // flash_attn.pto:39:21
             TileT145Aiv0 t145_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t145_aiv0, 92160);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv0, 68608);  // flash_attn.pto:40:22
             TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t145_aiv1, 108544);  // flash_attn.pto:40:22
+            TASSIGN(t145_aiv1, ptodsl_aiv1_ub + 68608);  // flash_attn.pto:40:22
             TileT148Aiv0 t148_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t148_aiv0, 124928);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv0, 84992);  // flash_attn.pto:40:22
             TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t148_aiv1, 141312);  // flash_attn.pto:40:22
+            TASSIGN(t148_aiv1, ptodsl_aiv1_ub + 84992);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp0;  // flash_attn.pto:34:32
-                TASSIGN(tmp0, 157696);  // flash_attn.pto:34:32
+                TASSIGN(tmp0, 101376);  // flash_attn.pto:34:32
                 TROWMAX(t97_aiv0, t88_aiv0, tmp0);  // flash_attn.pto:34:32
             }
             pipe_barrier(PIPE_V);
@@ -901,10 +940,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 TEXP(t111_aiv0, t108_aiv0);  // flash_attn.pto:35:17
             }
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:36:17
-                TASSIGN(tmp1, 157696);  // flash_attn.pto:36:17
+                TASSIGN(tmp1, 101376);  // flash_attn.pto:36:17
                 TROWEXPAND(tmp1, t104_aiv0);  // flash_attn.pto:36:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
                 TROWEXPANDEXPDIF(t121_aiv0, t88_aiv0, tmp1);  // flash_attn.pto:36:17
@@ -916,7 +954,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp0 tmp2;  // flash_attn.pto:37:28
-                TASSIGN(tmp2, 157696);  // flash_attn.pto:37:28
+                TASSIGN(tmp2, 101376);  // flash_attn.pto:37:28
                 TROWSUM(t127_aiv0, t121_aiv0, tmp2);  // flash_attn.pto:37:28
             }
             pipe_barrier(PIPE_V);
@@ -927,7 +965,6 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             if (ptodsl_aiv0) {
                 TMULS(held0_aiv0, t104_aiv0, 1.0f);  // flash_attn.pto:38:13
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TCVT(t140_aiv0, t121_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
@@ -935,15 +972,16 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag_dev(3);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                GmView18 ptGm18(pt + _qb2 * 64 * 64, GmView18::Shape(t140_aiv0.GetValidRow(), t140_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView18 ptGm18(pt + _qb2 * 64 * 128, GmView18::Shape(t140_aiv0.GetValidRow(), t140_aiv0.GetValidCol()));  // flash_attn.pto:39:21
                 TSTORE(ptGm18, t140_aiv0);  // flash_attn.pto:39:21
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp3(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // flash_attn.pto:40:22
-                TASSIGN(tmp3, 157696);  // flash_attn.pto:40:22
+                TASSIGN(tmp3, 101376);  // flash_attn.pto:40:22
                 TROWEXPAND(tmp3, held3_aiv0);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                 TROWEXPANDMUL(t145_aiv0, held2_aiv0, tmp3);  // flash_attn.pto:40:22
@@ -964,12 +1002,13 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
             if (ptodsl_aiv0) {
                 TMULS(held3_aiv0, t111_aiv0, 1.0f);  // flash_attn.pto:41:13
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:34:32
                 if (!ptodsl_aiv0) {
                     TileTmp0 tmp4;  // flash_attn.pto:34:32
-                    TASSIGN(tmp4, 157696);  // flash_attn.pto:34:32
+                    TASSIGN(tmp4, 101376);  // flash_attn.pto:34:32
                     TROWMAX(t97_aiv1, t88_aiv1, tmp4);  // flash_attn.pto:34:32
                 }
                 pipe_barrier(PIPE_V);
@@ -987,7 +1026,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TileTmp1 tmp5(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
-                    TASSIGN(tmp5, 157696);  // flash_attn.pto:36:17
+                    TASSIGN(tmp5, 101376);  // flash_attn.pto:36:17
                     TROWEXPAND(tmp5, t104_aiv1);  // flash_attn.pto:36:17
                     pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
                     TROWEXPANDEXPDIF(t121_aiv1, t88_aiv1, tmp5);  // flash_attn.pto:36:17
@@ -999,7 +1038,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TileTmp0 tmp6;  // flash_attn.pto:37:28
-                    TASSIGN(tmp6, 157696);  // flash_attn.pto:37:28
+                    TASSIGN(tmp6, 101376);  // flash_attn.pto:37:28
                     TROWSUM(t127_aiv1, t121_aiv1, tmp6);  // flash_attn.pto:37:28
                 }
                 pipe_barrier(PIPE_V);
@@ -1017,11 +1056,11 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (!ptodsl_aiv0) {
-                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                    GmView20 ptGm20(pt + (_qb2 * 64 + 32) * 64, GmView20::Shape(t140_aiv1.GetValidRow(), t140_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                    using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView20 ptGm20(pt + (_qb2 * 64 + 32) * 128, GmView20::Shape(t140_aiv1.GetValidRow(), t140_aiv1.GetValidCol()));  // flash_attn.pto:39:21
                     TSTORE(ptGm20, t140_aiv1);  // flash_attn.pto:39:21
                     TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
-                    TASSIGN(tmp7, 157696);  // flash_attn.pto:40:22
+                    TASSIGN(tmp7, 101376);  // flash_attn.pto:40:22
                     TROWEXPAND(tmp7, held3_aiv1);  // flash_attn.pto:40:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                     TROWEXPANDMUL(t145_aiv1, held2_aiv1, tmp7);  // flash_attn.pto:40:22
@@ -1040,19 +1079,20 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                     TMULS(held3_aiv1, t111_aiv1, 1.0f);  // flash_attn.pto:41:13
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        for (int64_t _once7 = 0; _once7 < min_i64((L + 63) / 64 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
+        for (int64_t _once7 = 0; _once7 < min_i64((L + 127) / 128 - 2, 1); ++_once7) {  // flash_attn.pto:41:13
             if (ptodsl_aiv0) {
                 using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
                 GmView22 alphaGm22(alpha + _qb2 * 64, GmView22::Shape(held3_aiv0.GetValidRow()));  // flash_attn.pto:41:13
@@ -1066,7 +1106,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 }
             }
         }
-        for (int64_t _once5 = 0; _once5 < min_i64((L + 63) / 64 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
+        for (int64_t _once5 = 0; _once5 < min_i64((L + 127) / 128 - 2, 1); ++_once5) {  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
                 using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
                 GmView24 accGm24(acc + _qb2 * 64 * D, GmView24::Shape(held2_aiv0.GetValidRow(), held2_aiv0.GetValidCol()), GmView24::Stride(D));  // flash_attn.pto:40:22
@@ -1080,7 +1120,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 }
             }
         }
-        for (int64_t _once3 = 0; _once3 < min_i64((L + 63) / 64 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
+        for (int64_t _once3 = 0; _once3 < min_i64((L + 127) / 128 - 2, 1); ++_once3) {  // flash_attn.pto:37:20
             if (ptodsl_aiv0) {
                 using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
                 GmView26 lGm26(l + _qb2 * 64, GmView26::Shape(held1_aiv0.GetValidRow()));  // flash_attn.pto:37:20
@@ -1094,7 +1134,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ uint64_t* ptodsl_ffts
                 }
             }
         }
-        for (int64_t _once1 = 0; _once1 < min_i64((L + 63) / 64 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
+        for (int64_t _once1 = 0; _once1 < min_i64((L + 127) / 128 - 2, 1); ++_once1) {  // flash_attn.pto:38:13
             if (ptodsl_aiv0) {
                 using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
                 GmView28 mGm28(m + _qb2 * 64, GmView28::Shape(held0_aiv0.GetValidRow()));  // flash_attn.pto:38:13

@@ -20,69 +20,103 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ half* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_last, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t15_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
 extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ half* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_last, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t15_last, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
+    using TileT157 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT158 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT154 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT155 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT156 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT157 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT158 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT160 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT161 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT162 = Tile<TileType::Mat, half, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT163 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT166 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT167 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT166Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT166Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT167Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT167Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT173 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, 128, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT174 = TileRight<half, 128, 64, 128, DYNAMIC>;
     using TileT170 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT171 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT172 = TileLeft<half, 64, 64, DYNAMIC, 64>;
-    using TileT173 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, 64, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT174 = TileRight<half, 64, 64, 64, DYNAMIC>;
-    using TileT176 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT178 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT179 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT181 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT183 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT187 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT190 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT202 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT204 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT206 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT193 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT200 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT209 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT213 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT218 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT219 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT221 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT222 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT224 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT228 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT171 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, 128, SLayout::RowMajor, 512>;
+    using TileT172 = TileLeft<half, 64, 128, DYNAMIC, 128>;
+    using TileT176Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT176Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT178Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT178Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT179Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT179Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT181Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT181Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT183Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT183Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT187Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT187Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT190Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT190Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT202Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT202Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT204Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT204Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT206Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT206Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT193Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT193Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT200Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT200Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT209Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT209Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT213Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT213Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT218Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT218Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT219Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT219Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT221Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT221Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT222Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT222Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT224Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT224Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT228Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT228Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT233 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT234 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT235 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT236 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT237 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT239 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT240 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT241 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT242 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT247 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT250 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT251 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT256 = Tile<TileType::Vec, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT259 = Tile<TileType::Vec, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileT234 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT235 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT236 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT237 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT239 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT240 = TileLeft<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT241 = Tile<TileType::Mat, half, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT242 = TileRight<half, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT247Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT247Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT250Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT250Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT251Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT251Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT256Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT256Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT259Aiv0 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT259Aiv1 = Tile<TileType::Vec, half, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -91,9 +125,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -101,153 +135,88 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:19:5
-            __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:20:14
-            __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:21:14
-            __gm__ half* vprev_last = v + ((L + 63) / 64 - 2) * 64 * D;  // flash_attn.pto:32:21
-            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
-                TileT154 t154(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+            __gm__ half* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:20:14
+            __gm__ half* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:21:14
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
+                TileT157 t157(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t157, 0);  // flash_attn.pto:22:13
+                TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t158, 0);  // flash_attn.pto:22:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView0 kj_lastGm0(kj_last + _g153 * 64 * D, GmView0::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t157, kj_lastGm0);  // flash_attn.pto:22:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t158, t157);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT154 t154(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t154, 0);  // flash_attn.pto:22:13
                 TileT155 t155(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                 TASSIGN(t155, 0);  // flash_attn.pto:22:13
-                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t155, qGm0);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                GmView1 qGm1(q + _qb3 * 64 * D, GmView1::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t155, qGm1);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT156 t156(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                 TASSIGN(t156, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t156, t155);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT157 t157(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t157, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView1 kj_lastGm1(kj_last + _g153 * 64 * D, GmView1::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t157, kj_lastGm1);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t158, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t158, t157);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t154, t156, t158);  // flash_attn.pto:22:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
                     TileT160 t160(min_i64(S - _qb3 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t160, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
                     GmView2 qGm2(q + _qb3 * 64 * D + _k159 * 128, GmView2::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
                     TLOAD(t160, qGm2);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT161 t161(min_i64(S - _qb3 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t161, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t161, t160);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t162, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
                     GmView3 kj_lastGm3(kj_last + _g153 * 64 * D + _k159 * 128, GmView3::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
                     TLOAD(t162, kj_lastGm3);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t163, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t163, t162);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t154, t154, t161, t163);  // flash_attn.pto:22:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 64 + _g153 * 64, GmView4::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
-                TSTORE(t0_lastGm4, t154);  // flash_attn.pto:22:13
-                TileT166 t166(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t166, 0);  // flash_attn.pto:22:13
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g153 * 64, GmView5::Shape(t166.GetValidRow(), t166.GetValidCol()));  // flash_attn.pto:22:13
-                TLOAD(t166, t0_lastGm5);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT167 t167(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t167, 16384);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMULS(t167, t166, scale);  // flash_attn.pto:22:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g153 * 64, GmView6::Shape(t167.GetValidRow(), t167.GetValidCol()));  // flash_attn.pto:22:13
-                TSTORE(s_lastGm6, t167);  // flash_attn.pto:22:13
-            }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
-                TileT170 t170(min_i64(S - _qb3 * 64, 64), min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t170, 0);  // flash_attn.pto:33:18
-                TileT171 t171(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t171, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
-                GmView7 ptGm7(pt + _qb3 * 64 * 64, GmView7::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
-                TLOAD(t171, ptGm7);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT172 t172(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t172, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t172, t171);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t173, 0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView8 = GlobalTensor<half, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView8 vprev_lastGm8(vprev_last + _g169 * 64, GmView8::Shape(t173.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:33:18
-                TLOAD(t173, vprev_lastGm8);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t174, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t174, t173);  // flash_attn.pto:33:18
-                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL(t170, t172, t174);  // flash_attn.pto:33:18
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView9 pv_lastGm9(pv_last + _qb3 * 64 * D + _g169 * 64, GmView9::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:33:18
-                TSTORE(pv_lastGm9, t170);  // flash_attn.pto:33:18
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 128 + _g153 * 64, GmView4::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
+                TSTORE(t0_lastGm4, t154);  // flash_attn.pto:22:13
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -256,190 +225,445 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT176 t176(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:34:32
-            TASSIGN(t176, 0);  // flash_attn.pto:34:32
+            for (int64_t _g165 = 0; _g165 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g165) {  // flash_attn.pto:22:13
+                TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t166_aiv0, 0);  // flash_attn.pto:22:13
+                TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t166_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:22:13
+                TileT167Aiv0 t167_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t167_aiv0, 16384);  // flash_attn.pto:22:13
+                TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:22:13
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 128 + _g165 * 128, GmView5::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                TLOAD(t166_aiv0, t0_lastGm5);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMULS(t167_aiv0, t166_aiv0, scale);  // flash_attn.pto:22:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView6 s_lastGm6(s_last + _qb3 * 64 * 128 + _g165 * 128, GmView6::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                TSTORE(s_lastGm6, t167_aiv0);  // flash_attn.pto:22:13
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:22:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView7 t0_lastGm7(t0_last + (_qb3 * 64 + 32) * 128 + _g165 * 128, GmView7::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t166_aiv1, t0_lastGm7);  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TMULS(t167_aiv1, t166_aiv1, scale);  // flash_attn.pto:22:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView8 s_lastGm8(s_last + (_qb3 * 64 + 32) * 128 + _g165 * 128, GmView8::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(s_lastGm8, t167_aiv1);  // flash_attn.pto:22:13
+                }
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            __gm__ half* vprev_last = v + ((L + 127) / 128 - 2) * 128 * D;  // flash_attn.pto:32:21
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
+                TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t173, 0);  // flash_attn.pto:33:18
+                TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t174, 0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView9 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView9 vprev_lastGm9(vprev_last + _g169 * 64, GmView9::Shape(t173.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t173, vprev_lastGm9);  // flash_attn.pto:33:18
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t174, t173);  // flash_attn.pto:33:18
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT170 t170(min_i64(S - _qb3 * 64, 64), min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t170, 0);  // flash_attn.pto:33:18
+                TileT171 t171(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t171, 0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                GmView10 ptGm10(pt + _qb3 * 64 * 128, GmView10::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
+                TLOAD(t171, ptGm10);  // flash_attn.pto:33:18
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT172 t172(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t172, 0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t172, t171);  // flash_attn.pto:33:18
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL(t170, t172, t174);  // flash_attn.pto:33:18
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView11 pv_lastGm11(pv_last + _qb3 * 64 * D + _g169 * 64, GmView11::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:33:18
+                TSTORE(pv_lastGm11, t170);  // flash_attn.pto:33:18
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            TileT176Aiv0 t176_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:32
+            TASSIGN(t176_aiv0, 0);  // flash_attn.pto:34:32
+            TileT176Aiv1 t176_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+            TASSIGN(t176_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:34:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXPANDS(t176, -__builtin_inff());  // flash_attn.pto:34:32
+            TEXPANDS(t176_aiv0, -__builtin_inff());  // flash_attn.pto:34:32
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:34:32
+                TEXPANDS(t176_aiv1, -__builtin_inff());  // flash_attn.pto:34:32
+            }
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k177) {  // flash_attn.pto:34:32
-                TileT178 t178(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k177 * 64, 64));  // flash_attn.pto:34:32
-                TASSIGN(t178, 2048);  // flash_attn.pto:34:32
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:34:32
-                GmView10 s_lastGm10(s_last + _qb3 * 64 * 64 + _k177 * 64, GmView10::Shape(t178.GetValidRow(), t178.GetValidCol()));  // flash_attn.pto:34:32
-                TLOAD(t178, s_lastGm10);  // flash_attn.pto:34:32
+            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k177) {  // flash_attn.pto:34:32
+                TileT178Aiv0 t178_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                TASSIGN(t178_aiv0, 1024);  // flash_attn.pto:34:32
+                TileT178Aiv1 t178_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                TASSIGN(t178_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:32
+                TileT179Aiv0 t179_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:32
+                TASSIGN(t179_aiv0, 17408);  // flash_attn.pto:34:32
+                TileT179Aiv1 t179_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+                TASSIGN(t179_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:34:32
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                GmView12 s_lastGm12(s_last + _qb3 * 64 * 128 + _k177 * 128, GmView12::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
+                TLOAD(t178_aiv0, s_lastGm12);  // flash_attn.pto:34:32
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT179 t179(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:34:32
-                TASSIGN(t179, 18432);  // flash_attn.pto:34:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp0 tmp0;  // flash_attn.pto:34:32
-                TASSIGN(tmp0, 108544);  // flash_attn.pto:34:32
-                TROWMAX(t179, t178, tmp0);  // flash_attn.pto:34:32
+                TASSIGN(tmp0, 95232);  // flash_attn.pto:34:32
+                TROWMAX(t179_aiv0, t178_aiv0, tmp0);  // flash_attn.pto:34:32
                 pipe_barrier(PIPE_V);
-                TMAX(t176, t176, t179);  // flash_attn.pto:34:32
+                TMAX(t176_aiv0, t176_aiv0, t179_aiv0);  // flash_attn.pto:34:32
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:34:32
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                    GmView13 s_lastGm13(s_last + (_qb3 * 64 + 32) * 128 + _k177 * 128, GmView13::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
+                    TLOAD(t178_aiv1, s_lastGm13);  // flash_attn.pto:34:32
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TileTmp0 tmp1;  // flash_attn.pto:34:32
+                    TASSIGN(tmp1, 95232);  // flash_attn.pto:34:32
+                    TROWMAX(t179_aiv1, t178_aiv1, tmp1);  // flash_attn.pto:34:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t176_aiv1, t176_aiv1, t179_aiv1);  // flash_attn.pto:34:32
+                }
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT181 t181(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:34:21
-            TASSIGN(t181, 2048);  // flash_attn.pto:34:21
+            TileT181Aiv0 t181_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:21
+            TASSIGN(t181_aiv0, 1024);  // flash_attn.pto:34:21
+            TileT181Aiv1 t181_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+            TASSIGN(t181_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:21
+            TileT183Aiv0 t183_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:21
+            TASSIGN(t183_aiv0, 2048);  // flash_attn.pto:34:21
+            TileT183Aiv1 t183_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+            TASSIGN(t183_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:34:21
+            TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:35:21
+            TASSIGN(t187_aiv0, 3072);  // flash_attn.pto:35:21
+            TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
+            TASSIGN(t187_aiv1, ptodsl_aiv1_ub + 3072);  // flash_attn.pto:35:21
+            TileT190Aiv0 t190_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:35:17
+            TASSIGN(t190_aiv0, 4096);  // flash_attn.pto:35:17
+            TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
+            TASSIGN(t190_aiv1, ptodsl_aiv1_ub + 4096);  // flash_attn.pto:35:17
+            TileT202Aiv0 t202_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv0, 5120);  // flash_attn.pto:37:20
+            TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:37:20
+            TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv0, 6144);  // flash_attn.pto:37:20
+            TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv1, ptodsl_aiv1_ub + 6144);  // flash_attn.pto:37:20
+            TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv0, 7168);  // flash_attn.pto:37:28
+            TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 7168);  // flash_attn.pto:37:28
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-            GmView11 mGm11(m + _qb3 * 64, GmView11::Shape(t181.GetValidRow()));  // flash_attn.pto:34:21
-            TLOAD(t181, mGm11);  // flash_attn.pto:34:21
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+            GmView14 mGm14(m + _qb3 * 64, GmView14::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+            TLOAD(t181_aiv0, mGm14);  // flash_attn.pto:34:21
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT183 t183(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:34:21
-            TASSIGN(t183, 4096);  // flash_attn.pto:34:21
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMAX(t183, t181, t176);  // flash_attn.pto:34:21
-            TileT187 t187(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:35:21
-            TASSIGN(t187, 0);  // flash_attn.pto:35:21
+            TMAX(t183_aiv0, t181_aiv0, t176_aiv0);  // flash_attn.pto:34:21
             pipe_barrier(PIPE_V);
-            TSUB(t187, t181, t183);  // flash_attn.pto:35:21
-            TileT190 t190(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:35:17
-            TASSIGN(t190, 2048);  // flash_attn.pto:35:17
+            TSUB(t187_aiv0, t181_aiv0, t183_aiv0);  // flash_attn.pto:35:21
             pipe_barrier(PIPE_V);
-            TEXP(t190, t187);  // flash_attn.pto:35:17
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT202 t202(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:37:20
-            TASSIGN(t202, 0);  // flash_attn.pto:37:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-            GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t202.GetValidRow()));  // flash_attn.pto:37:20
-            TLOAD(t202, lGm12);  // flash_attn.pto:37:20
+            TEXP(t190_aiv0, t187_aiv0);  // flash_attn.pto:35:17
+            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TLOAD(t202_aiv0, lGm15);  // flash_attn.pto:37:20
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT204 t204(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:37:20
-            TASSIGN(t204, 6144);  // flash_attn.pto:37:20
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t204, t202, t190);  // flash_attn.pto:37:20
-            TileT206 t206(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:37:28
-            TASSIGN(t206, 0);  // flash_attn.pto:37:28
+            TMUL(t204_aiv0, t202_aiv0, t190_aiv0);  // flash_attn.pto:37:20
             pipe_barrier(PIPE_V);
-            TEXPANDS(t206, 0.0f);  // flash_attn.pto:37:28
+            TEXPANDS(t206_aiv0, 0.0f);  // flash_attn.pto:37:28
             pipe_barrier(PIPE_V);
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:34:21
+                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView16 mGm16(m + _qb3 * 64 + 32, GmView16::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(t181_aiv1, mGm16);  // flash_attn.pto:34:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMAX(t183_aiv1, t181_aiv1, t176_aiv1);  // flash_attn.pto:34:21
+                pipe_barrier(PIPE_V);
+                TSUB(t187_aiv1, t181_aiv1, t183_aiv1);  // flash_attn.pto:35:21
+                pipe_barrier(PIPE_V);
+                TEXP(t190_aiv1, t187_aiv1);  // flash_attn.pto:35:17
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView17 lGm17(l + _qb3 * 64 + 32, GmView17::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(t202_aiv1, lGm17);  // flash_attn.pto:37:20
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TMUL(t204_aiv1, t202_aiv1, t190_aiv1);  // flash_attn.pto:37:20
+                TEXPANDS(t206_aiv1, 0.0f);  // flash_attn.pto:37:28
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g192) {  // flash_attn.pto:36:21
-                TileT193 t193(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:21
-                TASSIGN(t193, 8192);  // flash_attn.pto:36:21
-                using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
-                GmView13 s_lastGm13(s_last + _qb3 * 64 * 64 + _g192 * 64, GmView13::Shape(t193.GetValidRow(), t193.GetValidCol()));  // flash_attn.pto:36:21
-                TLOAD(t193, s_lastGm13);  // flash_attn.pto:36:21
+            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g192) {  // flash_attn.pto:36:21
+                TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv0, 8192);  // flash_attn.pto:36:21
+                TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv1, ptodsl_aiv1_ub + 8192);  // flash_attn.pto:36:21
+                TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                TASSIGN(t200_aiv0, 24576);  // flash_attn.pto:36:17
+                TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                TASSIGN(t200_aiv1, ptodsl_aiv1_ub + 24576);  // flash_attn.pto:36:17
+                TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
+                TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
+                TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+                TASSIGN(t209_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:28
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                GmView18 s_lastGm18(s_last + _qb3 * 64 * 128 + _g192 * 128, GmView18::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                TLOAD(t193_aiv0, s_lastGm18);  // flash_attn.pto:36:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT200 t200(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:17
-                TASSIGN(t200, 24576);  // flash_attn.pto:36:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:36:17
-                TASSIGN(tmp1, 108544);  // flash_attn.pto:36:17
-                TROWEXPAND(tmp1, t183);  // flash_attn.pto:36:17
+                TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:36:17
+                TASSIGN(tmp2, 95232);  // flash_attn.pto:36:17
+                TROWEXPAND(tmp2, t183_aiv0);  // flash_attn.pto:36:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
-                TROWEXPANDEXPDIF(t200, t193, tmp1);  // flash_attn.pto:36:17
+                TROWEXPANDEXPDIF(t200_aiv0, t193_aiv0, tmp2);  // flash_attn.pto:36:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
-                GmView14 p_1_lastGm14(p_1_last + _qb3 * 64 * 64 + _g192 * 64, GmView14::Shape(t200.GetValidRow(), t200.GetValidCol()));  // flash_attn.pto:36:17
-                TSTORE(p_1_lastGm14, t200);  // flash_attn.pto:36:17
-                TileT209 t209(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:37:28
-                TASSIGN(t209, 8192);  // flash_attn.pto:37:28
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                GmView19 p_1_lastGm19(p_1_last + _qb3 * 64 * 128 + _g192 * 128, GmView19::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                TSTORE(p_1_lastGm19, t200_aiv0);  // flash_attn.pto:36:17
                 pipe_barrier(PIPE_V);
-                TileTmp0 tmp2;  // flash_attn.pto:37:28
-                TASSIGN(tmp2, 108544);  // flash_attn.pto:37:28
-                TROWSUM(t209, t200, tmp2);  // flash_attn.pto:37:28
+                TileTmp0 tmp3;  // flash_attn.pto:37:28
+                TASSIGN(tmp3, 95232);  // flash_attn.pto:37:28
+                TROWSUM(t209_aiv0, t200_aiv0, tmp3);  // flash_attn.pto:37:28
                 pipe_barrier(PIPE_V);
-                TADD(t206, t206, t209);  // flash_attn.pto:37:28
+                TADD(t206_aiv0, t206_aiv0, t209_aiv0);  // flash_attn.pto:37:28
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:36:21
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                    GmView20 s_lastGm20(s_last + (_qb3 * 64 + 32) * 128 + _g192 * 128, GmView20::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                    TLOAD(t193_aiv1, s_lastGm20);  // flash_attn.pto:36:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
+                    TASSIGN(tmp4, 95232);  // flash_attn.pto:36:17
+                    TROWEXPAND(tmp4, t183_aiv1);  // flash_attn.pto:36:17
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                    TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp4);  // flash_attn.pto:36:17
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                    GmView21 p_1_lastGm21(p_1_last + (_qb3 * 64 + 32) * 128 + _g192 * 128, GmView21::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                    TSTORE(p_1_lastGm21, t200_aiv1);  // flash_attn.pto:36:17
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp5;  // flash_attn.pto:37:28
+                    TASSIGN(tmp5, 95232);  // flash_attn.pto:37:28
+                    TROWSUM(t209_aiv1, t200_aiv1, tmp5);  // flash_attn.pto:37:28
+                    pipe_barrier(PIPE_V);
+                    TADD(t206_aiv1, t206_aiv1, t209_aiv1);  // flash_attn.pto:37:28
+                }
             }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT213 t213(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:37:20
-            TASSIGN(t213, 8192);  // flash_attn.pto:37:20
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            TileT213Aiv0 t213_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t213_aiv0, 0);  // flash_attn.pto:37:20
+            TileT213Aiv1 t213_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t213_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t213, t204, t206);  // flash_attn.pto:37:20
+            TADD(t213_aiv0, t204_aiv0, t206_aiv0);  // flash_attn.pto:37:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-            GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t213.GetValidRow()));  // flash_attn.pto:37:20
-            TSTORE(lGm15, t213);  // flash_attn.pto:37:20
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-            GmView16 mGm16(m + _qb3 * 64, GmView16::Shape(t183.GetValidRow()));  // flash_attn.pto:38:13
-            TSTORE(mGm16, t183);  // flash_attn.pto:38:13
+            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+            GmView22 lGm22(l + _qb3 * 64, GmView22::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+            TSTORE(lGm22, t213_aiv0);  // flash_attn.pto:37:20
+            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+            GmView23 mGm23(m + _qb3 * 64, GmView23::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+            TSTORE(mGm23, t183_aiv0);  // flash_attn.pto:38:13
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g217) {  // flash_attn.pto:39:21
-                TileT218 t218(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
-                TASSIGN(t218, 10240);  // flash_attn.pto:39:21
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                GmView17 p_1_lastGm17(p_1_last + _qb3 * 64 * 64 + _g217 * 64, GmView17::Shape(t218.GetValidRow(), t218.GetValidCol()));  // flash_attn.pto:39:21
-                TLOAD(t218, p_1_lastGm17);  // flash_attn.pto:39:21
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT219 t219(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
-                TASSIGN(t219, 26624);  // flash_attn.pto:39:21
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCVT(t219, t218, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:37:20
+                TADD(t213_aiv1, t204_aiv1, t206_aiv1);  // flash_attn.pto:37:20
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                GmView18 ptGm18(pt + _qb3 * 64 * 64 + _g217 * 64, GmView18::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:39:21
-                TSTORE(ptGm18, t219);  // flash_attn.pto:39:21
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView24 lGm24(l + _qb3 * 64 + 32, GmView24::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm24, t213_aiv1);  // flash_attn.pto:37:20
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView25 mGm25(m + _qb3 * 64 + 32, GmView25::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm25, t183_aiv1);  // flash_attn.pto:38:13
             }
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT221 t221(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:40:22
-            TASSIGN(t221, 10240);  // flash_attn.pto:40:22
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView19 accGm19(acc + _qb3 * 64 * D, GmView19::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:40:22
-            TLOAD(t221, accGm19);  // flash_attn.pto:40:22
+            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g217) {  // flash_attn.pto:39:21
+                TileT218Aiv0 t218_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t218_aiv0, 5120);  // flash_attn.pto:39:21
+                TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t218_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:39:21
+                TileT219Aiv0 t219_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t219_aiv0, 21504);  // flash_attn.pto:39:21
+                TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t219_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:39:21
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView26 p_1_lastGm26(p_1_last + _qb3 * 64 * 128 + _g217 * 128, GmView26::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                TLOAD(t218_aiv0, p_1_lastGm26);  // flash_attn.pto:39:21
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t219_aiv0, t218_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView27 ptGm27(pt + _qb3 * 64 * 128 + _g217 * 128, GmView27::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                TSTORE(ptGm27, t219_aiv0);  // flash_attn.pto:39:21
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:39:21
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView28 p_1_lastGm28(p_1_last + (_qb3 * 64 + 32) * 128 + _g217 * 128, GmView28::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                    TLOAD(t218_aiv1, p_1_lastGm28);  // flash_attn.pto:39:21
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    TCVT(t219_aiv1, t218_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView29 ptGm29(pt + (_qb3 * 64 + 32) * 128 + _g217 * 128, GmView29::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                    TSTORE(ptGm29, t219_aiv1);  // flash_attn.pto:39:21
+                }
+            }
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT221Aiv0 t221_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t221_aiv0, 5120);  // flash_attn.pto:40:22
+            TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t221_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:40:22
+            TileT222Aiv0 t222_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
+            TASSIGN(t222_aiv0, 1024);  // flash_attn.pto:40:22
+            TileT222Aiv1 t222_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+            TASSIGN(t222_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:40:22
+            TileT224Aiv0 t224_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t224_aiv0, 21504);  // flash_attn.pto:40:22
+            TileT224Aiv1 t224_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t224_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:40:22
+            TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t227_aiv0, 37888);  // flash_attn.pto:40:22
+            TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t227_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:40:22
+            TileT228Aiv0 t228_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t228_aiv0, 54272);  // flash_attn.pto:40:22
+            TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 54272);  // flash_attn.pto:40:22
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView30 accGm30(acc + _qb3 * 64 * D, GmView30::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(t221_aiv0, accGm30);  // flash_attn.pto:40:22
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            TileT222 t222(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:40:22
-            TASSIGN(t222, 0);  // flash_attn.pto:40:22
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-            GmView20 alphaGm20(alpha + _qb3 * 64, GmView20::Shape(t222.GetValidRow()));  // flash_attn.pto:40:22
-            TLOAD(t222, alphaGm20);  // flash_attn.pto:40:22
+            using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+            GmView31 alphaGm31(alpha + _qb3 * 64, GmView31::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+            TLOAD(t222_aiv0, alphaGm31);  // flash_attn.pto:40:22
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT224 t224(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:40:22
-            TASSIGN(t224, 43008);  // flash_attn.pto:40:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:40:22
-            TASSIGN(tmp3, 108544);  // flash_attn.pto:40:22
-            TROWEXPAND(tmp3, t222);  // flash_attn.pto:40:22
+            TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
+            TASSIGN(tmp6, 95232);  // flash_attn.pto:40:22
+            TROWEXPAND(tmp6, t222_aiv0);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
-            TROWEXPANDMUL(t224, t221, tmp3);  // flash_attn.pto:40:22
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT227 t227(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:40:22
-            TASSIGN(t227, 10240);  // flash_attn.pto:40:22
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView21 pv_lastGm21(pv_last + _qb3 * 64 * D, GmView21::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:40:22
-            TLOAD(t227, pv_lastGm21);  // flash_attn.pto:40:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT228 t228(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:40:22
-            TASSIGN(t228, 75776);  // flash_attn.pto:40:22
+            TROWEXPANDMUL(t224_aiv0, t221_aiv0, tmp6);  // flash_attn.pto:40:22
+            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView32 pv_lastGm32(pv_last + _qb3 * 64 * D, GmView32::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:40:22
+            TLOAD(t227_aiv0, pv_lastGm32);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t228, t224, t227);  // flash_attn.pto:40:22
+            TADD(t228_aiv0, t224_aiv0, t227_aiv0);  // flash_attn.pto:40:22
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-            GmView22 accGm22(acc + _qb3 * 64 * D, GmView22::Shape(t228.GetValidRow(), t228.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:40:22
-            TSTORE(accGm22, t228);  // flash_attn.pto:40:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+            GmView33 accGm33(acc + _qb3 * 64 * D, GmView33::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:40:22
+            TSTORE(accGm33, t228_aiv0);  // flash_attn.pto:40:22
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-            GmView23 alphaGm23(alpha + _qb3 * 64, GmView23::Shape(t190.GetValidRow()));  // flash_attn.pto:41:13
-            TSTORE(alphaGm23, t190);  // flash_attn.pto:41:13
+            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+            GmView34 alphaGm34(alpha + _qb3 * 64, GmView34::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+            TSTORE(alphaGm34, t190_aiv0);  // flash_attn.pto:41:13
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:40:22
+                using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView35 accGm35(acc + (_qb3 * 64 + 32) * D, GmView35::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t221_aiv1, accGm35);  // flash_attn.pto:40:22
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView36 alphaGm36(alpha + _qb3 * 64 + 32, GmView36::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(t222_aiv1, alphaGm36);  // flash_attn.pto:40:22
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                TASSIGN(tmp7, 95232);  // flash_attn.pto:40:22
+                TROWEXPAND(tmp7, t222_aiv1);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp7);  // flash_attn.pto:40:22
+                using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView37 pv_lastGm37(pv_last + (_qb3 * 64 + 32) * D, GmView37::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t227_aiv1, pv_lastGm37);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TADD(t228_aiv1, t224_aiv1, t227_aiv1);  // flash_attn.pto:40:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView38 accGm38(acc + (_qb3 * 64 + 32) * D, GmView38::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm38, t228_aiv1);  // flash_attn.pto:40:22
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView39 alphaGm39(alpha + _qb3 * 64 + 32, GmView39::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm39, t190_aiv1);  // flash_attn.pto:41:13
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -449,27 +673,27 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
                 TileT233 t233(min_i64(S - _qb3 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t233, 0);  // flash_attn.pto:43:36
-                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
+                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t234, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView24 ptGm24(pt + _qb3 * 64 * 64, GmView24::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
-                TLOAD(t234, ptGm24);  // flash_attn.pto:43:36
+                using GmView40 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                GmView40 ptGm40(pt + _qb3 * 64 * 128, GmView40::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                TLOAD(t234, ptGm40);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
+                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t235, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t235, t234);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT236 t236(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT236 t236(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t236, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView25 vj_lastGm25(vj_last + _g232 * 64, GmView25::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:43:36
-                TLOAD(t236, vj_lastGm25);  // flash_attn.pto:43:36
+                using GmView41 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                GmView41 vj_lastGm41(vj_last + _g232 * 64, GmView41::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:43:36
+                TLOAD(t236, vj_lastGm41);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT237 t237(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT237 t237(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t237, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t237, t236);  // flash_attn.pto:43:36
@@ -481,26 +705,26 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
-                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
+                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t239, 0);  // flash_attn.pto:43:36
-                    using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                    GmView26 ptGm26(pt + _qb3 * 64 * 64 + _k238 * 64, GmView26::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
-                    TLOAD(t239, ptGm26);  // flash_attn.pto:43:36
+                    using GmView42 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                    GmView42 ptGm42(pt + _qb3 * 64 * 128 + _k238 * 128, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                    TLOAD(t239, ptGm42);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t240, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t240, t239);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT241 t241(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT241 t241(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t241, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView27 vj_lastGm27(vj_last + _k238 * 64 * D + _g232 * 64, GmView27::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:43:36
-                    TLOAD(t241, vj_lastGm27);  // flash_attn.pto:43:36
+                    using GmView43 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView43 vj_lastGm43(vj_last + _k238 * 128 * D + _g232 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
+                    TLOAD(t241, vj_lastGm43);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT242 t242(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT242 t242(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t242, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t242, t241);  // flash_attn.pto:43:36
@@ -512,63 +736,104 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView28 t15_lastGm28(t15_last + _qb3 * 64 * D + _g232 * 64, GmView28::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:43:36
-                TSTORE(t15_lastGm28, t233);  // flash_attn.pto:43:36
+                using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                GmView44 t15_lastGm44(t15_last + _qb3 * 64 * D + _g232 * 64, GmView44::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView44::Stride(D));  // flash_attn.pto:43:36
+                TSTORE(t15_lastGm44, t233);  // flash_attn.pto:43:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT247 t247(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:43:22
-            TASSIGN(t247, 10240);  // flash_attn.pto:43:22
+            TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv0, 5120);  // flash_attn.pto:43:22
+            TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:43:22
+            TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv0, 21504);  // flash_attn.pto:43:22
+            TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:43:22
+            TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv0, 37888);  // flash_attn.pto:43:22
+            TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:43:22
+            TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:44:25
+            TASSIGN(t256_aiv0, 70656);  // flash_attn.pto:44:25
+            TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
+            TASSIGN(t256_aiv1, ptodsl_aiv1_ub + 70656);  // flash_attn.pto:44:25
+            TileT259Aiv0 t259_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:44:20
+            TASSIGN(t259_aiv0, 87040);  // flash_attn.pto:44:20
+            TileT259Aiv1 t259_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
+            TASSIGN(t259_aiv1, ptodsl_aiv1_ub + 87040);  // flash_attn.pto:44:20
             pipe_barrier(PIPE_V);
-            TileTmp1 tmp4(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:43:22
-            TASSIGN(tmp4, 108544);  // flash_attn.pto:43:22
-            TROWEXPAND(tmp4, t190);  // flash_attn.pto:43:22
+            TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:43:22
+            TASSIGN(tmp8, 95232);  // flash_attn.pto:43:22
+            TROWEXPAND(tmp8, t190_aiv0);  // flash_attn.pto:43:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-            TROWEXPANDMUL(t247, t228, tmp4);  // flash_attn.pto:43:22
-            TileT250 t250(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:43:22
-            TASSIGN(t250, 43008);  // flash_attn.pto:43:22
+            TROWEXPANDMUL(t247_aiv0, t228_aiv0, tmp8);  // flash_attn.pto:43:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView29 t15_lastGm29(t15_last + _qb3 * 64 * D, GmView29::Shape(t250.GetValidRow(), t250.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:43:22
-            TLOAD(t250, t15_lastGm29);  // flash_attn.pto:43:22
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+            GmView45 t15_lastGm45(t15_last + _qb3 * 64 * D, GmView45::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:43:22
+            TLOAD(t250_aiv0, t15_lastGm45);  // flash_attn.pto:43:22
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT251 t251(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:43:22
-            TASSIGN(t251, 75776);  // flash_attn.pto:43:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t251, t247, t250);  // flash_attn.pto:43:22
+            TADD(t251_aiv0, t247_aiv0, t250_aiv0);  // flash_attn.pto:43:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-            GmView30 accGm30(acc + _qb3 * 64 * D, GmView30::Shape(t251.GetValidRow(), t251.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:43:22
-            TSTORE(accGm30, t251);  // flash_attn.pto:43:22
-            TileT256 t256(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:44:25
-            TASSIGN(t256, 10240);  // flash_attn.pto:44:25
+            using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+            GmView46 accGm46(acc + _qb3 * 64 * D, GmView46::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:43:22
+            TSTORE(accGm46, t251_aiv0);  // flash_attn.pto:43:22
             pipe_barrier(PIPE_V);
-            TileTmp1 tmp5(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:44:25
-            TASSIGN(tmp5, 108544);  // flash_attn.pto:44:25
-            TROWEXPAND(tmp5, t213);  // flash_attn.pto:44:25
+            TileTmp1 tmp9(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:44:25
+            TASSIGN(tmp9, 95232);  // flash_attn.pto:44:25
+            TROWEXPAND(tmp9, t213_aiv0);  // flash_attn.pto:44:25
             pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
-            TROWEXPANDDIV(t256, t251, tmp5);  // flash_attn.pto:44:25
-            TileT259 t259(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:44:20
-            TASSIGN(t259, 43008);  // flash_attn.pto:44:20
+            TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp9);  // flash_attn.pto:44:25
             pipe_barrier(PIPE_V);
-            TCVT(t259, t256, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+            TCVT(t259_aiv0, t256_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-            GmView31 oGm31(o + _qb3 * 64 * D, GmView31::Shape(t259.GetValidRow(), t259.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:44:20
-            TSTORE(oGm31, t259);  // flash_attn.pto:44:20
+            using GmView47 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+            GmView47 oGm47(o + _qb3 * 64 * D, GmView47::Shape(t259_aiv0.GetValidRow(), t259_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:44:20
+            TSTORE(oGm47, t259_aiv0);  // flash_attn.pto:44:20
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:43:22
+                TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+                TASSIGN(tmp10, 95232);  // flash_attn.pto:43:22
+                TROWEXPAND(tmp10, t190_aiv1);  // flash_attn.pto:43:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp10);  // flash_attn.pto:43:22
+                using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView48 t15_lastGm48(t15_last + (_qb3 * 64 + 32) * D, GmView48::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:43:22
+                TLOAD(t250_aiv1, t15_lastGm48);  // flash_attn.pto:43:22
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TADD(t251_aiv1, t247_aiv1, t250_aiv1);  // flash_attn.pto:43:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView49 accGm49(acc + (_qb3 * 64 + 32) * D, GmView49::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:43:22
+                TSTORE(accGm49, t251_aiv1);  // flash_attn.pto:43:22
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+                TASSIGN(tmp11, 95232);  // flash_attn.pto:44:25
+                TROWEXPAND(tmp11, t213_aiv1);  // flash_attn.pto:44:25
+                pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp11);  // flash_attn.pto:44:25
+                pipe_barrier(PIPE_V);
+                TCVT(t259_aiv1, t256_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView50 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                GmView50 oGm50(o + (_qb3 * 64 + 32) * D, GmView50::Shape(t259_aiv1.GetValidRow(), t259_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:44:20
+                TSTORE(oGm50, t259_aiv1);  // flash_attn.pto:44:20
+            }
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -576,9 +841,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -602,123 +867,135 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:19:5
-            __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:20:14
-            __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:21:14
-            __gm__ half* vprev_last = v + ((L + 63) / 64 - 2) * 64 * D;  // flash_attn.pto:32:21
-            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
-                TileT154 t154(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+            __gm__ half* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:20:14
+            __gm__ half* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:21:14
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
+                TileT157 t157(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t157, 0);  // flash_attn.pto:22:13
+                TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t158, 0);  // flash_attn.pto:22:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView0 kj_lastGm0(kj_last + _g153 * 64 * D, GmView0::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t157, kj_lastGm0);  // flash_attn.pto:22:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t158, t157);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT154 t154(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t154, 0);  // flash_attn.pto:22:13
                 TileT155 t155(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                 TASSIGN(t155, 0);  // flash_attn.pto:22:13
-                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t155, qGm0);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                GmView1 qGm1(q + _qb3 * 64 * D, GmView1::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t155, qGm1);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT156 t156(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                 TASSIGN(t156, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t156, t155);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT157 t157(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t157, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView1 kj_lastGm1(kj_last + _g153 * 64 * D, GmView1::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t157, kj_lastGm1);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t158, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t158, t157);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t154, t156, t158);  // flash_attn.pto:22:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
                     TileT160 t160(min_i64(S - _qb3 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t160, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
                     GmView2 qGm2(q + _qb3 * 64 * D + _k159 * 128, GmView2::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
                     TLOAD(t160, qGm2);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT161 t161(min_i64(S - _qb3 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t161, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t161, t160);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t162, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
                     GmView3 kj_lastGm3(kj_last + _g153 * 64 * D + _k159 * 128, GmView3::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
                     TLOAD(t162, kj_lastGm3);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t163, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t163, t162);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t154, t154, t161, t163);  // flash_attn.pto:22:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 64 + _g153 * 64, GmView4::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 128 + _g153 * 64, GmView4::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
                 TSTORE(t0_lastGm4, t154);  // flash_attn.pto:22:13
-                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            for (int64_t _g165 = 0; _g165 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g165) {  // flash_attn.pto:22:13
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:22:13
+                }
+            }
+            __gm__ half* vprev_last = v + ((L + 127) / 128 - 2) * 128 * D;  // flash_attn.pto:32:21
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
+                TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t173, 0);  // flash_attn.pto:33:18
+                TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t174, 0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView9 = GlobalTensor<half, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView9 vprev_lastGm9(vprev_last + _g169 * 64, GmView9::Shape(t173.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t173, vprev_lastGm9);  // flash_attn.pto:33:18
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t174, t173);  // flash_attn.pto:33:18
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT170 t170(min_i64(S - _qb3 * 64, 64), min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t170, 0);  // flash_attn.pto:33:18
                 TileT171 t171(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t171, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
-                GmView7 ptGm7(pt + _qb3 * 64 * 64, GmView7::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
-                TLOAD(t171, ptGm7);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                GmView10 ptGm10(pt + _qb3 * 64 * 128, GmView10::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
+                TLOAD(t171, ptGm10);  // flash_attn.pto:33:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT172 t172(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t172, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t172, t171);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t173, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView8 = GlobalTensor<half, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView8 vprev_lastGm8(vprev_last + _g169 * 64, GmView8::Shape(t173.GetValidCol()), GmView8::Stride(D));  // flash_attn.pto:33:18
-                TLOAD(t173, vprev_lastGm8);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t174, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t174, t173);  // flash_attn.pto:33:18
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -727,9 +1004,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView9 pv_lastGm9(pv_last + _qb3 * 64 * D + _g169 * 64, GmView9::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:33:18
-                TSTORE(pv_lastGm9, t170);  // flash_attn.pto:33:18
+                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView11 pv_lastGm11(pv_last + _qb3 * 64 * D + _g169 * 64, GmView11::Shape(t170.GetValidRow(), t170.GetValidCol()), GmView11::Stride(D));  // flash_attn.pto:33:18
+                TSTORE(pv_lastGm11, t170);  // flash_attn.pto:33:18
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -740,11 +1017,25 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k177) {  // flash_attn.pto:34:32
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:34:32
             }
-            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g192) {  // flash_attn.pto:36:21
+            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k177) {  // flash_attn.pto:34:32
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:34:32
+                }
             }
-            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g217) {  // flash_attn.pto:39:21
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:34:21
+            }
+            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g192) {  // flash_attn.pto:36:21
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:36:21
+                }
+            }
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:37:20
+            }
+            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g217) {  // flash_attn.pto:39:21
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:39:21
+                }
+            }
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:40:22
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -756,27 +1047,27 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
                 TileT233 t233(min_i64(S - _qb3 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t233, 0);  // flash_attn.pto:43:36
-                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
+                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t234, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView24 ptGm24(pt + _qb3 * 64 * 64, GmView24::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
-                TLOAD(t234, ptGm24);  // flash_attn.pto:43:36
+                using GmView40 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                GmView40 ptGm40(pt + _qb3 * 64 * 128, GmView40::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                TLOAD(t234, ptGm40);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
+                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t235, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t235, t234);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT236 t236(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT236 t236(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t236, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView25 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView25 vj_lastGm25(vj_last + _g232 * 64, GmView25::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView25::Stride(D));  // flash_attn.pto:43:36
-                TLOAD(t236, vj_lastGm25);  // flash_attn.pto:43:36
+                using GmView41 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                GmView41 vj_lastGm41(vj_last + _g232 * 64, GmView41::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:43:36
+                TLOAD(t236, vj_lastGm41);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT237 t237(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT237 t237(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t237, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t237, t236);  // flash_attn.pto:43:36
@@ -788,26 +1079,26 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
-                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
+                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t239, 0);  // flash_attn.pto:43:36
-                    using GmView26 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                    GmView26 ptGm26(pt + _qb3 * 64 * 64 + _k238 * 64, GmView26::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
-                    TLOAD(t239, ptGm26);  // flash_attn.pto:43:36
+                    using GmView42 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                    GmView42 ptGm42(pt + _qb3 * 64 * 128 + _k238 * 128, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                    TLOAD(t239, ptGm42);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t240, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t240, t239);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT241 t241(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT241 t241(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t241, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView27 vj_lastGm27(vj_last + _k238 * 64 * D + _g232 * 64, GmView27::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView27::Stride(D));  // flash_attn.pto:43:36
-                    TLOAD(t241, vj_lastGm27);  // flash_attn.pto:43:36
+                    using GmView43 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                    GmView43 vj_lastGm43(vj_last + _k238 * 128 * D + _g232 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
+                    TLOAD(t241, vj_lastGm43);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT242 t242(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT242 t242(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t242, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t242, t241);  // flash_attn.pto:43:36
@@ -819,15 +1110,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView28 t15_lastGm28(t15_last + _qb3 * 64 * D + _g232 * 64, GmView28::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView28::Stride(D));  // flash_attn.pto:43:36
-                TSTORE(t15_lastGm28, t233);  // flash_attn.pto:43:36
+                using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
+                GmView44 t15_lastGm44(t15_last + _qb3 * 64 * D + _g232 * 64, GmView44::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView44::Stride(D));  // flash_attn.pto:43:36
+                TSTORE(t15_lastGm44, t233);  // flash_attn.pto:43:36
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:43:22
+            }
         }
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -844,51 +1137,76 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    constexpr int64_t ptodsl_aiv1_ub = 0;
     ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag_dev(2);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:19:5
-            __gm__ half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:20:14
-            __gm__ half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:21:14
-            __gm__ half* vprev_last = v + ((L + 63) / 64 - 2) * 64 * D;  // flash_attn.pto:32:21
-            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
+            __gm__ half* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:20:14
+            __gm__ half* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:21:14
+            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
                 for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
                 }
-                TileT166 t166(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t166, 0);  // flash_attn.pto:22:13
-                wait_flag_dev(3);
+            }
+            wait_flag_dev(3);
+            for (int64_t _g165 = 0; _g165 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g165) {  // flash_attn.pto:22:13
+                TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t166_aiv0, 0);  // flash_attn.pto:22:13
+                TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t166_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:22:13
+                TileT167Aiv0 t167_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t167_aiv0, 16384);  // flash_attn.pto:22:13
+                TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:22:13
                 if (ptodsl_aiv0) {
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                    GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g153 * 64, GmView5::Shape(t166.GetValidRow(), t166.GetValidCol()));  // flash_attn.pto:22:13
-                    TLOAD(t166, t0_lastGm5);  // flash_attn.pto:22:13
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 128 + _g165 * 128, GmView5::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TLOAD(t166_aiv0, t0_lastGm5);  // flash_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT167 t167(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t167, 16384);  // flash_attn.pto:22:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    TMULS(t167, t166, scale);  // flash_attn.pto:22:13
+                    TMULS(t167_aiv0, t166_aiv0, scale);  // flash_attn.pto:22:13
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                    GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g153 * 64, GmView6::Shape(t167.GetValidRow(), t167.GetValidCol()));  // flash_attn.pto:22:13
-                    TSTORE(s_lastGm6, t167);  // flash_attn.pto:22:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView6 s_lastGm6(s_last + _qb3 * 64 * 128 + _g165 * 128, GmView6::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    TSTORE(s_lastGm6, t167_aiv0);  // flash_attn.pto:22:13
+                }
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:22:13
+                    if (!ptodsl_aiv0) {
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView7 t0_lastGm7(t0_last + (_qb3 * 64 + 32) * 128 + _g165 * 128, GmView7::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TLOAD(t166_aiv1, t0_lastGm7);  // flash_attn.pto:22:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TMULS(t167_aiv1, t166_aiv1, scale);  // flash_attn.pto:22:13
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView8 s_lastGm8(s_last + (_qb3 * 64 + 32) * 128 + _g165 * 128, GmView8::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        TSTORE(s_lastGm8, t167_aiv1);  // flash_attn.pto:22:13
+                    }
                 }
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -896,329 +1214,594 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            __gm__ half* vprev_last = v + ((L + 127) / 128 - 2) * 128 * D;  // flash_attn.pto:32:21
             for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
             }
-            TileT176 t176(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:34:32
-            TASSIGN(t176, 0);  // flash_attn.pto:34:32
+            TileT176Aiv0 t176_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:32
+            TASSIGN(t176_aiv0, 0);  // flash_attn.pto:34:32
+            TileT176Aiv1 t176_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+            TASSIGN(t176_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:34:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TEXPANDS(t176, -__builtin_inff());  // flash_attn.pto:34:32
+                TEXPANDS(t176_aiv0, -__builtin_inff());  // flash_attn.pto:34:32
+            }
+            pipe_barrier(PIPE_V);
+            for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:34:32
+                if (!ptodsl_aiv0) {
+                    TEXPANDS(t176_aiv1, -__builtin_inff());  // flash_attn.pto:34:32
+                }
             }
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k177) {  // flash_attn.pto:34:32
-                TileT178 t178(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k177 * 64, 64));  // flash_attn.pto:34:32
-                TASSIGN(t178, 2048);  // flash_attn.pto:34:32
+            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k177) {  // flash_attn.pto:34:32
+                TileT178Aiv0 t178_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                TASSIGN(t178_aiv0, 1024);  // flash_attn.pto:34:32
+                TileT178Aiv1 t178_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                TASSIGN(t178_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:32
+                TileT179Aiv0 t179_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:32
+                TASSIGN(t179_aiv0, 17408);  // flash_attn.pto:34:32
+                TileT179Aiv1 t179_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
+                TASSIGN(t179_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:34:32
                 if (ptodsl_aiv0) {
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:34:32
-                    GmView10 s_lastGm10(s_last + _qb3 * 64 * 64 + _k177 * 64, GmView10::Shape(t178.GetValidRow(), t178.GetValidCol()));  // flash_attn.pto:34:32
-                    TLOAD(t178, s_lastGm10);  // flash_attn.pto:34:32
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                    GmView12 s_lastGm12(s_last + _qb3 * 64 * 128 + _k177 * 128, GmView12::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
+                    TLOAD(t178_aiv0, s_lastGm12);  // flash_attn.pto:34:32
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT179 t179(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:34:32
-                TASSIGN(t179, 18432);  // flash_attn.pto:34:32
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // flash_attn.pto:34:32
-                    TASSIGN(tmp0, 108544);  // flash_attn.pto:34:32
-                    TROWMAX(t179, t178, tmp0);  // flash_attn.pto:34:32
+                    TASSIGN(tmp0, 95232);  // flash_attn.pto:34:32
+                    TROWMAX(t179_aiv0, t178_aiv0, tmp0);  // flash_attn.pto:34:32
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    TMAX(t176, t176, t179);  // flash_attn.pto:34:32
+                    TMAX(t176_aiv0, t176_aiv0, t179_aiv0);  // flash_attn.pto:34:32
+                }
+                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:34:32
+                    if (!ptodsl_aiv0) {
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                        GmView13 s_lastGm13(s_last + (_qb3 * 64 + 32) * 128 + _k177 * 128, GmView13::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
+                        TLOAD(t178_aiv1, s_lastGm13);  // flash_attn.pto:34:32
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp1;  // flash_attn.pto:34:32
+                        TASSIGN(tmp1, 95232);  // flash_attn.pto:34:32
+                        TROWMAX(t179_aiv1, t178_aiv1, tmp1);  // flash_attn.pto:34:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t176_aiv1, t176_aiv1, t179_aiv1);  // flash_attn.pto:34:32
+                    }
                 }
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT181 t181(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:34:21
-            TASSIGN(t181, 2048);  // flash_attn.pto:34:21
+            TileT181Aiv0 t181_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:21
+            TASSIGN(t181_aiv0, 1024);  // flash_attn.pto:34:21
+            TileT181Aiv1 t181_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+            TASSIGN(t181_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:21
+            TileT183Aiv0 t183_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:21
+            TASSIGN(t183_aiv0, 2048);  // flash_attn.pto:34:21
+            TileT183Aiv1 t183_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
+            TASSIGN(t183_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:34:21
+            TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:35:21
+            TASSIGN(t187_aiv0, 3072);  // flash_attn.pto:35:21
+            TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
+            TASSIGN(t187_aiv1, ptodsl_aiv1_ub + 3072);  // flash_attn.pto:35:21
+            TileT190Aiv0 t190_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:35:17
+            TASSIGN(t190_aiv0, 4096);  // flash_attn.pto:35:17
+            TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
+            TASSIGN(t190_aiv1, ptodsl_aiv1_ub + 4096);  // flash_attn.pto:35:17
+            TileT202Aiv0 t202_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv0, 5120);  // flash_attn.pto:37:20
+            TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:37:20
+            TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv0, 6144);  // flash_attn.pto:37:20
+            TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv1, ptodsl_aiv1_ub + 6144);  // flash_attn.pto:37:20
+            TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv0, 7168);  // flash_attn.pto:37:28
+            TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 7168);  // flash_attn.pto:37:28
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
-                GmView11 mGm11(m + _qb3 * 64, GmView11::Shape(t181.GetValidRow()));  // flash_attn.pto:34:21
-                TLOAD(t181, mGm11);  // flash_attn.pto:34:21
+                using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                GmView14 mGm14(m + _qb3 * 64, GmView14::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
+                TLOAD(t181_aiv0, mGm14);  // flash_attn.pto:34:21
             }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT183 t183(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:34:21
-            TASSIGN(t183, 4096);  // flash_attn.pto:34:21
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMAX(t183, t181, t176);  // flash_attn.pto:34:21
+                TMAX(t183_aiv0, t181_aiv0, t176_aiv0);  // flash_attn.pto:34:21
             }
-            TileT187 t187(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:35:21
-            TASSIGN(t187, 0);  // flash_attn.pto:35:21
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TSUB(t187, t181, t183);  // flash_attn.pto:35:21
+                TSUB(t187_aiv0, t181_aiv0, t183_aiv0);  // flash_attn.pto:35:21
             }
-            TileT190 t190(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:35:17
-            TASSIGN(t190, 2048);  // flash_attn.pto:35:17
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TEXP(t190, t187);  // flash_attn.pto:35:17
+                TEXP(t190_aiv0, t187_aiv0);  // flash_attn.pto:35:17
+                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t202_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TLOAD(t202_aiv0, lGm15);  // flash_attn.pto:37:20
             }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT202 t202(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:37:20
-            TASSIGN(t202, 0);  // flash_attn.pto:37:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView12 lGm12(l + _qb3 * 64, GmView12::Shape(t202.GetValidRow()));  // flash_attn.pto:37:20
-                TLOAD(t202, lGm12);  // flash_attn.pto:37:20
-            }
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT204 t204(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:37:20
-            TASSIGN(t204, 6144);  // flash_attn.pto:37:20
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TMUL(t204, t202, t190);  // flash_attn.pto:37:20
+                TMUL(t204_aiv0, t202_aiv0, t190_aiv0);  // flash_attn.pto:37:20
             }
-            TileT206 t206(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:37:28
-            TASSIGN(t206, 0);  // flash_attn.pto:37:28
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
-                TEXPANDS(t206, 0.0f);  // flash_attn.pto:37:28
+                TEXPANDS(t206_aiv0, 0.0f);  // flash_attn.pto:37:28
             }
             pipe_barrier(PIPE_V);
+            for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:34:21
+                if (!ptodsl_aiv0) {
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
+                    GmView16 mGm16(m + _qb3 * 64 + 32, GmView16::Shape(t181_aiv1.GetValidRow()));  // flash_attn.pto:34:21
+                    TLOAD(t181_aiv1, mGm16);  // flash_attn.pto:34:21
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TMAX(t183_aiv1, t181_aiv1, t176_aiv1);  // flash_attn.pto:34:21
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TSUB(t187_aiv1, t181_aiv1, t183_aiv1);  // flash_attn.pto:35:21
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TEXP(t190_aiv1, t187_aiv1);  // flash_attn.pto:35:17
+                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView17 lGm17(l + _qb3 * 64 + 32, GmView17::Shape(t202_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TLOAD(t202_aiv1, lGm17);  // flash_attn.pto:37:20
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TMUL(t204_aiv1, t202_aiv1, t190_aiv1);  // flash_attn.pto:37:20
+                    TEXPANDS(t206_aiv1, 0.0f);  // flash_attn.pto:37:28
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g192) {  // flash_attn.pto:36:21
-                TileT193 t193(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:21
-                TASSIGN(t193, 8192);  // flash_attn.pto:36:21
+            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g192) {  // flash_attn.pto:36:21
+                TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv0, 8192);  // flash_attn.pto:36:21
+                TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv1, ptodsl_aiv1_ub + 8192);  // flash_attn.pto:36:21
+                TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                TASSIGN(t200_aiv0, 24576);  // flash_attn.pto:36:17
+                TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                TASSIGN(t200_aiv1, ptodsl_aiv1_ub + 24576);  // flash_attn.pto:36:17
+                TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
+                TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
+                TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
+                TASSIGN(t209_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:28
                 if (ptodsl_aiv0) {
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
-                    GmView13 s_lastGm13(s_last + _qb3 * 64 * 64 + _g192 * 64, GmView13::Shape(t193.GetValidRow(), t193.GetValidCol()));  // flash_attn.pto:36:21
-                    TLOAD(t193, s_lastGm13);  // flash_attn.pto:36:21
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                    GmView18 s_lastGm18(s_last + _qb3 * 64 * 128 + _g192 * 128, GmView18::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                    TLOAD(t193_aiv0, s_lastGm18);  // flash_attn.pto:36:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT200 t200(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:17
-                TASSIGN(t200, 24576);  // flash_attn.pto:36:17
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    TileTmp1 tmp1(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:36:17
-                    TASSIGN(tmp1, 108544);  // flash_attn.pto:36:17
-                    TROWEXPAND(tmp1, t183);  // flash_attn.pto:36:17
+                    TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:36:17
+                    TASSIGN(tmp2, 95232);  // flash_attn.pto:36:17
+                    TROWEXPAND(tmp2, t183_aiv0);  // flash_attn.pto:36:17
                     pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
-                    TROWEXPANDEXPDIF(t200, t193, tmp1);  // flash_attn.pto:36:17
+                    TROWEXPANDEXPDIF(t200_aiv0, t193_aiv0, tmp2);  // flash_attn.pto:36:17
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
-                    GmView14 p_1_lastGm14(p_1_last + _qb3 * 64 * 64 + _g192 * 64, GmView14::Shape(t200.GetValidRow(), t200.GetValidCol()));  // flash_attn.pto:36:17
-                    TSTORE(p_1_lastGm14, t200);  // flash_attn.pto:36:17
-                }
-                TileT209 t209(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:37:28
-                TASSIGN(t209, 8192);  // flash_attn.pto:37:28
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TileTmp0 tmp2;  // flash_attn.pto:37:28
-                    TASSIGN(tmp2, 108544);  // flash_attn.pto:37:28
-                    TROWSUM(t209, t200, tmp2);  // flash_attn.pto:37:28
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                    GmView19 p_1_lastGm19(p_1_last + _qb3 * 64 * 128 + _g192 * 128, GmView19::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                    TSTORE(p_1_lastGm19, t200_aiv0);  // flash_attn.pto:36:17
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
-                    TADD(t206, t206, t209);  // flash_attn.pto:37:28
+                    TileTmp0 tmp3;  // flash_attn.pto:37:28
+                    TASSIGN(tmp3, 95232);  // flash_attn.pto:37:28
+                    TROWSUM(t209_aiv0, t200_aiv0, tmp3);  // flash_attn.pto:37:28
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t206_aiv0, t206_aiv0, t209_aiv0);  // flash_attn.pto:37:28
+                }
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:36:21
+                    if (!ptodsl_aiv0) {
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                        GmView20 s_lastGm20(s_last + (_qb3 * 64 + 32) * 128 + _g192 * 128, GmView20::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                        TLOAD(t193_aiv1, s_lastGm20);  // flash_attn.pto:36:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
+                        TASSIGN(tmp4, 95232);  // flash_attn.pto:36:17
+                        TROWEXPAND(tmp4, t183_aiv1);  // flash_attn.pto:36:17
+                        pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
+                        TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp4);  // flash_attn.pto:36:17
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                        GmView21 p_1_lastGm21(p_1_last + (_qb3 * 64 + 32) * 128 + _g192 * 128, GmView21::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                        TSTORE(p_1_lastGm21, t200_aiv1);  // flash_attn.pto:36:17
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp5;  // flash_attn.pto:37:28
+                        TASSIGN(tmp5, 95232);  // flash_attn.pto:37:28
+                        TROWSUM(t209_aiv1, t200_aiv1, tmp5);  // flash_attn.pto:37:28
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TADD(t206_aiv1, t206_aiv1, t209_aiv1);  // flash_attn.pto:37:28
+                    }
                 }
             }
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT213 t213(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:37:20
-            TASSIGN(t213, 8192);  // flash_attn.pto:37:20
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            TileT213Aiv0 t213_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
+            TASSIGN(t213_aiv0, 0);  // flash_attn.pto:37:20
+            TileT213Aiv1 t213_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
+            TASSIGN(t213_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TADD(t213, t204, t206);  // flash_attn.pto:37:20
+                TADD(t213_aiv0, t204_aiv0, t206_aiv0);  // flash_attn.pto:37:20
             }
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
-                GmView15 lGm15(l + _qb3 * 64, GmView15::Shape(t213.GetValidRow()));  // flash_attn.pto:37:20
-                TSTORE(lGm15, t213);  // flash_attn.pto:37:20
-                using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
-                GmView16 mGm16(m + _qb3 * 64, GmView16::Shape(t183.GetValidRow()));  // flash_attn.pto:38:13
-                TSTORE(mGm16, t183);  // flash_attn.pto:38:13
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                GmView22 lGm22(l + _qb3 * 64, GmView22::Shape(t213_aiv0.GetValidRow()));  // flash_attn.pto:37:20
+                TSTORE(lGm22, t213_aiv0);  // flash_attn.pto:37:20
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                GmView23 mGm23(m + _qb3 * 64, GmView23::Shape(t183_aiv0.GetValidRow()));  // flash_attn.pto:38:13
+                TSTORE(mGm23, t183_aiv0);  // flash_attn.pto:38:13
             }
             pipe_barrier(PIPE_V);
+            for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:37:20
+                if (!ptodsl_aiv0) {
+                    TADD(t213_aiv1, t204_aiv1, t206_aiv1);  // flash_attn.pto:37:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:37:20
+                    GmView24 lGm24(l + _qb3 * 64 + 32, GmView24::Shape(t213_aiv1.GetValidRow()));  // flash_attn.pto:37:20
+                    TSTORE(lGm24, t213_aiv1);  // flash_attn.pto:37:20
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:38:13
+                    GmView25 mGm25(m + _qb3 * 64 + 32, GmView25::Shape(t183_aiv1.GetValidRow()));  // flash_attn.pto:38:13
+                    TSTORE(mGm25, t183_aiv1);  // flash_attn.pto:38:13
+                }
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag_dev(3);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g217) {  // flash_attn.pto:39:21
-                TileT218 t218(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
-                TASSIGN(t218, 10240);  // flash_attn.pto:39:21
+            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g217) {  // flash_attn.pto:39:21
+                TileT218Aiv0 t218_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t218_aiv0, 5120);  // flash_attn.pto:39:21
+                TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t218_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:39:21
+                TileT219Aiv0 t219_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t219_aiv0, 21504);  // flash_attn.pto:39:21
+                TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t219_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:39:21
                 if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                    GmView17 p_1_lastGm17(p_1_last + _qb3 * 64 * 64 + _g217 * 64, GmView17::Shape(t218.GetValidRow(), t218.GetValidCol()));  // flash_attn.pto:39:21
-                    TLOAD(t218, p_1_lastGm17);  // flash_attn.pto:39:21
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView26 p_1_lastGm26(p_1_last + _qb3 * 64 * 128 + _g217 * 128, GmView26::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    TLOAD(t218_aiv0, p_1_lastGm26);  // flash_attn.pto:39:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT219 t219(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
-                TASSIGN(t219, 26624);  // flash_attn.pto:39:21
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    TCVT(t219, t218, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+                    TCVT(t219_aiv0, t218_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
                 }
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                    GmView18 ptGm18(pt + _qb3 * 64 * 64 + _g217 * 64, GmView18::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:39:21
-                    TSTORE(ptGm18, t219);  // flash_attn.pto:39:21
+                    using GmView27 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView27 ptGm27(pt + _qb3 * 64 * 128 + _g217 * 128, GmView27::Shape(t219_aiv0.GetValidRow(), t219_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    TSTORE(ptGm27, t219_aiv0);  // flash_attn.pto:39:21
+                }
+                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:39:21
+                    if (!ptodsl_aiv0) {
+                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView28 p_1_lastGm28(p_1_last + (_qb3 * 64 + 32) * 128 + _g217 * 128, GmView28::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        TLOAD(t218_aiv1, p_1_lastGm28);  // flash_attn.pto:39:21
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        TCVT(t219_aiv1, t218_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:39:21
+                    }
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    if (!ptodsl_aiv0) {
+                        using GmView29 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView29 ptGm29(pt + (_qb3 * 64 + 32) * 128 + _g217 * 128, GmView29::Shape(t219_aiv1.GetValidRow(), t219_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        TSTORE(ptGm29, t219_aiv1);  // flash_attn.pto:39:21
+                    }
                 }
             }
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT221 t221(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:40:22
-            TASSIGN(t221, 10240);  // flash_attn.pto:40:22
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            TileT221Aiv0 t221_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t221_aiv0, 5120);  // flash_attn.pto:40:22
+            TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t221_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:40:22
+            TileT222Aiv0 t222_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
+            TASSIGN(t222_aiv0, 1024);  // flash_attn.pto:40:22
+            TileT222Aiv1 t222_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+            TASSIGN(t222_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:40:22
+            TileT224Aiv0 t224_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t224_aiv0, 21504);  // flash_attn.pto:40:22
+            TileT224Aiv1 t224_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t224_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:40:22
+            TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t227_aiv0, 37888);  // flash_attn.pto:40:22
+            TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t227_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:40:22
+            TileT228Aiv0 t228_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
+            TASSIGN(t228_aiv0, 54272);  // flash_attn.pto:40:22
+            TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
+            TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 54272);  // flash_attn.pto:40:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView19 accGm19(acc + _qb3 * 64 * D, GmView19::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t221, accGm19);  // flash_attn.pto:40:22
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView30 accGm30(acc + _qb3 * 64 * D, GmView30::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t221_aiv0, accGm30);  // flash_attn.pto:40:22
             }
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            TileT222 t222(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:40:22
-            TASSIGN(t222, 0);  // flash_attn.pto:40:22
             if (ptodsl_aiv0) {
-                using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
-                GmView20 alphaGm20(alpha + _qb3 * 64, GmView20::Shape(t222.GetValidRow()));  // flash_attn.pto:40:22
-                TLOAD(t222, alphaGm20);  // flash_attn.pto:40:22
+                using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                GmView31 alphaGm31(alpha + _qb3 * 64, GmView31::Shape(t222_aiv0.GetValidRow()));  // flash_attn.pto:40:22
+                TLOAD(t222_aiv0, alphaGm31);  // flash_attn.pto:40:22
             }
+            pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT224 t224(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:40:22
-            TASSIGN(t224, 43008);  // flash_attn.pto:40:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TileTmp1 tmp3(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:40:22
-                TASSIGN(tmp3, 108544);  // flash_attn.pto:40:22
-                TROWEXPAND(tmp3, t222);  // flash_attn.pto:40:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
-                TROWEXPANDMUL(t224, t221, tmp3);  // flash_attn.pto:40:22
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT227 t227(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:40:22
-            TASSIGN(t227, 10240);  // flash_attn.pto:40:22
-            wait_flag_dev(4);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView21 pv_lastGm21(pv_last + _qb3 * 64 * D, GmView21::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView21::Stride(D));  // flash_attn.pto:40:22
-                TLOAD(t227, pv_lastGm21);  // flash_attn.pto:40:22
-            }
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT228 t228(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:40:22
-            TASSIGN(t228, 75776);  // flash_attn.pto:40:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                TADD(t228, t224, t227);  // flash_attn.pto:40:22
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
-                GmView22 accGm22(acc + _qb3 * 64 * D, GmView22::Shape(t228.GetValidRow(), t228.GetValidCol()), GmView22::Stride(D));  // flash_attn.pto:40:22
-                TSTORE(accGm22, t228);  // flash_attn.pto:40:22
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-            if (ptodsl_aiv0) {
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
-                GmView23 alphaGm23(alpha + _qb3 * 64, GmView23::Shape(t190.GetValidRow()));  // flash_attn.pto:41:13
-                TSTORE(alphaGm23, t190);  // flash_attn.pto:41:13
-            }
-            for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
-                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
-                }
-            }
-            TileT247 t247(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:43:22
-            TASSIGN(t247, 10240);  // flash_attn.pto:43:22
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TileTmp1 tmp4(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:43:22
-                TASSIGN(tmp4, 108544);  // flash_attn.pto:43:22
-                TROWEXPAND(tmp4, t190);  // flash_attn.pto:43:22
-                pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
-                TROWEXPANDMUL(t247, t228, tmp4);  // flash_attn.pto:43:22
-            }
-            TileT250 t250(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:43:22
-            TASSIGN(t250, 43008);  // flash_attn.pto:43:22
-            wait_flag_dev(3);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            if (ptodsl_aiv0) {
-                using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView29 t15_lastGm29(t15_last + _qb3 * 64 * D, GmView29::Shape(t250.GetValidRow(), t250.GetValidCol()), GmView29::Stride(D));  // flash_attn.pto:43:22
-                TLOAD(t250, t15_lastGm29);  // flash_attn.pto:43:22
-            }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT251 t251(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:43:22
-            TASSIGN(t251, 75776);  // flash_attn.pto:43:22
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TADD(t251, t247, t250);  // flash_attn.pto:43:22
+                TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
+                TASSIGN(tmp6, 95232);  // flash_attn.pto:40:22
+                TROWEXPAND(tmp6, t222_aiv0);  // flash_attn.pto:40:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                TROWEXPANDMUL(t224_aiv0, t221_aiv0, tmp6);  // flash_attn.pto:40:22
             }
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag_dev(4);
             if (ptodsl_aiv0) {
-                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
-                GmView30 accGm30(acc + _qb3 * 64 * D, GmView30::Shape(t251.GetValidRow(), t251.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:43:22
-                TSTORE(accGm30, t251);  // flash_attn.pto:43:22
+                using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView32 pv_lastGm32(pv_last + _qb3 * 64 * D, GmView32::Shape(t227_aiv0.GetValidRow(), t227_aiv0.GetValidCol()), GmView32::Stride(D));  // flash_attn.pto:40:22
+                TLOAD(t227_aiv0, pv_lastGm32);  // flash_attn.pto:40:22
             }
-            TileT256 t256(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:44:25
-            TASSIGN(t256, 10240);  // flash_attn.pto:44:25
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
-                TileTmp1 tmp5(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:44:25
-                TASSIGN(tmp5, 108544);  // flash_attn.pto:44:25
-                TROWEXPAND(tmp5, t213);  // flash_attn.pto:44:25
-                pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
-                TROWEXPANDDIV(t256, t251, tmp5);  // flash_attn.pto:44:25
+                TADD(t228_aiv0, t224_aiv0, t227_aiv0);  // flash_attn.pto:40:22
             }
-            TileT259 t259(min_i64(S - _qb3 * 64, 64), D);  // flash_attn.pto:44:20
-            TASSIGN(t259, 43008);  // flash_attn.pto:44:20
-            pipe_barrier(PIPE_V);
-            if (ptodsl_aiv0) {
-                TCVT(t259, t256, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
-            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             if (ptodsl_aiv0) {
-                using GmView31 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
-                GmView31 oGm31(o + _qb3 * 64 * D, GmView31::Shape(t259.GetValidRow(), t259.GetValidCol()), GmView31::Stride(D));  // flash_attn.pto:44:20
-                TSTORE(oGm31, t259);  // flash_attn.pto:44:20
+                using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                GmView33 accGm33(acc + _qb3 * 64 * D, GmView33::Shape(t228_aiv0.GetValidRow(), t228_aiv0.GetValidCol()), GmView33::Stride(D));  // flash_attn.pto:40:22
+                TSTORE(accGm33, t228_aiv0);  // flash_attn.pto:40:22
+            }
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+            if (ptodsl_aiv0) {
+                using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                GmView34 alphaGm34(alpha + _qb3 * 64, GmView34::Shape(t190_aiv0.GetValidRow()));  // flash_attn.pto:41:13
+                TSTORE(alphaGm34, t190_aiv0);  // flash_attn.pto:41:13
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv7) {  // flash_attn.pto:40:22
+                if (!ptodsl_aiv0) {
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView35 accGm35(acc + (_qb3 * 64 + 32) * D, GmView35::Shape(t221_aiv1.GetValidRow(), t221_aiv1.GetValidCol()), GmView35::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t221_aiv1, accGm35);  // flash_attn.pto:40:22
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:40:22
+                    GmView36 alphaGm36(alpha + _qb3 * 64 + 32, GmView36::Shape(t222_aiv1.GetValidRow()));  // flash_attn.pto:40:22
+                    TLOAD(t222_aiv1, alphaGm36);  // flash_attn.pto:40:22
+                }
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
+                    TASSIGN(tmp7, 95232);  // flash_attn.pto:40:22
+                    TROWEXPAND(tmp7, t222_aiv1);  // flash_attn.pto:40:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
+                    TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp7);  // flash_attn.pto:40:22
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView37 pv_lastGm37(pv_last + (_qb3 * 64 + 32) * D, GmView37::Shape(t227_aiv1.GetValidRow(), t227_aiv1.GetValidCol()), GmView37::Stride(D));  // flash_attn.pto:40:22
+                    TLOAD(t227_aiv1, pv_lastGm37);  // flash_attn.pto:40:22
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TADD(t228_aiv1, t224_aiv1, t227_aiv1);  // flash_attn.pto:40:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
+                    GmView38 accGm38(acc + (_qb3 * 64 + 32) * D, GmView38::Shape(t228_aiv1.GetValidRow(), t228_aiv1.GetValidCol()), GmView38::Stride(D));  // flash_attn.pto:40:22
+                    TSTORE(accGm38, t228_aiv1);  // flash_attn.pto:40:22
+                }
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+                if (!ptodsl_aiv0) {
+                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:41:13
+                    GmView39 alphaGm39(alpha + _qb3 * 64 + 32, GmView39::Shape(t190_aiv1.GetValidRow()));  // flash_attn.pto:41:13
+                    TSTORE(alphaGm39, t190_aiv1);  // flash_attn.pto:41:13
+                }
+            }
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
+                }
+            }
+            TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv0, 5120);  // flash_attn.pto:43:22
+            TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:43:22
+            TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv0, 21504);  // flash_attn.pto:43:22
+            TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:43:22
+            TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv0, 37888);  // flash_attn.pto:43:22
+            TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:43:22
+            TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:44:25
+            TASSIGN(t256_aiv0, 70656);  // flash_attn.pto:44:25
+            TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
+            TASSIGN(t256_aiv1, ptodsl_aiv1_ub + 70656);  // flash_attn.pto:44:25
+            TileT259Aiv0 t259_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:44:20
+            TASSIGN(t259_aiv0, 87040);  // flash_attn.pto:44:20
+            TileT259Aiv1 t259_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:20
+            TASSIGN(t259_aiv1, ptodsl_aiv1_ub + 87040);  // flash_attn.pto:44:20
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:43:22
+                TASSIGN(tmp8, 95232);  // flash_attn.pto:43:22
+                TROWEXPAND(tmp8, t190_aiv0);  // flash_attn.pto:43:22
+                pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                TROWEXPANDMUL(t247_aiv0, t228_aiv0, tmp8);  // flash_attn.pto:43:22
+            }
+            wait_flag_dev(3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView45 t15_lastGm45(t15_last + _qb3 * 64 * D, GmView45::Shape(t250_aiv0.GetValidRow(), t250_aiv0.GetValidCol()), GmView45::Stride(D));  // flash_attn.pto:43:22
+                TLOAD(t250_aiv0, t15_lastGm45);  // flash_attn.pto:43:22
+            }
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                TADD(t251_aiv0, t247_aiv0, t250_aiv0);  // flash_attn.pto:43:22
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                GmView46 accGm46(acc + _qb3 * 64 * D, GmView46::Shape(t251_aiv0.GetValidRow(), t251_aiv0.GetValidCol()), GmView46::Stride(D));  // flash_attn.pto:43:22
+                TSTORE(accGm46, t251_aiv0);  // flash_attn.pto:43:22
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TileTmp1 tmp9(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:44:25
+                TASSIGN(tmp9, 95232);  // flash_attn.pto:44:25
+                TROWEXPAND(tmp9, t213_aiv0);  // flash_attn.pto:44:25
+                pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp9);  // flash_attn.pto:44:25
+            }
+            pipe_barrier(PIPE_V);
+            if (ptodsl_aiv0) {
+                TCVT(t259_aiv0, t256_aiv0, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+            }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            if (ptodsl_aiv0) {
+                using GmView47 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                GmView47 oGm47(o + _qb3 * 64 * D, GmView47::Shape(t259_aiv0.GetValidRow(), t259_aiv0.GetValidCol()), GmView47::Stride(D));  // flash_attn.pto:44:20
+                TSTORE(oGm47, t259_aiv0);  // flash_attn.pto:44:20
+            }
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:43:22
+                if (!ptodsl_aiv0) {
+                    TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
+                    TASSIGN(tmp10, 95232);  // flash_attn.pto:43:22
+                    TROWEXPAND(tmp10, t190_aiv1);  // flash_attn.pto:43:22
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
+                    TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp10);  // flash_attn.pto:43:22
+                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView48 t15_lastGm48(t15_last + (_qb3 * 64 + 32) * D, GmView48::Shape(t250_aiv1.GetValidRow(), t250_aiv1.GetValidCol()), GmView48::Stride(D));  // flash_attn.pto:43:22
+                    TLOAD(t250_aiv1, t15_lastGm48);  // flash_attn.pto:43:22
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    TADD(t251_aiv1, t247_aiv1, t250_aiv1);  // flash_attn.pto:43:22
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
+                    GmView49 accGm49(acc + (_qb3 * 64 + 32) * D, GmView49::Shape(t251_aiv1.GetValidRow(), t251_aiv1.GetValidCol()), GmView49::Stride(D));  // flash_attn.pto:43:22
+                    TSTORE(accGm49, t251_aiv1);  // flash_attn.pto:43:22
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
+                    TASSIGN(tmp11, 95232);  // flash_attn.pto:44:25
+                    TROWEXPAND(tmp11, t213_aiv1);  // flash_attn.pto:44:25
+                    pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
+                    TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp11);  // flash_attn.pto:44:25
+                }
+                pipe_barrier(PIPE_V);
+                if (!ptodsl_aiv0) {
+                    TCVT(t259_aiv1, t256_aiv1, RoundMode::CAST_RINT);  // flash_attn.pto:44:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                if (!ptodsl_aiv0) {
+                    using GmView50 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:44:20
+                    GmView50 oGm50(o + (_qb3 * 64 + 32) * D, GmView50::Shape(t259_aiv1.GetValidRow(), t259_aiv1.GetValidCol()), GmView50::Stride(D));  // flash_attn.pto:44:20
+                    TSTORE(oGm50, t259_aiv1);  // flash_attn.pto:44:20
+                }
             }
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag_dev(2);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -31,15 +31,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ float* vj_first, __gm
 extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts, __gm__ float* vj_first, __gm__ float* pt, __gm__ float* t15_first, __gm__ float* acc, __gm__ float* alpha, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t L)
 #endif
 {
-    using TileT49 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT50 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT49 = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT50 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT46 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT47 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT48 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT52 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT53 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT54 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT55 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT47 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT48 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT52 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT53 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT54 = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT55 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT57Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT57Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT58Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -56,6 +56,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
     using TileT69Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -70,9 +71,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
-            TileT49 t49(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT49 t49(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t49, 0);  // flash_attn.pto:43:36
-            TileT50 t50(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT50 t50(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t50, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
@@ -85,14 +86,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT46 t46(min_i64(S - _qb1 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t46, 0);  // flash_attn.pto:43:36
-            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
+            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
             TASSIGN(t47, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-            GmView1 ptGm1(pt + _qb1 * 64 * 64, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+            GmView1 ptGm1(pt + _qb1 * 64 * 128, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
             TLOAD(t47, ptGm1);  // flash_attn.pto:43:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
+            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
             TASSIGN(t48, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t48, t47);  // flash_attn.pto:43:36
@@ -104,26 +105,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k51 = 1; _k51 < (min_i64(L, 64) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
-                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
+                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t52, 0);  // flash_attn.pto:43:36
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView2 ptGm2(pt + _qb1 * 64 * 64 + _k51 * 64, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                GmView2 ptGm2(pt + _qb1 * 64 * 128 + _k51 * 128, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
                 TLOAD(t52, ptGm2);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
+                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t53, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t53, t52);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT54 t54(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT54 t54(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t54, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView3 vj_firstGm3(vj_first + _k51 * 64 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
+                GmView3 vj_firstGm3(vj_first + _k51 * 128 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
                 TLOAD(t54, vj_firstGm3);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT55 t55(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT55 t55(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t55, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t55, t54);  // flash_attn.pto:43:36
@@ -146,31 +147,31 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
         TileT57Aiv0 t57_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
         TASSIGN(t57_aiv0, 0);  // flash_attn.pto:43:22
         TileT57Aiv1 t57_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t57_aiv1, 16384);  // flash_attn.pto:43:22
+        TASSIGN(t57_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:43:22
         TileT58Aiv0 t58_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
-        TASSIGN(t58_aiv0, 32768);  // flash_attn.pto:43:22
+        TASSIGN(t58_aiv0, 16384);  // flash_attn.pto:43:22
         TileT58Aiv1 t58_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-        TASSIGN(t58_aiv1, 33792);  // flash_attn.pto:43:22
+        TASSIGN(t58_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:43:22
         TileT60Aiv0 t60_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t60_aiv0, 34816);  // flash_attn.pto:43:22
+        TASSIGN(t60_aiv0, 17408);  // flash_attn.pto:43:22
         TileT60Aiv1 t60_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t60_aiv1, 51200);  // flash_attn.pto:43:22
+        TASSIGN(t60_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:43:22
         TileT63Aiv0 t63_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t63_aiv0, 67584);  // flash_attn.pto:43:22
+        TASSIGN(t63_aiv0, 33792);  // flash_attn.pto:43:22
         TileT63Aiv1 t63_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t63_aiv1, 83968);  // flash_attn.pto:43:22
+        TASSIGN(t63_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:43:22
         TileT64Aiv0 t64_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t64_aiv0, 100352);  // flash_attn.pto:43:22
+        TASSIGN(t64_aiv0, 50176);  // flash_attn.pto:43:22
         TileT64Aiv1 t64_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t64_aiv1, 116736);  // flash_attn.pto:43:22
+        TASSIGN(t64_aiv1, ptodsl_aiv1_ub + 50176);  // flash_attn.pto:43:22
         TileT67Aiv0 t67_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
-        TASSIGN(t67_aiv0, 133120);  // flash_attn.pto:44:25
+        TASSIGN(t67_aiv0, 66560);  // flash_attn.pto:44:25
         TileT67Aiv1 t67_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
-        TASSIGN(t67_aiv1, 134144);  // flash_attn.pto:44:25
+        TASSIGN(t67_aiv1, ptodsl_aiv1_ub + 66560);  // flash_attn.pto:44:25
         TileT69Aiv0 t69_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:44:25
-        TASSIGN(t69_aiv0, 135168);  // flash_attn.pto:44:25
+        TASSIGN(t69_aiv0, 67584);  // flash_attn.pto:44:25
         TileT69Aiv1 t69_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
-        TASSIGN(t69_aiv1, 151552);  // flash_attn.pto:44:25
+        TASSIGN(t69_aiv1, ptodsl_aiv1_ub + 67584);  // flash_attn.pto:44:25
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:22
@@ -183,7 +184,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileTmp0 tmp0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
-        TASSIGN(tmp0, 167936);  // flash_attn.pto:43:22
+        TASSIGN(tmp0, 83968);  // flash_attn.pto:43:22
         TROWEXPAND(tmp0, t58_aiv0);  // flash_attn.pto:43:22
         pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
         TROWEXPANDMUL(t60_aiv0, t57_aiv0, tmp0);  // flash_attn.pto:43:22
@@ -215,7 +216,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileTmp0 tmp1(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
-        TASSIGN(tmp1, 167936);  // flash_attn.pto:44:25
+        TASSIGN(tmp1, 83968);  // flash_attn.pto:44:25
         TROWEXPAND(tmp1, t67_aiv0);  // flash_attn.pto:44:25
         pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
         TROWEXPANDDIV(t69_aiv0, t64_aiv0, tmp1);  // flash_attn.pto:44:25
@@ -240,7 +241,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-            TASSIGN(tmp2, 167936);  // flash_attn.pto:43:22
+            TASSIGN(tmp2, 83968);  // flash_attn.pto:43:22
             TROWEXPAND(tmp2, t58_aiv1);  // flash_attn.pto:43:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
             TROWEXPANDMUL(t60_aiv1, t57_aiv1, tmp2);  // flash_attn.pto:43:22
@@ -264,7 +265,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp3(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
-            TASSIGN(tmp3, 167936);  // flash_attn.pto:44:25
+            TASSIGN(tmp3, 83968);  // flash_attn.pto:44:25
             TROWEXPAND(tmp3, t67_aiv1);  // flash_attn.pto:44:25
             pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
             TROWEXPANDDIV(t69_aiv1, t64_aiv1, tmp3);  // flash_attn.pto:44:25
@@ -298,9 +299,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
-            TileT49 t49(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT49 t49(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t49, 0);  // flash_attn.pto:43:36
-            TileT50 t50(min_i64(L, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+            TileT50 t50(min_i64(L, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t50, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
@@ -313,14 +314,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT46 t46(min_i64(S - _qb1 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
             TASSIGN(t46, 0);  // flash_attn.pto:43:36
-            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
+            TileT47 t47(min_i64(S - _qb1 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
             TASSIGN(t47, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-            GmView1 ptGm1(pt + _qb1 * 64 * 64, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+            GmView1 ptGm1(pt + _qb1 * 64 * 128, GmView1::Shape(t47.GetValidRow(), t47.GetValidCol()));  // flash_attn.pto:43:36
             TLOAD(t47, ptGm1);  // flash_attn.pto:43:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(L, 64));  // flash_attn.pto:43:36
+            TileT48 t48(min_i64(S - _qb1 * 64, 64), min_i64(L, 128));  // flash_attn.pto:43:36
             TASSIGN(t48, 0);  // flash_attn.pto:43:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t48, t47);  // flash_attn.pto:43:36
@@ -332,26 +333,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k51 = 1; _k51 < (min_i64(L, 64) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
-                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
+                TileT52 t52(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t52, 0);  // flash_attn.pto:43:36
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView2 ptGm2(pt + _qb1 * 64 * 64 + _k51 * 64, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                GmView2 ptGm2(pt + _qb1 * 64 * 128 + _k51 * 128, GmView2::Shape(t52.GetValidRow(), t52.GetValidCol()));  // flash_attn.pto:43:36
                 TLOAD(t52, ptGm2);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 64) - _k51 * 64, 64));  // flash_attn.pto:43:36
+                TileT53 t53(min_i64(S - _qb1 * 64, 64), min_i64(min_i64(L, 128) - _k51 * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t53, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t53, t52);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT54 t54(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT54 t54(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t54, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                GmView3 vj_firstGm3(vj_first + _k51 * 64 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
+                GmView3 vj_firstGm3(vj_first + _k51 * 128 * D + _g45 * 64, GmView3::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:43:36
                 TLOAD(t54, vj_firstGm3);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT55 t55(min_i64(min_i64(L, 64) - _k51 * 64, 64), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
+                TileT55 t55(min_i64(min_i64(L, 128) - _k51 * 128, 128), min_i64(D - _g45 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t55, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t55, t54);  // flash_attn.pto:43:36
@@ -381,6 +382,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    constexpr int64_t ptodsl_aiv1_ub = 0;
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -393,37 +395,37 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
     for (int64_t _qb1 = block_index * ceil_div((S + 63) / 64, block_count); _qb1 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb1) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
         for (int64_t _g45 = 0; _g45 < (D + 63) / 64; ++_g45) {  // flash_attn.pto:43:36
-            for (int64_t _k51 = 1; _k51 < (min_i64(L, 64) + 63) / 64; ++_k51) {  // flash_attn.pto:43:36
+            for (int64_t _k51 = 1; _k51 < (min_i64(L, 128) + 127) / 128; ++_k51) {  // flash_attn.pto:43:36
             }
         }
         TileT57Aiv0 t57_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
         TASSIGN(t57_aiv0, 0);  // flash_attn.pto:43:22
         TileT57Aiv1 t57_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t57_aiv1, 16384);  // flash_attn.pto:43:22
+        TASSIGN(t57_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:43:22
         TileT58Aiv0 t58_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
-        TASSIGN(t58_aiv0, 32768);  // flash_attn.pto:43:22
+        TASSIGN(t58_aiv0, 16384);  // flash_attn.pto:43:22
         TileT58Aiv1 t58_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-        TASSIGN(t58_aiv1, 33792);  // flash_attn.pto:43:22
+        TASSIGN(t58_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:43:22
         TileT60Aiv0 t60_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t60_aiv0, 34816);  // flash_attn.pto:43:22
+        TASSIGN(t60_aiv0, 17408);  // flash_attn.pto:43:22
         TileT60Aiv1 t60_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t60_aiv1, 51200);  // flash_attn.pto:43:22
+        TASSIGN(t60_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:43:22
         TileT63Aiv0 t63_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t63_aiv0, 67584);  // flash_attn.pto:43:22
+        TASSIGN(t63_aiv0, 33792);  // flash_attn.pto:43:22
         TileT63Aiv1 t63_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t63_aiv1, 83968);  // flash_attn.pto:43:22
+        TASSIGN(t63_aiv1, ptodsl_aiv1_ub + 33792);  // flash_attn.pto:43:22
         TileT64Aiv0 t64_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:43:22
-        TASSIGN(t64_aiv0, 100352);  // flash_attn.pto:43:22
+        TASSIGN(t64_aiv0, 50176);  // flash_attn.pto:43:22
         TileT64Aiv1 t64_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-        TASSIGN(t64_aiv1, 116736);  // flash_attn.pto:43:22
+        TASSIGN(t64_aiv1, ptodsl_aiv1_ub + 50176);  // flash_attn.pto:43:22
         TileT67Aiv0 t67_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
-        TASSIGN(t67_aiv0, 133120);  // flash_attn.pto:44:25
+        TASSIGN(t67_aiv0, 66560);  // flash_attn.pto:44:25
         TileT67Aiv1 t67_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
-        TASSIGN(t67_aiv1, 134144);  // flash_attn.pto:44:25
+        TASSIGN(t67_aiv1, ptodsl_aiv1_ub + 66560);  // flash_attn.pto:44:25
         TileT69Aiv0 t69_aiv0(min_i64(min_i64(S - _qb1 * 64, 64), 32), D);  // flash_attn.pto:44:25
-        TASSIGN(t69_aiv0, 135168);  // flash_attn.pto:44:25
+        TASSIGN(t69_aiv0, 67584);  // flash_attn.pto:44:25
         TileT69Aiv1 t69_aiv1(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
-        TASSIGN(t69_aiv1, 151552);  // flash_attn.pto:44:25
+        TASSIGN(t69_aiv1, ptodsl_aiv1_ub + 67584);  // flash_attn.pto:44:25
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         if (ptodsl_aiv0) {
@@ -441,7 +443,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         if (ptodsl_aiv0) {
             TileTmp0 tmp0(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:43:22
-            TASSIGN(tmp0, 167936);  // flash_attn.pto:43:22
+            TASSIGN(tmp0, 83968);  // flash_attn.pto:43:22
             TROWEXPAND(tmp0, t58_aiv0);  // flash_attn.pto:43:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
             TROWEXPANDMUL(t60_aiv0, t57_aiv0, tmp0);  // flash_attn.pto:43:22
@@ -484,7 +486,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         if (ptodsl_aiv0) {
             TileTmp0 tmp1(min_i64(min_i64(S - _qb1 * 64, 64), 32));  // flash_attn.pto:44:25
-            TASSIGN(tmp1, 167936);  // flash_attn.pto:44:25
+            TASSIGN(tmp1, 83968);  // flash_attn.pto:44:25
             TROWEXPAND(tmp1, t67_aiv0);  // flash_attn.pto:44:25
             pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
             TROWEXPANDDIV(t69_aiv0, t64_aiv0, tmp1);  // flash_attn.pto:44:25
@@ -517,7 +519,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (!ptodsl_aiv0) {
                 TileTmp0 tmp2(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-                TASSIGN(tmp2, 167936);  // flash_attn.pto:43:22
+                TASSIGN(tmp2, 83968);  // flash_attn.pto:43:22
                 TROWEXPAND(tmp2, t58_aiv1);  // flash_attn.pto:43:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                 TROWEXPANDMUL(t60_aiv1, t57_aiv1, tmp2);  // flash_attn.pto:43:22
@@ -547,7 +549,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             if (!ptodsl_aiv0) {
                 TileTmp0 tmp3(max_i64(min_i64(min_i64(S - _qb1 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
-                TASSIGN(tmp3, 167936);  // flash_attn.pto:44:25
+                TASSIGN(tmp3, 83968);  // flash_attn.pto:44:25
                 TROWEXPAND(tmp3, t67_aiv1);  // flash_attn.pto:44:25
                 pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
                 TROWEXPANDDIV(t69_aiv1, t64_aiv1, tmp3);  // flash_attn.pto:44:25

@@ -31,28 +31,28 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* k, __gm__ floa
 extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* pt, __gm__ float* pv_last, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_last, __gm__ float* acc, __gm__ float* alpha, __gm__ float* t15_last, __gm__ float* o, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
+    using TileT157 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT158 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT154 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT155 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT156 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT157 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT158 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT160 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT161 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT162 = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT163 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
-    using TileT166Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT166Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT167Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT167Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT166Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT166Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT167Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT167Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT173 = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, 128, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT174 = TileRight<float, 128, 64, 128, DYNAMIC>;
     using TileT170 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT171 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
-    using TileT172 = TileLeft<float, 64, 64, DYNAMIC, 64>;
-    using TileT173 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, 64, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT174 = TileRight<float, 64, 64, 64, DYNAMIC>;
+    using TileT171 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, 128, SLayout::RowMajor, 512>;
+    using TileT172 = TileLeft<float, 64, 128, DYNAMIC, 128>;
     using TileT176Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT176Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT178Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT178Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT178Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT178Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT179Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT179Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT181Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -69,16 +69,16 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     using TileT204Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT206Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT206Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT193Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT193Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT200Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT200Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT193Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT193Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT200Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT200Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT209Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT209Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT213Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT213Aiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT218Aiv0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT218Aiv1 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT218Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT218Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT221Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT221Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT222Aiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -90,14 +90,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     using TileT228Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT228Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT233 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT234 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT235 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT236 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT237 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT239 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT240 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT241 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT242 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT234 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT235 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT236 = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT237 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
+    using TileT239 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT240 = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT241 = Tile<TileType::Mat, float, 128, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT242 = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
     using TileT247Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT247Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT250Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -106,12 +106,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     using TileT251Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT256Aiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT256Aiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 32, 64, BLayout::RowMajor>;
+    using TileTmp0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -120,9 +121,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -130,158 +131,169 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:19:5
-            __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:20:14
-            __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:21:14
-            __gm__ float* vprev_last = v + ((L + 63) / 64 - 2) * 64 * D;  // flash_attn.pto:32:21
-            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
-                TileT154 t154(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+            __gm__ float* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:20:14
+            __gm__ float* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:21:14
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
+                TileT157 t157(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t157, 0);  // flash_attn.pto:22:13
+                TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t158, 0);  // flash_attn.pto:22:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView0 kj_lastGm0(kj_last + _g153 * 64 * D, GmView0::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t157, kj_lastGm0);  // flash_attn.pto:22:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t158, t157);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT154 t154(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t154, 0);  // flash_attn.pto:22:13
                 TileT155 t155(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                 TASSIGN(t155, 0);  // flash_attn.pto:22:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t155, qGm0);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                GmView1 qGm1(q + _qb3 * 64 * D, GmView1::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t155, qGm1);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT156 t156(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                 TASSIGN(t156, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t156, t155);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT157 t157(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t157, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView1 kj_lastGm1(kj_last + _g153 * 64 * D, GmView1::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t157, kj_lastGm1);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t158, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t158, t157);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t154, t156, t158);  // flash_attn.pto:22:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
                     TileT160 t160(min_i64(S - _qb3 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t160, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
                     GmView2 qGm2(q + _qb3 * 64 * D + _k159 * 128, GmView2::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
                     TLOAD(t160, qGm2);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT161 t161(min_i64(S - _qb3 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t161, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t161, t160);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t162, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
                     GmView3 kj_lastGm3(kj_last + _g153 * 64 * D + _k159 * 128, GmView3::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
                     TLOAD(t162, kj_lastGm3);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t163, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t163, t162);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t154, t154, t161, t163);  // flash_attn.pto:22:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 64 + _g153 * 64, GmView4::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 128 + _g153 * 64, GmView4::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
                 TSTORE(t0_lastGm4, t154);  // flash_attn.pto:22:13
-                TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g165 = 0; _g165 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g165) {  // flash_attn.pto:22:13
+                TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
                 TASSIGN(t166_aiv0, 0);  // flash_attn.pto:22:13
-                TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t166_aiv1, 8192);  // flash_attn.pto:22:13
-                TileT167Aiv0 t167_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t166_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:22:13
+                TileT167Aiv0 t167_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
                 TASSIGN(t167_aiv0, 16384);  // flash_attn.pto:22:13
-                TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t167_aiv1, 24576);  // flash_attn.pto:22:13
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g153 * 64, GmView5::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:22:13
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 128 + _g165 * 128, GmView5::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
                 TLOAD(t166_aiv0, t0_lastGm5);  // flash_attn.pto:22:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMULS(t167_aiv0, t166_aiv0, scale);  // flash_attn.pto:22:13
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g153 * 64, GmView6::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView6 s_lastGm6(s_last + _qb3 * 64 * 128 + _g165 * 128, GmView6::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
                 TSTORE(s_lastGm6, t167_aiv0);  // flash_attn.pto:22:13
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:22:13
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                    GmView7 t0_lastGm7(t0_last + (_qb3 * 64 + 32) * 64 + _g153 * 64, GmView7::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView7 t0_lastGm7(t0_last + (_qb3 * 64 + 32) * 128 + _g165 * 128, GmView7::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
                     TLOAD(t166_aiv1, t0_lastGm7);  // flash_attn.pto:22:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMULS(t167_aiv1, t166_aiv1, scale);  // flash_attn.pto:22:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                    GmView8 s_lastGm8(s_last + (_qb3 * 64 + 32) * 64 + _g153 * 64, GmView8::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView8 s_lastGm8(s_last + (_qb3 * 64 + 32) * 128 + _g165 * 128, GmView8::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
                     TSTORE(s_lastGm8, t167_aiv1);  // flash_attn.pto:22:13
                 }
             }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            __gm__ float* vprev_last = v + ((L + 127) / 128 - 2) * 128 * D;  // flash_attn.pto:32:21
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
+                TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t173, 0);  // flash_attn.pto:33:18
+                TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t174, 0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView9 vprev_lastGm9(vprev_last + _g169 * 64, GmView9::Shape(t173.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t173, vprev_lastGm9);  // flash_attn.pto:33:18
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t174, t173);  // flash_attn.pto:33:18
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT170 t170(min_i64(S - _qb3 * 64, 64), min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t170, 0);  // flash_attn.pto:33:18
                 TileT171 t171(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t171, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
-                GmView9 ptGm9(pt + _qb3 * 64 * 64, GmView9::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
-                TLOAD(t171, ptGm9);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                GmView10 ptGm10(pt + _qb3 * 64 * 128, GmView10::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
+                TLOAD(t171, ptGm10);  // flash_attn.pto:33:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT172 t172(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t172, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t172, t171);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t173, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView10 vprev_lastGm10(vprev_last + _g169 * 64, GmView10::Shape(t173.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:33:18
-                TLOAD(t173, vprev_lastGm10);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t174, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t174, t173);  // flash_attn.pto:33:18
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -304,7 +316,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TileT176Aiv0 t176_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:32
             TASSIGN(t176_aiv0, 0);  // flash_attn.pto:34:32
             TileT176Aiv1 t176_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
-            TASSIGN(t176_aiv1, 1024);  // flash_attn.pto:34:32
+            TASSIGN(t176_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:34:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXPANDS(t176_aiv0, -__builtin_inff());  // flash_attn.pto:34:32
@@ -316,33 +328,33 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k177) {  // flash_attn.pto:34:32
-                TileT178Aiv0 t178_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k177 * 64, 64));  // flash_attn.pto:34:32
-                TASSIGN(t178_aiv0, 2048);  // flash_attn.pto:34:32
-                TileT178Aiv1 t178_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k177 * 64, 64));  // flash_attn.pto:34:32
-                TASSIGN(t178_aiv1, 10240);  // flash_attn.pto:34:32
+            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k177) {  // flash_attn.pto:34:32
+                TileT178Aiv0 t178_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                TASSIGN(t178_aiv0, 1024);  // flash_attn.pto:34:32
+                TileT178Aiv1 t178_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                TASSIGN(t178_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:32
                 TileT179Aiv0 t179_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:32
-                TASSIGN(t179_aiv0, 18432);  // flash_attn.pto:34:32
+                TASSIGN(t179_aiv0, 17408);  // flash_attn.pto:34:32
                 TileT179Aiv1 t179_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
-                TASSIGN(t179_aiv1, 19456);  // flash_attn.pto:34:32
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:34:32
-                GmView12 s_lastGm12(s_last + _qb3 * 64 * 64 + _k177 * 64, GmView12::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
+                TASSIGN(t179_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:34:32
+                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                GmView12 s_lastGm12(s_last + _qb3 * 64 * 128 + _k177 * 128, GmView12::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
                 TLOAD(t178_aiv0, s_lastGm12);  // flash_attn.pto:34:32
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp0 tmp0;  // flash_attn.pto:34:32
-                TASSIGN(tmp0, 174080);  // flash_attn.pto:34:32
+                TASSIGN(tmp0, 87040);  // flash_attn.pto:34:32
                 TROWMAX(t179_aiv0, t178_aiv0, tmp0);  // flash_attn.pto:34:32
                 pipe_barrier(PIPE_V);
                 TMAX(t176_aiv0, t176_aiv0, t179_aiv0);  // flash_attn.pto:34:32
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:34:32
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:34:32
-                    GmView13 s_lastGm13(s_last + (_qb3 * 64 + 32) * 64 + _k177 * 64, GmView13::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                    GmView13 s_lastGm13(s_last + (_qb3 * 64 + 32) * 128 + _k177 * 128, GmView13::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
                     TLOAD(t178_aiv1, s_lastGm13);  // flash_attn.pto:34:32
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp0 tmp1;  // flash_attn.pto:34:32
-                    TASSIGN(tmp1, 174080);  // flash_attn.pto:34:32
+                    TASSIGN(tmp1, 87040);  // flash_attn.pto:34:32
                     TROWMAX(t179_aiv1, t178_aiv1, tmp1);  // flash_attn.pto:34:32
                     pipe_barrier(PIPE_V);
                     TMAX(t176_aiv1, t176_aiv1, t179_aiv1);  // flash_attn.pto:34:32
@@ -350,33 +362,33 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT181Aiv0 t181_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:21
-            TASSIGN(t181_aiv0, 2048);  // flash_attn.pto:34:21
+            TASSIGN(t181_aiv0, 1024);  // flash_attn.pto:34:21
             TileT181Aiv1 t181_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
-            TASSIGN(t181_aiv1, 3072);  // flash_attn.pto:34:21
+            TASSIGN(t181_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:21
             TileT183Aiv0 t183_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:21
-            TASSIGN(t183_aiv0, 4096);  // flash_attn.pto:34:21
+            TASSIGN(t183_aiv0, 2048);  // flash_attn.pto:34:21
             TileT183Aiv1 t183_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
-            TASSIGN(t183_aiv1, 5120);  // flash_attn.pto:34:21
+            TASSIGN(t183_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:34:21
             TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:35:21
-            TASSIGN(t187_aiv0, 6144);  // flash_attn.pto:35:21
+            TASSIGN(t187_aiv0, 3072);  // flash_attn.pto:35:21
             TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
-            TASSIGN(t187_aiv1, 7168);  // flash_attn.pto:35:21
+            TASSIGN(t187_aiv1, ptodsl_aiv1_ub + 3072);  // flash_attn.pto:35:21
             TileT190Aiv0 t190_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:35:17
-            TASSIGN(t190_aiv0, 8192);  // flash_attn.pto:35:17
+            TASSIGN(t190_aiv0, 4096);  // flash_attn.pto:35:17
             TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
-            TASSIGN(t190_aiv1, 9216);  // flash_attn.pto:35:17
+            TASSIGN(t190_aiv1, ptodsl_aiv1_ub + 4096);  // flash_attn.pto:35:17
             TileT202Aiv0 t202_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
-            TASSIGN(t202_aiv0, 10240);  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv0, 5120);  // flash_attn.pto:37:20
             TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t202_aiv1, 11264);  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:37:20
             TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
-            TASSIGN(t204_aiv0, 12288);  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv0, 6144);  // flash_attn.pto:37:20
             TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t204_aiv1, 13312);  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv1, ptodsl_aiv1_ub + 6144);  // flash_attn.pto:37:20
             TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
-            TASSIGN(t206_aiv0, 14336);  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv0, 7168);  // flash_attn.pto:37:28
             TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
-            TASSIGN(t206_aiv1, 15360);  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 7168);  // flash_attn.pto:37:28
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
             GmView14 mGm14(m + _qb3 * 64, GmView14::Shape(t181_aiv0.GetValidRow()));  // flash_attn.pto:34:21
@@ -421,59 +433,60 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g192) {  // flash_attn.pto:36:21
-                TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:21
-                TASSIGN(t193_aiv0, 16384);  // flash_attn.pto:36:21
-                TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:21
-                TASSIGN(t193_aiv1, 24576);  // flash_attn.pto:36:21
-                TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:17
-                TASSIGN(t200_aiv0, 32768);  // flash_attn.pto:36:17
-                TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:17
-                TASSIGN(t200_aiv1, 40960);  // flash_attn.pto:36:17
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g192) {  // flash_attn.pto:36:21
+                TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv0, 8192);  // flash_attn.pto:36:21
+                TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv1, ptodsl_aiv1_ub + 8192);  // flash_attn.pto:36:21
+                TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                TASSIGN(t200_aiv0, 24576);  // flash_attn.pto:36:17
+                TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                TASSIGN(t200_aiv1, ptodsl_aiv1_ub + 24576);  // flash_attn.pto:36:17
                 TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
                 TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
                 TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
-                TASSIGN(t209_aiv1, 1024);  // flash_attn.pto:37:28
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
-                GmView18 s_lastGm18(s_last + _qb3 * 64 * 64 + _g192 * 64, GmView18::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                TASSIGN(t209_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:28
+                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                GmView18 s_lastGm18(s_last + _qb3 * 64 * 128 + _g192 * 128, GmView18::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
                 TLOAD(t193_aiv0, s_lastGm18);  // flash_attn.pto:36:21
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:36:17
-                TASSIGN(tmp2, 174080);  // flash_attn.pto:36:17
+                TASSIGN(tmp2, 87040);  // flash_attn.pto:36:17
                 TROWEXPAND(tmp2, t183_aiv0);  // flash_attn.pto:36:17
                 pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
                 TROWEXPANDEXPDIF(t200_aiv0, t193_aiv0, tmp2);  // flash_attn.pto:36:17
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
-                GmView19 p_1_lastGm19(p_1_last + _qb3 * 64 * 64 + _g192 * 64, GmView19::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                GmView19 p_1_lastGm19(p_1_last + _qb3 * 64 * 128 + _g192 * 128, GmView19::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
                 TSTORE(p_1_lastGm19, t200_aiv0);  // flash_attn.pto:36:17
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp3;  // flash_attn.pto:37:28
-                TASSIGN(tmp3, 174080);  // flash_attn.pto:37:28
+                TASSIGN(tmp3, 87040);  // flash_attn.pto:37:28
                 TROWSUM(t209_aiv0, t200_aiv0, tmp3);  // flash_attn.pto:37:28
                 pipe_barrier(PIPE_V);
                 TADD(t206_aiv0, t206_aiv0, t209_aiv0);  // flash_attn.pto:37:28
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:36:21
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
-                    GmView20 s_lastGm20(s_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView20::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                    GmView20 s_lastGm20(s_last + (_qb3 * 64 + 32) * 128 + _g192 * 128, GmView20::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
                     TLOAD(t193_aiv1, s_lastGm20);  // flash_attn.pto:36:21
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
-                    TASSIGN(tmp4, 174080);  // flash_attn.pto:36:17
+                    TASSIGN(tmp4, 87040);  // flash_attn.pto:36:17
                     TROWEXPAND(tmp4, t183_aiv1);  // flash_attn.pto:36:17
                     pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
                     TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp4);  // flash_attn.pto:36:17
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
-                    GmView21 p_1_lastGm21(p_1_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView21::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                    GmView21 p_1_lastGm21(p_1_last + (_qb3 * 64 + 32) * 128 + _g192 * 128, GmView21::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
                     TSTORE(p_1_lastGm21, t200_aiv1);  // flash_attn.pto:36:17
                     pipe_barrier(PIPE_V);
                     TileTmp0 tmp5;  // flash_attn.pto:37:28
-                    TASSIGN(tmp5, 174080);  // flash_attn.pto:37:28
+                    TASSIGN(tmp5, 87040);  // flash_attn.pto:37:28
                     TROWSUM(t209_aiv1, t200_aiv1, tmp5);  // flash_attn.pto:37:28
                     pipe_barrier(PIPE_V);
                     TADD(t206_aiv1, t206_aiv1, t209_aiv1);  // flash_attn.pto:37:28
@@ -485,7 +498,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TileT213Aiv0 t213_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
             TASSIGN(t213_aiv0, 0);  // flash_attn.pto:37:20
             TileT213Aiv1 t213_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t213_aiv1, 1024);  // flash_attn.pto:37:20
+            TASSIGN(t213_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:20
             pipe_barrier(PIPE_V);
             TADD(t213_aiv0, t204_aiv0, t206_aiv0);  // flash_attn.pto:37:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -513,51 +526,51 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g217) {  // flash_attn.pto:39:21
-                TileT218Aiv0 t218_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
-                TASSIGN(t218_aiv0, 10240);  // flash_attn.pto:39:21
-                TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
-                TASSIGN(t218_aiv1, 18432);  // flash_attn.pto:39:21
-                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                GmView26 p_1_lastGm26(p_1_last + _qb3 * 64 * 64 + _g217 * 64, GmView26::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g217) {  // flash_attn.pto:39:21
+                TileT218Aiv0 t218_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t218_aiv0, 5120);  // flash_attn.pto:39:21
+                TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t218_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:39:21
+                using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView26 p_1_lastGm26(p_1_last + _qb3 * 64 * 128 + _g217 * 128, GmView26::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
                 TLOAD(t218_aiv0, p_1_lastGm26);  // flash_attn.pto:39:21
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                GmView27 ptGm27(pt + _qb3 * 64 * 64 + _g217 * 64, GmView27::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                GmView27 ptGm27(pt + _qb3 * 64 * 128 + _g217 * 128, GmView27::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
                 TSTORE(ptGm27, t218_aiv0);  // flash_attn.pto:39:21
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:39:21
-                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                    GmView28 p_1_lastGm28(p_1_last + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView28::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView28 p_1_lastGm28(p_1_last + (_qb3 * 64 + 32) * 128 + _g217 * 128, GmView28::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
                     TLOAD(t218_aiv1, p_1_lastGm28);  // flash_attn.pto:39:21
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                    GmView29 ptGm29(pt + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView29::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView29 ptGm29(pt + (_qb3 * 64 + 32) * 128 + _g217 * 128, GmView29::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
                     TSTORE(ptGm29, t218_aiv1);  // flash_attn.pto:39:21
                 }
             }
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT221Aiv0 t221_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t221_aiv0, 10240);  // flash_attn.pto:40:22
+            TASSIGN(t221_aiv0, 5120);  // flash_attn.pto:40:22
             TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t221_aiv1, 26624);  // flash_attn.pto:40:22
+            TASSIGN(t221_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:40:22
             TileT222Aiv0 t222_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
-            TASSIGN(t222_aiv0, 2048);  // flash_attn.pto:40:22
+            TASSIGN(t222_aiv0, 1024);  // flash_attn.pto:40:22
             TileT222Aiv1 t222_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
-            TASSIGN(t222_aiv1, 3072);  // flash_attn.pto:40:22
+            TASSIGN(t222_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:40:22
             TileT224Aiv0 t224_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t224_aiv0, 43008);  // flash_attn.pto:40:22
+            TASSIGN(t224_aiv0, 21504);  // flash_attn.pto:40:22
             TileT224Aiv1 t224_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t224_aiv1, 59392);  // flash_attn.pto:40:22
+            TASSIGN(t224_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:40:22
             TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t227_aiv0, 75776);  // flash_attn.pto:40:22
+            TASSIGN(t227_aiv0, 37888);  // flash_attn.pto:40:22
             TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t227_aiv1, 92160);  // flash_attn.pto:40:22
+            TASSIGN(t227_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:40:22
             TileT228Aiv0 t228_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t228_aiv0, 108544);  // flash_attn.pto:40:22
+            TASSIGN(t228_aiv0, 54272);  // flash_attn.pto:40:22
             TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t228_aiv1, 124928);  // flash_attn.pto:40:22
+            TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 54272);  // flash_attn.pto:40:22
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
             GmView30 accGm30(acc + _qb3 * 64 * D, GmView30::Shape(t221_aiv0.GetValidRow(), t221_aiv0.GetValidCol()), GmView30::Stride(D));  // flash_attn.pto:40:22
@@ -572,7 +585,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
-            TASSIGN(tmp6, 174080);  // flash_attn.pto:40:22
+            TASSIGN(tmp6, 87040);  // flash_attn.pto:40:22
             TROWEXPAND(tmp6, t222_aiv0);  // flash_attn.pto:40:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
             TROWEXPANDMUL(t224_aiv0, t221_aiv0, tmp6);  // flash_attn.pto:40:22
@@ -609,7 +622,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
-                TASSIGN(tmp7, 174080);  // flash_attn.pto:40:22
+                TASSIGN(tmp7, 87040);  // flash_attn.pto:40:22
                 TROWEXPAND(tmp7, t222_aiv1);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                 TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp7);  // flash_attn.pto:40:22
@@ -641,27 +654,27 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
                 TileT233 t233(min_i64(S - _qb3 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t233, 0);  // flash_attn.pto:43:36
-                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
+                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t234, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView40 ptGm40(pt + _qb3 * 64 * 64, GmView40::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                GmView40 ptGm40(pt + _qb3 * 64 * 128, GmView40::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
                 TLOAD(t234, ptGm40);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
+                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t235, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t235, t234);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT236 t236(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT236 t236(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t236, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
                 GmView41 vj_lastGm41(vj_last + _g232 * 64, GmView41::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:43:36
                 TLOAD(t236, vj_lastGm41);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT237 t237(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT237 t237(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t237, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t237, t236);  // flash_attn.pto:43:36
@@ -673,26 +686,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
-                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
+                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t239, 0);  // flash_attn.pto:43:36
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                    GmView42 ptGm42(pt + _qb3 * 64 * 64 + _k238 * 64, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                    GmView42 ptGm42(pt + _qb3 * 64 * 128 + _k238 * 128, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
                     TLOAD(t239, ptGm42);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t240, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t240, t239);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT241 t241(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT241 t241(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t241, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView43 vj_lastGm43(vj_last + _k238 * 64 * D + _g232 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
+                    GmView43 vj_lastGm43(vj_last + _k238 * 128 * D + _g232 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
                     TLOAD(t241, vj_lastGm43);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT242 t242(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT242 t242(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t242, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t242, t241);  // flash_attn.pto:43:36
@@ -713,24 +726,24 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t247_aiv0, 10240);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv0, 5120);  // flash_attn.pto:43:22
             TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t247_aiv1, 26624);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:43:22
             TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t250_aiv0, 43008);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv0, 21504);  // flash_attn.pto:43:22
             TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t250_aiv1, 59392);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:43:22
             TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t251_aiv0, 75776);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv0, 37888);  // flash_attn.pto:43:22
             TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t251_aiv1, 92160);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:43:22
             TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:44:25
-            TASSIGN(t256_aiv0, 141312);  // flash_attn.pto:44:25
+            TASSIGN(t256_aiv0, 70656);  // flash_attn.pto:44:25
             TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
-            TASSIGN(t256_aiv1, 157696);  // flash_attn.pto:44:25
+            TASSIGN(t256_aiv1, ptodsl_aiv1_ub + 70656);  // flash_attn.pto:44:25
             pipe_barrier(PIPE_V);
             TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:43:22
-            TASSIGN(tmp8, 174080);  // flash_attn.pto:43:22
+            TASSIGN(tmp8, 87040);  // flash_attn.pto:43:22
             TROWEXPAND(tmp8, t190_aiv0);  // flash_attn.pto:43:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
             TROWEXPANDMUL(t247_aiv0, t228_aiv0, tmp8);  // flash_attn.pto:43:22
@@ -749,7 +762,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TSTORE(accGm46, t251_aiv0);  // flash_attn.pto:43:22
             pipe_barrier(PIPE_V);
             TileTmp1 tmp9(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:44:25
-            TASSIGN(tmp9, 174080);  // flash_attn.pto:44:25
+            TASSIGN(tmp9, 87040);  // flash_attn.pto:44:25
             TROWEXPAND(tmp9, t213_aiv0);  // flash_attn.pto:44:25
             pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
             TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp9);  // flash_attn.pto:44:25
@@ -762,7 +775,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:43:22
                 TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-                TASSIGN(tmp10, 174080);  // flash_attn.pto:43:22
+                TASSIGN(tmp10, 87040);  // flash_attn.pto:43:22
                 TROWEXPAND(tmp10, t190_aiv1);  // flash_attn.pto:43:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                 TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp10);  // flash_attn.pto:43:22
@@ -780,7 +793,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TSTORE(accGm49, t251_aiv1);  // flash_attn.pto:43:22
                 pipe_barrier(PIPE_V);
                 TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
-                TASSIGN(tmp11, 174080);  // flash_attn.pto:44:25
+                TASSIGN(tmp11, 87040);  // flash_attn.pto:44:25
                 TROWEXPAND(tmp11, t213_aiv1);  // flash_attn.pto:44:25
                 pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
                 TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp11);  // flash_attn.pto:44:25
@@ -791,9 +804,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 TSTORE(oGm50, t256_aiv1);  // flash_attn.pto:44:20
             }
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -801,9 +814,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -827,125 +840,135 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:19:5
-            __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:20:14
-            __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:21:14
-            __gm__ float* vprev_last = v + ((L + 63) / 64 - 2) * 64 * D;  // flash_attn.pto:32:21
-            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
-                TileT154 t154(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+            __gm__ float* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:20:14
+            __gm__ float* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:21:14
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
+                TileT157 t157(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t157, 0);  // flash_attn.pto:22:13
+                TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                TASSIGN(t158, 0);  // flash_attn.pto:22:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
+                GmView0 kj_lastGm0(kj_last + _g153 * 64 * D, GmView0::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t157, kj_lastGm0);  // flash_attn.pto:22:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t158, t157);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT154 t154(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                 TASSIGN(t154, 0);  // flash_attn.pto:22:13
                 TileT155 t155(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                 TASSIGN(t155, 0);  // flash_attn.pto:22:13
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
-                GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t155, qGm0);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
+                GmView1 qGm1(q + _qb3 * 64 * D, GmView1::Shape(t155.GetValidRow(), t155.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
+                TLOAD(t155, qGm1);  // flash_attn.pto:22:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT156 t156(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // flash_attn.pto:22:13
                 TASSIGN(t156, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t156, t155);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT157 t157(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t157, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
-                GmView1 kj_lastGm1(kj_last + _g153 * 64 * D, GmView1::Shape(t157.GetValidRow(), t157.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:13
-                TLOAD(t157, kj_lastGm1);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT158 t158(min_i64(D, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t158, 0);  // flash_attn.pto:22:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TMOV(t158, t157);  // flash_attn.pto:22:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL(t154, t156, t158);  // flash_attn.pto:22:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
                     TileT160 t160(min_i64(S - _qb3 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t160, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:13
                     GmView2 qGm2(q + _qb3 * 64 * D + _k159 * 128, GmView2::Shape(t160.GetValidRow(), t160.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:22:13
                     TLOAD(t160, qGm2);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT161 t161(min_i64(S - _qb3 * 64, 64), min_i64(D - _k159 * 128, 128));  // flash_attn.pto:22:13
                     TASSIGN(t161, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t161, t160);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                    TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    TileT162 t162(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t162, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:22:13
                     GmView3 kj_lastGm3(kj_last + _g153 * 64 * D + _k159 * 128, GmView3::Shape(t162.GetValidRow(), t162.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:13
                     TLOAD(t162, kj_lastGm3);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                    TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT163 t163(min_i64(D - _k159 * 128, 128), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g153 * 64, 64));  // flash_attn.pto:22:13
                     TASSIGN(t163, 0);  // flash_attn.pto:22:13
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t163, t162);  // flash_attn.pto:22:13
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID1);
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     TMATMUL_ACC(t154, t154, t161, t163);  // flash_attn.pto:22:13
-                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 }
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 64 + _g153 * 64, GmView4::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                GmView4 t0_lastGm4(t0_last + _qb3 * 64 * 128 + _g153 * 64, GmView4::Shape(t154.GetValidRow(), t154.GetValidCol()));  // flash_attn.pto:22:13
                 TSTORE(t0_lastGm4, t154);  // flash_attn.pto:22:13
-                ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            for (int64_t _g165 = 0; _g165 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g165) {  // flash_attn.pto:22:13
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:22:13
                 }
             }
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            __gm__ float* vprev_last = v + ((L + 127) / 128 - 2) * 128 * D;  // flash_attn.pto:32:21
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
+                TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t173, 0);  // flash_attn.pto:33:18
+                TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
+                TASSIGN(t174, 0);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 128, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
+                GmView9 vprev_lastGm9(vprev_last + _g169 * 64, GmView9::Shape(t173.GetValidCol()), GmView9::Stride(D));  // flash_attn.pto:33:18
+                TLOAD(t173, vprev_lastGm9);  // flash_attn.pto:33:18
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t174, t173);  // flash_attn.pto:33:18
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT170 t170(min_i64(S - _qb3 * 64, 64), min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t170, 0);  // flash_attn.pto:33:18
                 TileT171 t171(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t171, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:33:18
-                GmView9 ptGm9(pt + _qb3 * 64 * 64, GmView9::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
-                TLOAD(t171, ptGm9);  // flash_attn.pto:33:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:33:18
+                GmView10 ptGm10(pt + _qb3 * 64 * 128, GmView10::Shape(t171.GetValidRow()));  // flash_attn.pto:33:18
+                TLOAD(t171, ptGm10);  // flash_attn.pto:33:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT172 t172(min_i64(S - _qb3 * 64, 64));  // flash_attn.pto:33:18
                 TASSIGN(t172, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t172, t171);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT173 t173(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t173, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:33:18
-                GmView10 vprev_lastGm10(vprev_last + _g169 * 64, GmView10::Shape(t173.GetValidCol()), GmView10::Stride(D));  // flash_attn.pto:33:18
-                TLOAD(t173, vprev_lastGm10);  // flash_attn.pto:33:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT174 t174(min_i64(D - _g169 * 64, 64));  // flash_attn.pto:33:18
-                TASSIGN(t174, 0);  // flash_attn.pto:33:18
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t174, t173);  // flash_attn.pto:33:18
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -969,19 +992,19 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv1) {  // flash_attn.pto:34:32
             }
-            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k177) {  // flash_attn.pto:34:32
+            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k177) {  // flash_attn.pto:34:32
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:34:32
                 }
             }
             for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv3) {  // flash_attn.pto:34:21
             }
-            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g192) {  // flash_attn.pto:36:21
+            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g192) {  // flash_attn.pto:36:21
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:36:21
                 }
             }
             for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv5) {  // flash_attn.pto:37:20
             }
-            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g217) {  // flash_attn.pto:39:21
+            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g217) {  // flash_attn.pto:39:21
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:39:21
                 }
             }
@@ -997,27 +1020,27 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
                 TileT233 t233(min_i64(S - _qb3 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t233, 0);  // flash_attn.pto:43:36
-                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
+                TileT234 t234(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t234, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                GmView40 ptGm40(pt + _qb3 * 64 * 64, GmView40::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
+                using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                GmView40 ptGm40(pt + _qb3 * 64 * 128, GmView40::Shape(t234.GetValidRow(), t234.GetValidCol()));  // flash_attn.pto:43:36
                 TLOAD(t234, ptGm40);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 63) / 64 - 1) * 64, 64));  // flash_attn.pto:43:36
+                TileT235 t235(min_i64(S - _qb3 * 64, 64), min_i64(L - ((L + 127) / 128 - 1) * 128, 128));  // flash_attn.pto:43:36
                 TASSIGN(t235, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t235, t234);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT236 t236(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT236 t236(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t236, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
                 GmView41 vj_lastGm41(vj_last + _g232 * 64, GmView41::Shape(t236.GetValidRow(), t236.GetValidCol()), GmView41::Stride(D));  // flash_attn.pto:43:36
                 TLOAD(t236, vj_lastGm41);  // flash_attn.pto:43:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT237 t237(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                TileT237 t237(min_i64(L - ((L + 127) / 128 - 1) * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                 TASSIGN(t237, 0);  // flash_attn.pto:43:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t237, t236);  // flash_attn.pto:43:36
@@ -1029,26 +1052,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
-                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
+                    TileT239 t239(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t239, 0);  // flash_attn.pto:43:36
-                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:43:36
-                    GmView42 ptGm42(pt + _qb3 * 64 * 64 + _k238 * 64, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:43:36
+                    GmView42 ptGm42(pt + _qb3 * 64 * 128 + _k238 * 128, GmView42::Shape(t239.GetValidRow(), t239.GetValidCol()));  // flash_attn.pto:43:36
                     TLOAD(t239, ptGm42);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64));  // flash_attn.pto:43:36
+                    TileT240 t240(min_i64(S - _qb3 * 64, 64), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128));  // flash_attn.pto:43:36
                     TASSIGN(t240, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t240, t239);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT241 t241(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT241 t241(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t241, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:43:36
-                    GmView43 vj_lastGm43(vj_last + _k238 * 64 * D + _g232 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
+                    GmView43 vj_lastGm43(vj_last + _k238 * 128 * D + _g232 * 64, GmView43::Shape(t241.GetValidRow(), t241.GetValidCol()), GmView43::Stride(D));  // flash_attn.pto:43:36
                     TLOAD(t241, vj_lastGm43);  // flash_attn.pto:43:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT242 t242(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k238 * 64, 64), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
+                    TileT242 t242(min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k238 * 128, 128), min_i64(D - _g232 * 64, 64));  // flash_attn.pto:43:36
                     TASSIGN(t242, 0);  // flash_attn.pto:43:36
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t242, t241);  // flash_attn.pto:43:36
@@ -1087,10 +1110,11 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    constexpr int64_t ptodsl_aiv1_ub = 0;
     ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -1098,31 +1122,32 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
     for (int64_t _qb3 = block_index * ceil_div((S + 63) / 64, block_count); _qb3 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_qb3) {  // flash_attn.pto:19:5
         pipe_barrier(PIPE_V);
         wait_flag_dev(2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:19:5
-            __gm__ float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:20:14
-            __gm__ float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:21:14
-            __gm__ float* vprev_last = v + ((L + 63) / 64 - 2) * 64 * D;  // flash_attn.pto:32:21
-            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
+            __gm__ float* kj_last = k + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:20:14
+            __gm__ float* vj_last = v + ((L + 127) / 128 - 1) * 128 * D;  // flash_attn.pto:21:14
+            for (int64_t _g153 = 0; _g153 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 63) / 64; ++_g153) {  // flash_attn.pto:22:13
                 for (int64_t _k159 = 1; _k159 < (D + 127) / 128; ++_k159) {  // flash_attn.pto:22:13
                 }
-                TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+            }
+            wait_flag_dev(3);
+            for (int64_t _g165 = 0; _g165 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g165) {  // flash_attn.pto:22:13
+                TileT166Aiv0 t166_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
                 TASSIGN(t166_aiv0, 0);  // flash_attn.pto:22:13
-                TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t166_aiv1, 8192);  // flash_attn.pto:22:13
-                TileT167Aiv0 t167_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
+                TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t166_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:22:13
+                TileT167Aiv0 t167_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
                 TASSIGN(t167_aiv0, 16384);  // flash_attn.pto:22:13
-                TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g153 * 64, 64));  // flash_attn.pto:22:13
-                TASSIGN(t167_aiv1, 24576);  // flash_attn.pto:22:13
-                wait_flag_dev(3);
+                TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g165 * 128, 128));  // flash_attn.pto:22:13
+                TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // flash_attn.pto:22:13
                 if (ptodsl_aiv0) {
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                    GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 64 + _g153 * 64, GmView5::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView5 t0_lastGm5(t0_last + _qb3 * 64 * 128 + _g165 * 128, GmView5::Shape(t166_aiv0.GetValidRow(), t166_aiv0.GetValidCol()));  // flash_attn.pto:22:13
                     TLOAD(t166_aiv0, t0_lastGm5);  // flash_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1130,17 +1155,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 if (ptodsl_aiv0) {
                     TMULS(t167_aiv0, t166_aiv0, scale);  // flash_attn.pto:22:13
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                    GmView6 s_lastGm6(s_last + _qb3 * 64 * 64 + _g153 * 64, GmView6::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                    GmView6 s_lastGm6(s_last + _qb3 * 64 * 128 + _g165 * 128, GmView6::Shape(t167_aiv0.GetValidRow(), t167_aiv0.GetValidCol()));  // flash_attn.pto:22:13
                     TSTORE(s_lastGm6, t167_aiv0);  // flash_attn.pto:22:13
                 }
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv0) {  // flash_attn.pto:22:13
                     if (!ptodsl_aiv0) {
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                        GmView7 t0_lastGm7(t0_last + (_qb3 * 64 + 32) * 64 + _g153 * 64, GmView7::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView7 t0_lastGm7(t0_last + (_qb3 * 64 + 32) * 128 + _g165 * 128, GmView7::Shape(t166_aiv1.GetValidRow(), t166_aiv1.GetValidCol()));  // flash_attn.pto:22:13
                         TLOAD(t166_aiv1, t0_lastGm7);  // flash_attn.pto:22:13
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1148,25 +1173,27 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     if (!ptodsl_aiv0) {
                         TMULS(t167_aiv1, t166_aiv1, scale);  // flash_attn.pto:22:13
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:13
-                        GmView8 s_lastGm8(s_last + (_qb3 * 64 + 32) * 64 + _g153 * 64, GmView8::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
+                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:22:13
+                        GmView8 s_lastGm8(s_last + (_qb3 * 64 + 32) * 128 + _g165 * 128, GmView8::Shape(t167_aiv1.GetValidRow(), t167_aiv1.GetValidCol()));  // flash_attn.pto:22:13
                         TSTORE(s_lastGm8, t167_aiv1);  // flash_attn.pto:22:13
                     }
                 }
             }
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            __gm__ float* vprev_last = v + ((L + 127) / 128 - 2) * 128 * D;  // flash_attn.pto:32:21
             for (int64_t _g169 = 0; _g169 < (D + 63) / 64; ++_g169) {  // flash_attn.pto:33:18
             }
             TileT176Aiv0 t176_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:32
             TASSIGN(t176_aiv0, 0);  // flash_attn.pto:34:32
             TileT176Aiv1 t176_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
-            TASSIGN(t176_aiv1, 1024);  // flash_attn.pto:34:32
+            TASSIGN(t176_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:34:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
@@ -1182,25 +1209,25 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k177) {  // flash_attn.pto:34:32
-                TileT178Aiv0 t178_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k177 * 64, 64));  // flash_attn.pto:34:32
-                TASSIGN(t178_aiv0, 2048);  // flash_attn.pto:34:32
-                TileT178Aiv1 t178_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k177 * 64, 64));  // flash_attn.pto:34:32
-                TASSIGN(t178_aiv1, 10240);  // flash_attn.pto:34:32
+            for (int64_t _k177 = 0; _k177 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k177) {  // flash_attn.pto:34:32
+                TileT178Aiv0 t178_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                TASSIGN(t178_aiv0, 1024);  // flash_attn.pto:34:32
+                TileT178Aiv1 t178_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _k177 * 128, 128));  // flash_attn.pto:34:32
+                TASSIGN(t178_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:32
                 TileT179Aiv0 t179_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:32
-                TASSIGN(t179_aiv0, 18432);  // flash_attn.pto:34:32
+                TASSIGN(t179_aiv0, 17408);  // flash_attn.pto:34:32
                 TileT179Aiv1 t179_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:32
-                TASSIGN(t179_aiv1, 19456);  // flash_attn.pto:34:32
+                TASSIGN(t179_aiv1, ptodsl_aiv1_ub + 17408);  // flash_attn.pto:34:32
                 if (ptodsl_aiv0) {
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:34:32
-                    GmView12 s_lastGm12(s_last + _qb3 * 64 * 64 + _k177 * 64, GmView12::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                    GmView12 s_lastGm12(s_last + _qb3 * 64 * 128 + _k177 * 128, GmView12::Shape(t178_aiv0.GetValidRow(), t178_aiv0.GetValidCol()));  // flash_attn.pto:34:32
                     TLOAD(t178_aiv0, s_lastGm12);  // flash_attn.pto:34:32
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp0;  // flash_attn.pto:34:32
-                    TASSIGN(tmp0, 174080);  // flash_attn.pto:34:32
+                    TASSIGN(tmp0, 87040);  // flash_attn.pto:34:32
                     TROWMAX(t179_aiv0, t178_aiv0, tmp0);  // flash_attn.pto:34:32
                 }
                 pipe_barrier(PIPE_V);
@@ -1209,15 +1236,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 }
                 for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv2) {  // flash_attn.pto:34:32
                     if (!ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:34:32
-                        GmView13 s_lastGm13(s_last + (_qb3 * 64 + 32) * 64 + _k177 * 64, GmView13::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:34:32
+                        GmView13 s_lastGm13(s_last + (_qb3 * 64 + 32) * 128 + _k177 * 128, GmView13::Shape(t178_aiv1.GetValidRow(), t178_aiv1.GetValidCol()));  // flash_attn.pto:34:32
                         TLOAD(t178_aiv1, s_lastGm13);  // flash_attn.pto:34:32
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp1;  // flash_attn.pto:34:32
-                        TASSIGN(tmp1, 174080);  // flash_attn.pto:34:32
+                        TASSIGN(tmp1, 87040);  // flash_attn.pto:34:32
                         TROWMAX(t179_aiv1, t178_aiv1, tmp1);  // flash_attn.pto:34:32
                     }
                     pipe_barrier(PIPE_V);
@@ -1228,33 +1255,33 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT181Aiv0 t181_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:21
-            TASSIGN(t181_aiv0, 2048);  // flash_attn.pto:34:21
+            TASSIGN(t181_aiv0, 1024);  // flash_attn.pto:34:21
             TileT181Aiv1 t181_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
-            TASSIGN(t181_aiv1, 3072);  // flash_attn.pto:34:21
+            TASSIGN(t181_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:34:21
             TileT183Aiv0 t183_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:34:21
-            TASSIGN(t183_aiv0, 4096);  // flash_attn.pto:34:21
+            TASSIGN(t183_aiv0, 2048);  // flash_attn.pto:34:21
             TileT183Aiv1 t183_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:34:21
-            TASSIGN(t183_aiv1, 5120);  // flash_attn.pto:34:21
+            TASSIGN(t183_aiv1, ptodsl_aiv1_ub + 2048);  // flash_attn.pto:34:21
             TileT187Aiv0 t187_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:35:21
-            TASSIGN(t187_aiv0, 6144);  // flash_attn.pto:35:21
+            TASSIGN(t187_aiv0, 3072);  // flash_attn.pto:35:21
             TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:21
-            TASSIGN(t187_aiv1, 7168);  // flash_attn.pto:35:21
+            TASSIGN(t187_aiv1, ptodsl_aiv1_ub + 3072);  // flash_attn.pto:35:21
             TileT190Aiv0 t190_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:35:17
-            TASSIGN(t190_aiv0, 8192);  // flash_attn.pto:35:17
+            TASSIGN(t190_aiv0, 4096);  // flash_attn.pto:35:17
             TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:35:17
-            TASSIGN(t190_aiv1, 9216);  // flash_attn.pto:35:17
+            TASSIGN(t190_aiv1, ptodsl_aiv1_ub + 4096);  // flash_attn.pto:35:17
             TileT202Aiv0 t202_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
-            TASSIGN(t202_aiv0, 10240);  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv0, 5120);  // flash_attn.pto:37:20
             TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t202_aiv1, 11264);  // flash_attn.pto:37:20
+            TASSIGN(t202_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:37:20
             TileT204Aiv0 t204_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
-            TASSIGN(t204_aiv0, 12288);  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv0, 6144);  // flash_attn.pto:37:20
             TileT204Aiv1 t204_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t204_aiv1, 13312);  // flash_attn.pto:37:20
+            TASSIGN(t204_aiv1, ptodsl_aiv1_ub + 6144);  // flash_attn.pto:37:20
             TileT206Aiv0 t206_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
-            TASSIGN(t206_aiv0, 14336);  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv0, 7168);  // flash_attn.pto:37:28
             TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
-            TASSIGN(t206_aiv1, 15360);  // flash_attn.pto:37:28
+            TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 7168);  // flash_attn.pto:37:28
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:34:21
@@ -1321,29 +1348,30 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g192) {  // flash_attn.pto:36:21
-                TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:21
-                TASSIGN(t193_aiv0, 16384);  // flash_attn.pto:36:21
-                TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:21
-                TASSIGN(t193_aiv1, 24576);  // flash_attn.pto:36:21
-                TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:17
-                TASSIGN(t200_aiv0, 32768);  // flash_attn.pto:36:17
-                TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g192 * 64, 64));  // flash_attn.pto:36:17
-                TASSIGN(t200_aiv1, 40960);  // flash_attn.pto:36:17
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            for (int64_t _g192 = 0; _g192 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g192) {  // flash_attn.pto:36:21
+                TileT193Aiv0 t193_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv0, 8192);  // flash_attn.pto:36:21
+                TileT193Aiv1 t193_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:21
+                TASSIGN(t193_aiv1, ptodsl_aiv1_ub + 8192);  // flash_attn.pto:36:21
+                TileT200Aiv0 t200_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                TASSIGN(t200_aiv0, 24576);  // flash_attn.pto:36:17
+                TileT200Aiv1 t200_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g192 * 128, 128));  // flash_attn.pto:36:17
+                TASSIGN(t200_aiv1, ptodsl_aiv1_ub + 24576);  // flash_attn.pto:36:17
                 TileT209Aiv0 t209_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:28
                 TASSIGN(t209_aiv0, 0);  // flash_attn.pto:37:28
                 TileT209Aiv1 t209_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:28
-                TASSIGN(t209_aiv1, 1024);  // flash_attn.pto:37:28
+                TASSIGN(t209_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:28
                 if (ptodsl_aiv0) {
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
-                    GmView18 s_lastGm18(s_last + _qb3 * 64 * 64 + _g192 * 64, GmView18::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                    GmView18 s_lastGm18(s_last + _qb3 * 64 * 128 + _g192 * 128, GmView18::Shape(t193_aiv0.GetValidRow(), t193_aiv0.GetValidCol()));  // flash_attn.pto:36:21
                     TLOAD(t193_aiv0, s_lastGm18);  // flash_attn.pto:36:21
                 }
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (ptodsl_aiv0) {
                     TileTmp1 tmp2(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:36:17
-                    TASSIGN(tmp2, 174080);  // flash_attn.pto:36:17
+                    TASSIGN(tmp2, 87040);  // flash_attn.pto:36:17
                     TROWEXPAND(tmp2, t183_aiv0);  // flash_attn.pto:36:17
                     pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
                     TROWEXPANDEXPDIF(t200_aiv0, t193_aiv0, tmp2);  // flash_attn.pto:36:17
@@ -1351,14 +1379,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
-                    GmView19 p_1_lastGm19(p_1_last + _qb3 * 64 * 64 + _g192 * 64, GmView19::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
+                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                    GmView19 p_1_lastGm19(p_1_last + _qb3 * 64 * 128 + _g192 * 128, GmView19::Shape(t200_aiv0.GetValidRow(), t200_aiv0.GetValidCol()));  // flash_attn.pto:36:17
                     TSTORE(p_1_lastGm19, t200_aiv0);  // flash_attn.pto:36:17
                 }
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TileTmp0 tmp3;  // flash_attn.pto:37:28
-                    TASSIGN(tmp3, 174080);  // flash_attn.pto:37:28
+                    TASSIGN(tmp3, 87040);  // flash_attn.pto:37:28
                     TROWSUM(t209_aiv0, t200_aiv0, tmp3);  // flash_attn.pto:37:28
                 }
                 pipe_barrier(PIPE_V);
@@ -1367,15 +1395,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 }
                 for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv4) {  // flash_attn.pto:36:21
                     if (!ptodsl_aiv0) {
-                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:21
-                        GmView20 s_lastGm20(s_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView20::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:21
+                        GmView20 s_lastGm20(s_last + (_qb3 * 64 + 32) * 128 + _g192 * 128, GmView20::Shape(t193_aiv1.GetValidRow(), t193_aiv1.GetValidCol()));  // flash_attn.pto:36:21
                         TLOAD(t193_aiv1, s_lastGm20);  // flash_attn.pto:36:21
                     }
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     if (!ptodsl_aiv0) {
                         TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:36:17
-                        TASSIGN(tmp4, 174080);  // flash_attn.pto:36:17
+                        TASSIGN(tmp4, 87040);  // flash_attn.pto:36:17
                         TROWEXPAND(tmp4, t183_aiv1);  // flash_attn.pto:36:17
                         pipe_barrier(PIPE_V);  // flash_attn.pto:36:17
                         TROWEXPANDEXPDIF(t200_aiv1, t193_aiv1, tmp4);  // flash_attn.pto:36:17
@@ -1383,14 +1411,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:36:17
-                        GmView21 p_1_lastGm21(p_1_last + (_qb3 * 64 + 32) * 64 + _g192 * 64, GmView21::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
+                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:36:17
+                        GmView21 p_1_lastGm21(p_1_last + (_qb3 * 64 + 32) * 128 + _g192 * 128, GmView21::Shape(t200_aiv1.GetValidRow(), t200_aiv1.GetValidCol()));  // flash_attn.pto:36:17
                         TSTORE(p_1_lastGm21, t200_aiv1);  // flash_attn.pto:36:17
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TileTmp0 tmp5;  // flash_attn.pto:37:28
-                        TASSIGN(tmp5, 174080);  // flash_attn.pto:37:28
+                        TASSIGN(tmp5, 87040);  // flash_attn.pto:37:28
                         TROWSUM(t209_aiv1, t200_aiv1, tmp5);  // flash_attn.pto:37:28
                     }
                     pipe_barrier(PIPE_V);
@@ -1405,7 +1433,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             TileT213Aiv0 t213_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:37:20
             TASSIGN(t213_aiv0, 0);  // flash_attn.pto:37:20
             TileT213Aiv1 t213_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:37:20
-            TASSIGN(t213_aiv1, 1024);  // flash_attn.pto:37:20
+            TASSIGN(t213_aiv1, ptodsl_aiv1_ub + 0);  // flash_attn.pto:37:20
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TADD(t213_aiv0, t204_aiv0, t206_aiv0);  // flash_attn.pto:37:20
@@ -1442,34 +1470,34 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g217) {  // flash_attn.pto:39:21
-                TileT218Aiv0 t218_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
-                TASSIGN(t218_aiv0, 10240);  // flash_attn.pto:39:21
-                TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g217 * 64, 64));  // flash_attn.pto:39:21
-                TASSIGN(t218_aiv1, 18432);  // flash_attn.pto:39:21
+            for (int64_t _g217 = 0; _g217 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_g217) {  // flash_attn.pto:39:21
+                TileT218Aiv0 t218_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t218_aiv0, 5120);  // flash_attn.pto:39:21
+                TileT218Aiv1 t218_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - ((L + 127) / 128 - 1) * 128, 128) - _g217 * 128, 128));  // flash_attn.pto:39:21
+                TASSIGN(t218_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:39:21
                 if (ptodsl_aiv0) {
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                    GmView26 p_1_lastGm26(p_1_last + _qb3 * 64 * 64 + _g217 * 64, GmView26::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView26 p_1_lastGm26(p_1_last + _qb3 * 64 * 128 + _g217 * 128, GmView26::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
                     TLOAD(t218_aiv0, p_1_lastGm26);  // flash_attn.pto:39:21
                 }
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 if (ptodsl_aiv0) {
-                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                    GmView27 ptGm27(pt + _qb3 * 64 * 64 + _g217 * 64, GmView27::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                    GmView27 ptGm27(pt + _qb3 * 64 * 128 + _g217 * 128, GmView27::Shape(t218_aiv0.GetValidRow(), t218_aiv0.GetValidCol()));  // flash_attn.pto:39:21
                     TSTORE(ptGm27, t218_aiv0);  // flash_attn.pto:39:21
                 }
                 for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv6) {  // flash_attn.pto:39:21
                     if (!ptodsl_aiv0) {
-                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                        GmView28 p_1_lastGm28(p_1_last + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView28::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView28 p_1_lastGm28(p_1_last + (_qb3 * 64 + 32) * 128 + _g217 * 128, GmView28::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
                         TLOAD(t218_aiv1, p_1_lastGm28);  // flash_attn.pto:39:21
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                     if (!ptodsl_aiv0) {
-                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:39:21
-                        GmView29 ptGm29(pt + (_qb3 * 64 + 32) * 64 + _g217 * 64, GmView29::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // flash_attn.pto:39:21
+                        GmView29 ptGm29(pt + (_qb3 * 64 + 32) * 128 + _g217 * 128, GmView29::Shape(t218_aiv1.GetValidRow(), t218_aiv1.GetValidCol()));  // flash_attn.pto:39:21
                         TSTORE(ptGm29, t218_aiv1);  // flash_attn.pto:39:21
                     }
                 }
@@ -1477,25 +1505,25 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             TileT221Aiv0 t221_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t221_aiv0, 10240);  // flash_attn.pto:40:22
+            TASSIGN(t221_aiv0, 5120);  // flash_attn.pto:40:22
             TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t221_aiv1, 26624);  // flash_attn.pto:40:22
+            TASSIGN(t221_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:40:22
             TileT222Aiv0 t222_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
-            TASSIGN(t222_aiv0, 2048);  // flash_attn.pto:40:22
+            TASSIGN(t222_aiv0, 1024);  // flash_attn.pto:40:22
             TileT222Aiv1 t222_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
-            TASSIGN(t222_aiv1, 3072);  // flash_attn.pto:40:22
+            TASSIGN(t222_aiv1, ptodsl_aiv1_ub + 1024);  // flash_attn.pto:40:22
             TileT224Aiv0 t224_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t224_aiv0, 43008);  // flash_attn.pto:40:22
+            TASSIGN(t224_aiv0, 21504);  // flash_attn.pto:40:22
             TileT224Aiv1 t224_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t224_aiv1, 59392);  // flash_attn.pto:40:22
+            TASSIGN(t224_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:40:22
             TileT227Aiv0 t227_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t227_aiv0, 75776);  // flash_attn.pto:40:22
+            TASSIGN(t227_aiv0, 37888);  // flash_attn.pto:40:22
             TileT227Aiv1 t227_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t227_aiv1, 92160);  // flash_attn.pto:40:22
+            TASSIGN(t227_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:40:22
             TileT228Aiv0 t228_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:40:22
-            TASSIGN(t228_aiv0, 108544);  // flash_attn.pto:40:22
+            TASSIGN(t228_aiv0, 54272);  // flash_attn.pto:40:22
             TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:40:22
-            TASSIGN(t228_aiv1, 124928);  // flash_attn.pto:40:22
+            TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 54272);  // flash_attn.pto:40:22
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             if (ptodsl_aiv0) {
                 using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:40:22
@@ -1515,7 +1543,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp6(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:40:22
-                TASSIGN(tmp6, 174080);  // flash_attn.pto:40:22
+                TASSIGN(tmp6, 87040);  // flash_attn.pto:40:22
                 TROWEXPAND(tmp6, t222_aiv0);  // flash_attn.pto:40:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                 TROWEXPANDMUL(t224_aiv0, t221_aiv0, tmp6);  // flash_attn.pto:40:22
@@ -1567,7 +1595,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 if (!ptodsl_aiv0) {
                     TileTmp1 tmp7(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:40:22
-                    TASSIGN(tmp7, 174080);  // flash_attn.pto:40:22
+                    TASSIGN(tmp7, 87040);  // flash_attn.pto:40:22
                     TROWEXPAND(tmp7, t222_aiv1);  // flash_attn.pto:40:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:40:22
                     TROWEXPANDMUL(t224_aiv1, t221_aiv1, tmp7);  // flash_attn.pto:40:22
@@ -1598,29 +1626,29 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             }
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g232 = 0; _g232 < (D + 63) / 64; ++_g232) {  // flash_attn.pto:43:36
-                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k238) {  // flash_attn.pto:43:36
+                for (int64_t _k238 = 1; _k238 < (min_i64(L - ((L + 127) / 128 - 1) * 128, 128) + 127) / 128; ++_k238) {  // flash_attn.pto:43:36
                 }
             }
             TileT247Aiv0 t247_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t247_aiv0, 10240);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv0, 5120);  // flash_attn.pto:43:22
             TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t247_aiv1, 26624);  // flash_attn.pto:43:22
+            TASSIGN(t247_aiv1, ptodsl_aiv1_ub + 5120);  // flash_attn.pto:43:22
             TileT250Aiv0 t250_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t250_aiv0, 43008);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv0, 21504);  // flash_attn.pto:43:22
             TileT250Aiv1 t250_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t250_aiv1, 59392);  // flash_attn.pto:43:22
+            TASSIGN(t250_aiv1, ptodsl_aiv1_ub + 21504);  // flash_attn.pto:43:22
             TileT251Aiv0 t251_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:43:22
-            TASSIGN(t251_aiv0, 75776);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv0, 37888);  // flash_attn.pto:43:22
             TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:43:22
-            TASSIGN(t251_aiv1, 92160);  // flash_attn.pto:43:22
+            TASSIGN(t251_aiv1, ptodsl_aiv1_ub + 37888);  // flash_attn.pto:43:22
             TileT256Aiv0 t256_aiv0(min_i64(min_i64(S - _qb3 * 64, 64), 32), D);  // flash_attn.pto:44:25
-            TASSIGN(t256_aiv0, 141312);  // flash_attn.pto:44:25
+            TASSIGN(t256_aiv0, 70656);  // flash_attn.pto:44:25
             TileT256Aiv1 t256_aiv1(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1), D);  // flash_attn.pto:44:25
-            TASSIGN(t256_aiv1, 157696);  // flash_attn.pto:44:25
+            TASSIGN(t256_aiv1, ptodsl_aiv1_ub + 70656);  // flash_attn.pto:44:25
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp8(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:43:22
-                TASSIGN(tmp8, 174080);  // flash_attn.pto:43:22
+                TASSIGN(tmp8, 87040);  // flash_attn.pto:43:22
                 TROWEXPAND(tmp8, t190_aiv0);  // flash_attn.pto:43:22
                 pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                 TROWEXPANDMUL(t247_aiv0, t228_aiv0, tmp8);  // flash_attn.pto:43:22
@@ -1648,7 +1676,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             pipe_barrier(PIPE_V);
             if (ptodsl_aiv0) {
                 TileTmp1 tmp9(min_i64(min_i64(S - _qb3 * 64, 64), 32));  // flash_attn.pto:44:25
-                TASSIGN(tmp9, 174080);  // flash_attn.pto:44:25
+                TASSIGN(tmp9, 87040);  // flash_attn.pto:44:25
                 TROWEXPAND(tmp9, t213_aiv0);  // flash_attn.pto:44:25
                 pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
                 TROWEXPANDDIV(t256_aiv0, t251_aiv0, tmp9);  // flash_attn.pto:44:25
@@ -1665,7 +1693,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
             for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb3 * 64, 64) - 32, 0), 1); ++_aiv8) {  // flash_attn.pto:43:22
                 if (!ptodsl_aiv0) {
                     TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:43:22
-                    TASSIGN(tmp10, 174080);  // flash_attn.pto:43:22
+                    TASSIGN(tmp10, 87040);  // flash_attn.pto:43:22
                     TROWEXPAND(tmp10, t190_aiv1);  // flash_attn.pto:43:22
                     pipe_barrier(PIPE_V);  // flash_attn.pto:43:22
                     TROWEXPANDMUL(t247_aiv1, t228_aiv1, tmp10);  // flash_attn.pto:43:22
@@ -1689,7 +1717,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 pipe_barrier(PIPE_V);
                 if (!ptodsl_aiv0) {
                     TileTmp1 tmp11(max_i64(min_i64(min_i64(S - _qb3 * 64, 64) - 32, 32), 1));  // flash_attn.pto:44:25
-                    TASSIGN(tmp11, 174080);  // flash_attn.pto:44:25
+                    TASSIGN(tmp11, 87040);  // flash_attn.pto:44:25
                     TROWEXPAND(tmp11, t213_aiv1);  // flash_attn.pto:44:25
                     pipe_barrier(PIPE_V);  // flash_attn.pto:44:25
                     TROWEXPANDDIV(t256_aiv1, t251_aiv1, tmp11);  // flash_attn.pto:44:25
@@ -1703,19 +1731,19 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ uint64_t* ptodsl_ffts
                 }
             }
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(1) << 8)));
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
     }
     wait_flag_dev(2);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -249,22 +249,22 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         return -1;  // flash_attn.pto:17:13
     }
     float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:17:13
-    DeviceWorkspace pt_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:18:10
+    DeviceWorkspace pt_bytes((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:18:10
     if (ptodsl_failed) {  // flash_attn.pto:18:10
         return -1;  // flash_attn.pto:18:10
     }
     half* pt = reinterpret_cast<half*>(pt_bytes.data());  // flash_attn.pto:18:10
-    DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    DeviceWorkspace t0_first_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     if (ptodsl_failed) {  // flash_attn.pto:22:13
         return -1;  // flash_attn.pto:22:13
     }
     float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:22:13
-    DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    DeviceWorkspace s_first_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     if (ptodsl_failed) {  // flash_attn.pto:22:13
         return -1;  // flash_attn.pto:22:13
     }
     float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:22:13
-    DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:25:17
+    DeviceWorkspace p_first_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:25:17
     if (ptodsl_failed) {  // flash_attn.pto:25:17
         return -1;  // flash_attn.pto:25:17
     }
@@ -274,7 +274,7 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         return -1;  // flash_attn.pto:43:36
     }
     float* t15_first = reinterpret_cast<float*>(t15_first_bytes.data());  // flash_attn.pto:43:36
-    if ((L + 63) / 64 >= 1) {  // flash_attn.pto:19:5
+    if ((L + 127) / 128 >= 1) {  // flash_attn.pto:19:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:19:5
             half* vj_first = v;  // flash_attn.pto:21:14
             {  // flash_attn.pto:19:5
@@ -288,7 +288,7 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
                     return -1;  // flash_attn.pto:19:5
                 }
             }
-            if ((L + 63) / 64 == 1) {  // flash_attn.pto:42:9
+            if ((L + 127) / 128 == 1) {  // flash_attn.pto:42:9
                 {  // flash_attn.pto:19:5
                     const int64_t flash_attn_f16_k1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
                     uint64_t* ffts_1 = ptodsl_c2c_ctrl();  // flash_attn.pto:19:5
@@ -303,7 +303,7 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
             }
         }
     }
-    DeviceWorkspace t0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    DeviceWorkspace t0_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     if (ptodsl_failed) {  // flash_attn.pto:22:13
         return -1;  // flash_attn.pto:22:13
     }
@@ -313,12 +313,12 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         return -1;  // flash_attn.pto:33:18
     }
     float* pv = reinterpret_cast<float*>(pv_bytes.data());  // flash_attn.pto:33:18
-    DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    DeviceWorkspace t0_last_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     if (ptodsl_failed) {  // flash_attn.pto:22:13
         return -1;  // flash_attn.pto:22:13
     }
     float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:22:13
-    DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
+    DeviceWorkspace s_last_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:13
     if (ptodsl_failed) {  // flash_attn.pto:22:13
         return -1;  // flash_attn.pto:22:13
     }
@@ -328,7 +328,7 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
         return -1;  // flash_attn.pto:33:18
     }
     float* pv_last = reinterpret_cast<float*>(pv_last_bytes.data());  // flash_attn.pto:33:18
-    DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:36:17
+    DeviceWorkspace p_1_last_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:36:17
     if (ptodsl_failed) {  // flash_attn.pto:36:17
         return -1;  // flash_attn.pto:36:17
     }
@@ -349,7 +349,7 @@ extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, ha
             return -1;  // flash_attn.pto:19:5
         }
     }
-    if ((L + 63) / 64 >= 2) {  // flash_attn.pto:19:5
+    if ((L + 127) / 128 >= 2) {  // flash_attn.pto:19:5
         {  // flash_attn.pto:19:5
             const int64_t flash_attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:19:5
             uint64_t* ffts_3 = ptodsl_c2c_ctrl();  // flash_attn.pto:19:5

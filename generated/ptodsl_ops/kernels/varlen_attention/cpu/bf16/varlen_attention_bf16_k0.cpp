@@ -249,6 +249,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
     using TileTmp0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 8>;
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+    constexpr int64_t ptodsl_aiv1_ub = 196608;
     __gm__ float* scores_first_own = scores_first + block_index * 64 * 128;  // varlen_attention.pto:16:5
     __gm__ float* scores_scaled_first_own = scores_scaled_first + block_index * 64 * 128;  // varlen_attention.pto:16:5
     __gm__ float* mij_first_own = mij_first + block_index * 64;  // varlen_attention.pto:16:5
@@ -294,8 +295,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #endif
                 return;  // varlen_attention.pto:22:31
             }
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -326,8 +327,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);  // varlen_attention.pto:29:35
                     return;  // varlen_attention.pto:29:35
                 }
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -375,7 +376,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT12Aiv0 t12_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:37:27
                             TASSIGN(t12_aiv0, 0);  // varlen_attention.pto:37:27
                             TileT12Aiv1 t12_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                            TASSIGN(t12_aiv1, 1024);  // varlen_attention.pto:37:27
+                            TASSIGN(t12_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:37:27
                             TEXPANDS(t12_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
                             for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 0), 1); ++_aiv0) {  // varlen_attention.pto:37:27
                                 TEXPANDS(t12_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
@@ -415,17 +416,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 GmView2 scores_first_ownGm2(scores_first_own + _g0 * 64 * 128 + _g1 * 128, GmView2::Shape(t2.GetValidRow(), t2.GetValidCol()));  // varlen_attention.pto:35:30
                                 TSTORE(scores_first_ownGm2, t2);  // varlen_attention.pto:35:30
                                 TileT9Aiv0 t9_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t9_aiv0, 2048);  // varlen_attention.pto:36:37
+                                TASSIGN(t9_aiv0, 1024);  // varlen_attention.pto:36:37
                                 TileT9Aiv1 t9_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t9_aiv1, 18432);  // varlen_attention.pto:36:37
+                                TASSIGN(t9_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:36:37
                                 TileT10Aiv0 t10_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t10_aiv0, 34816);  // varlen_attention.pto:36:37
+                                TASSIGN(t10_aiv0, 17408);  // varlen_attention.pto:36:37
                                 TileT10Aiv1 t10_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t10_aiv1, 51200);  // varlen_attention.pto:36:37
+                                TASSIGN(t10_aiv1, ptodsl_aiv1_ub + 17408);  // varlen_attention.pto:36:37
                                 TileT15Aiv0 t15_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:37:27
-                                TASSIGN(t15_aiv0, 67584);  // varlen_attention.pto:37:27
+                                TASSIGN(t15_aiv0, 33792);  // varlen_attention.pto:37:27
                                 TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                                TASSIGN(t15_aiv1, 68608);  // varlen_attention.pto:37:27
+                                TASSIGN(t15_aiv1, ptodsl_aiv1_ub + 33792);  // varlen_attention.pto:37:27
                                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
                                 GmView3 scores_first_ownGm3(scores_first_own + _g0 * 64 * 128 + _g1 * 128, GmView3::Shape(t9_aiv0.GetValidRow(), t9_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
                                 TLOAD(t9_aiv0, scores_first_ownGm3);  // varlen_attention.pto:36:37
@@ -439,7 +440,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(scores_scaled_first_ownGm4, t10_aiv0);  // varlen_attention.pto:36:37
                                 pipe_barrier(PIPE_V);
                                 TileTmp0 tmp0;  // varlen_attention.pto:37:27
-                                TASSIGN(tmp0, 147456);  // varlen_attention.pto:37:27
+                                TASSIGN(tmp0, 73728);  // varlen_attention.pto:37:27
                                 TROWMAX(t15_aiv0, t10_aiv0, tmp0);  // varlen_attention.pto:37:27
                                 pipe_barrier(PIPE_V);
                                 TMAX(t12_aiv0, t12_aiv0, t15_aiv0);  // varlen_attention.pto:37:27
@@ -457,7 +458,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TSTORE(scores_scaled_first_ownGm6, t10_aiv1);  // varlen_attention.pto:36:37
                                     pipe_barrier(PIPE_V);
                                     TileTmp0 tmp1;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp1, 147456);  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp1, 73728);  // varlen_attention.pto:37:27
                                     TROWMAX(t15_aiv1, t10_aiv1, tmp1);  // varlen_attention.pto:37:27
                                     pipe_barrier(PIPE_V);
                                     TMAX(t12_aiv1, t12_aiv1, t15_aiv1);  // varlen_attention.pto:37:27
@@ -470,9 +471,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             TileT27Aiv0 t27_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:39:27
-                            TASSIGN(t27_aiv0, 2048);  // varlen_attention.pto:39:27
+                            TASSIGN(t27_aiv0, 1024);  // varlen_attention.pto:39:27
                             TileT27Aiv1 t27_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                            TASSIGN(t27_aiv1, 3072);  // varlen_attention.pto:39:27
+                            TASSIGN(t27_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:39:27
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
                             GmView7 mij_first_ownGm7(mij_first_own + _g0 * 64, GmView7::Shape(t12_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
@@ -493,24 +494,24 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g17 = 0; _g17 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g17) {  // varlen_attention.pto:38:31
                                 TileT18Aiv0 t18_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t18_aiv0, 4096);  // varlen_attention.pto:38:31
+                                TASSIGN(t18_aiv0, 2048);  // varlen_attention.pto:38:31
                                 TileT18Aiv1 t18_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t18_aiv1, 20480);  // varlen_attention.pto:38:31
+                                TASSIGN(t18_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:38:31
                                 TileT25Aiv0 t25_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t25_aiv0, 36864);  // varlen_attention.pto:38:27
+                                TASSIGN(t25_aiv0, 18432);  // varlen_attention.pto:38:27
                                 TileT25Aiv1 t25_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t25_aiv1, 53248);  // varlen_attention.pto:38:27
+                                TASSIGN(t25_aiv1, ptodsl_aiv1_ub + 18432);  // varlen_attention.pto:38:27
                                 TileT30Aiv0 t30_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:39:27
-                                TASSIGN(t30_aiv0, 69632);  // varlen_attention.pto:39:27
+                                TASSIGN(t30_aiv0, 34816);  // varlen_attention.pto:39:27
                                 TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                                TASSIGN(t30_aiv1, 70656);  // varlen_attention.pto:39:27
+                                TASSIGN(t30_aiv1, ptodsl_aiv1_ub + 34816);  // varlen_attention.pto:39:27
                                 using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
                                 GmView9 scores_scaled_first_ownGm9(scores_scaled_first_own + _g0 * 64 * 128 + _g17 * 128, GmView9::Shape(t18_aiv0.GetValidRow(), t18_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
                                 TLOAD(t18_aiv0, scores_scaled_first_ownGm9);  // varlen_attention.pto:38:31
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileTmp1 tmp2(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:38:27
-                                TASSIGN(tmp2, 147456);  // varlen_attention.pto:38:27
+                                TASSIGN(tmp2, 73728);  // varlen_attention.pto:38:27
                                 TROWEXPAND(tmp2, t12_aiv0);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                                 TROWEXPANDEXPDIF(t25_aiv0, t18_aiv0, tmp2);  // varlen_attention.pto:38:27
@@ -521,7 +522,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(pij_first_ownGm10, t25_aiv0);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);
                                 TileTmp0 tmp3;  // varlen_attention.pto:39:27
-                                TASSIGN(tmp3, 147456);  // varlen_attention.pto:39:27
+                                TASSIGN(tmp3, 73728);  // varlen_attention.pto:39:27
                                 TROWSUM(t30_aiv0, t25_aiv0, tmp3);  // varlen_attention.pto:39:27
                                 pipe_barrier(PIPE_V);
                                 TADD(t27_aiv0, t27_aiv0, t30_aiv0);  // varlen_attention.pto:39:27
@@ -532,7 +533,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     TileTmp1 tmp4(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp4, 147456);  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp4, 73728);  // varlen_attention.pto:38:27
                                     TROWEXPAND(tmp4, t12_aiv1);  // varlen_attention.pto:38:27
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                                     TROWEXPANDEXPDIF(t25_aiv1, t18_aiv1, tmp4);  // varlen_attention.pto:38:27
@@ -543,7 +544,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TSTORE(pij_first_ownGm12, t25_aiv1);  // varlen_attention.pto:38:27
                                     pipe_barrier(PIPE_V);
                                     TileTmp0 tmp5;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp5, 147456);  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp5, 73728);  // varlen_attention.pto:39:27
                                     TROWSUM(t30_aiv1, t25_aiv1, tmp5);  // varlen_attention.pto:39:27
                                     pipe_barrier(PIPE_V);
                                     TADD(t27_aiv1, t27_aiv1, t30_aiv1);  // varlen_attention.pto:39:27
@@ -590,13 +591,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
                             pipe_barrier(PIPE_V);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g31) {  // varlen_attention.pto:42:47
@@ -604,29 +603,29 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT33Aiv0 t33_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
                                     TASSIGN(t33_aiv0, 0);  // varlen_attention.pto:42:47
                                     TileT33Aiv1 t33_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
-                                    TASSIGN(t33_aiv1, 16384);  // varlen_attention.pto:42:47
+                                    TASSIGN(t33_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:42:47
                                     TileT34Aiv0 t34_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32));  // varlen_attention.pto:42:47
-                                    TASSIGN(t34_aiv0, 32768);  // varlen_attention.pto:42:47
+                                    TASSIGN(t34_aiv0, 16384);  // varlen_attention.pto:42:47
                                     TileT34Aiv1 t34_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:42:47
-                                    TASSIGN(t34_aiv1, 33792);  // varlen_attention.pto:42:47
+                                    TASSIGN(t34_aiv1, ptodsl_aiv1_ub + 16384);  // varlen_attention.pto:42:47
                                     TileT36Aiv0 t36_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
-                                    TASSIGN(t36_aiv0, 34816);  // varlen_attention.pto:42:47
+                                    TASSIGN(t36_aiv0, 17408);  // varlen_attention.pto:42:47
                                     TileT36Aiv1 t36_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
-                                    TASSIGN(t36_aiv1, 51200);  // varlen_attention.pto:42:47
+                                    TASSIGN(t36_aiv1, ptodsl_aiv1_ub + 17408);  // varlen_attention.pto:42:47
                                     TileT40Aiv0 t40_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:42
-                                    TASSIGN(t40_aiv0, 67584);  // varlen_attention.pto:42:42
+                                    TASSIGN(t40_aiv0, 33792);  // varlen_attention.pto:42:42
                                     TileT40Aiv1 t40_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:42
-                                    TASSIGN(t40_aiv1, 75776);  // varlen_attention.pto:42:42
+                                    TASSIGN(t40_aiv1, ptodsl_aiv1_ub + 33792);  // varlen_attention.pto:42:42
                                     using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:47
                                     GmView15 pij_first_ownGm15(pij_first_own + _g31 * 64 * 128 + _g32 * 128, GmView15::Shape(t33_aiv0.GetValidRow(), t33_aiv0.GetValidCol()));  // varlen_attention.pto:42:47
                                     TLOAD(t33_aiv0, pij_first_ownGm15);  // varlen_attention.pto:42:47
                                     using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
                                     GmView16 lij_first_ownGm16(lij_first_own + _g31 * 64, GmView16::Shape(t34_aiv0.GetValidRow()));  // varlen_attention.pto:42:47
                                     TLOAD(t34_aiv0, lij_first_ownGm16);  // varlen_attention.pto:42:47
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     TileTmp1 tmp6(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32));  // varlen_attention.pto:42:47
-                                    TASSIGN(tmp6, 147456);  // varlen_attention.pto:42:47
+                                    TASSIGN(tmp6, 73728);  // varlen_attention.pto:42:47
                                     TROWEXPAND(tmp6, t34_aiv0);  // varlen_attention.pto:42:47
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:42:47
                                     TROWEXPANDDIV(t36_aiv0, t33_aiv0, tmp6);  // varlen_attention.pto:42:47
@@ -644,10 +643,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                         using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
                                         GmView19 lij_first_ownGm19(lij_first_own + _g31 * 64 + 32, GmView19::Shape(t34_aiv1.GetValidRow()));  // varlen_attention.pto:42:47
                                         TLOAD(t34_aiv1, lij_first_ownGm19);  // varlen_attention.pto:42:47
-                                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                         TileTmp1 tmp7(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:42:47
-                                        TASSIGN(tmp7, 147456);  // varlen_attention.pto:42:47
+                                        TASSIGN(tmp7, 73728);  // varlen_attention.pto:42:47
                                         TROWEXPAND(tmp7, t34_aiv1);  // varlen_attention.pto:42:47
                                         pipe_barrier(PIPE_V);  // varlen_attention.pto:42:47
                                         TROWEXPANDDIV(t36_aiv1, t33_aiv1, tmp7);  // varlen_attention.pto:42:47
@@ -664,7 +663,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
                             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
@@ -748,7 +747,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
@@ -765,7 +764,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
@@ -782,7 +781,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
@@ -799,7 +798,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
@@ -816,32 +815,32 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
                                 return;  // varlen_attention.pto:45:29
                             }
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             for (int64_t _g52 = 0; _g52 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g52) {  // varlen_attention.pto:43:29
                                 TileT53Aiv0 t53_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:43:29
                                 TASSIGN(t53_aiv0, 0);  // varlen_attention.pto:43:29
                                 TileT53Aiv1 t53_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:43:29
-                                TASSIGN(t53_aiv1, 1024);  // varlen_attention.pto:43:29
+                                TASSIGN(t53_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:43:29
                                 TileT55Aiv0 t55_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:44:29
-                                TASSIGN(t55_aiv0, 2048);  // varlen_attention.pto:44:29
+                                TASSIGN(t55_aiv0, 1024);  // varlen_attention.pto:44:29
                                 TileT55Aiv1 t55_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:44:29
-                                TASSIGN(t55_aiv1, 3072);  // varlen_attention.pto:44:29
+                                TASSIGN(t55_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:44:29
                                 TileT57Aiv0 t57_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:45:71
-                                TASSIGN(t57_aiv0, 4096);  // varlen_attention.pto:45:71
+                                TASSIGN(t57_aiv0, 2048);  // varlen_attention.pto:45:71
                                 TileT57Aiv1 t57_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:45:71
-                                TASSIGN(t57_aiv1, 12288);  // varlen_attention.pto:45:71
+                                TASSIGN(t57_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:45:71
                                 TileT58Aiv0 t58_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:45:71
-                                TASSIGN(t58_aiv0, 20480);  // varlen_attention.pto:45:71
+                                TASSIGN(t58_aiv0, 10240);  // varlen_attention.pto:45:71
                                 TileT58Aiv1 t58_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:45:71
-                                TASSIGN(t58_aiv1, 24576);  // varlen_attention.pto:45:71
+                                TASSIGN(t58_aiv1, ptodsl_aiv1_ub + 10240);  // varlen_attention.pto:45:71
                                 using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
                                 GmView26 lij_first_ownGm26(lij_first_own + _g52 * 64, GmView26::Shape(t53_aiv0.GetValidRow()));  // varlen_attention.pto:43:29
                                 TLOAD(t53_aiv0, lij_first_ownGm26);  // varlen_attention.pto:43:29
@@ -861,8 +860,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
                                 GmView30 oij_first_ownGm30(oij_first_own + _g52 * 64 * 64, GmView30::Shape(t57_aiv0.GetValidRow()));  // varlen_attention.pto:45:71
                                 TLOAD(t57_aiv0, oij_first_ownGm30);  // varlen_attention.pto:45:71
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TCVT(t58_aiv0, t57_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
                                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
@@ -889,8 +888,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:45:71
                                     GmView36 oij_first_ownGm36(oij_first_own + (_g52 * 64 + 32) * 64, GmView36::Shape(t57_aiv1.GetValidRow()));  // varlen_attention.pto:45:71
                                     TLOAD(t57_aiv1, oij_first_ownGm36);  // varlen_attention.pto:45:71
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     TCVT(t58_aiv1, t57_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
                                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
@@ -899,7 +898,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TSTORE(outputGm37, t58_aiv1);  // varlen_attention.pto:45:71
                                 }
                             }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         }
@@ -907,7 +905,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         pipe_barrier(PIPE_V);
@@ -931,11 +928,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT61Aiv0 t61_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
                                     TASSIGN(t61_aiv0, 0);  // varlen_attention.pto:47:51
                                     TileT61Aiv1 t61_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
-                                    TASSIGN(t61_aiv1, 16384);  // varlen_attention.pto:47:51
+                                    TASSIGN(t61_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:47:51
                                     TileT62Aiv0 t62_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
-                                    TASSIGN(t62_aiv0, 32768);  // varlen_attention.pto:47:51
+                                    TASSIGN(t62_aiv0, 16384);  // varlen_attention.pto:47:51
                                     TileT62Aiv1 t62_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
-                                    TASSIGN(t62_aiv1, 40960);  // varlen_attention.pto:47:51
+                                    TASSIGN(t62_aiv1, ptodsl_aiv1_ub + 16384);  // varlen_attention.pto:47:51
                                     using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
                                     GmView38 pij_first_ownGm38(pij_first_own + _g59 * 64 * 128 + _g60 * 128, GmView38::Shape(t61_aiv0.GetValidRow(), t61_aiv0.GetValidCol()));  // varlen_attention.pto:47:51
                                     TLOAD(t61_aiv0, pij_first_ownGm38);  // varlen_attention.pto:47:51
@@ -1035,11 +1032,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT75Aiv0 t75_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64), 32));  // varlen_attention.pto:48:29
                                 TASSIGN(t75_aiv0, 0);  // varlen_attention.pto:48:29
                                 TileT75Aiv1 t75_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:48:29
-                                TASSIGN(t75_aiv1, 1024);  // varlen_attention.pto:48:29
+                                TASSIGN(t75_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:48:29
                                 TileT77Aiv0 t77_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64), 32));  // varlen_attention.pto:49:29
-                                TASSIGN(t77_aiv0, 2048);  // varlen_attention.pto:49:29
+                                TASSIGN(t77_aiv0, 1024);  // varlen_attention.pto:49:29
                                 TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:49:29
-                                TASSIGN(t77_aiv1, 3072);  // varlen_attention.pto:49:29
+                                TASSIGN(t77_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:49:29
                                 using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
                                 GmView47 lij_first_ownGm47(lij_first_own + _g74 * 64, GmView47::Shape(t75_aiv0.GetValidRow()));  // varlen_attention.pto:48:29
                                 TLOAD(t75_aiv0, lij_first_ownGm47);  // varlen_attention.pto:48:29
@@ -1079,8 +1076,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1089,8 +1086,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1099,10 +1096,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -1174,10 +1171,10 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         return;  // varlen_attention.pto:34:35
                     }
                     __gm__ bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 128) * HD + h * 64;  // varlen_attention.pto:34:35
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -1188,7 +1185,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT90Aiv0 t90_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
                         TASSIGN(t90_aiv0, 0);  // varlen_attention.pto:37:27
                         TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                        TASSIGN(t90_aiv1, 1024);  // varlen_attention.pto:37:27
+                        TASSIGN(t90_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:37:27
                         TEXPANDS(t90_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
                         for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 0), 1); ++_aiv9) {  // varlen_attention.pto:37:27
                             TEXPANDS(t90_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
@@ -1228,17 +1225,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             GmView57 scores_ownGm57(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView57::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
                             TSTORE(scores_ownGm57, t80);  // varlen_attention.pto:35:30
                             TileT87Aiv0 t87_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t87_aiv0, 2048);  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv0, 1024);  // varlen_attention.pto:36:37
                             TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t87_aiv1, 18432);  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:36:37
                             TileT88Aiv0 t88_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t88_aiv0, 34816);  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv0, 17408);  // varlen_attention.pto:36:37
                             TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t88_aiv1, 51200);  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv1, ptodsl_aiv1_ub + 17408);  // varlen_attention.pto:36:37
                             TileT93Aiv0 t93_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
-                            TASSIGN(t93_aiv0, 67584);  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv0, 33792);  // varlen_attention.pto:37:27
                             TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                            TASSIGN(t93_aiv1, 68608);  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv1, ptodsl_aiv1_ub + 33792);  // varlen_attention.pto:37:27
                             using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
                             GmView58 scores_ownGm58(scores_own + _g78 * 64 * 128 + _g79 * 128, GmView58::Shape(t87_aiv0.GetValidRow(), t87_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
                             TLOAD(t87_aiv0, scores_ownGm58);  // varlen_attention.pto:36:37
@@ -1252,7 +1249,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TSTORE(scores_scaled_ownGm59, t88_aiv0);  // varlen_attention.pto:36:37
                             pipe_barrier(PIPE_V);
                             TileTmp0 tmp8;  // varlen_attention.pto:37:27
-                            TASSIGN(tmp8, 147456);  // varlen_attention.pto:37:27
+                            TASSIGN(tmp8, 73728);  // varlen_attention.pto:37:27
                             TROWMAX(t93_aiv0, t88_aiv0, tmp8);  // varlen_attention.pto:37:27
                             pipe_barrier(PIPE_V);
                             TMAX(t90_aiv0, t90_aiv0, t93_aiv0);  // varlen_attention.pto:37:27
@@ -1270,7 +1267,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(scores_scaled_ownGm61, t88_aiv1);  // varlen_attention.pto:36:37
                                 pipe_barrier(PIPE_V);
                                 TileTmp0 tmp9;  // varlen_attention.pto:37:27
-                                TASSIGN(tmp9, 147456);  // varlen_attention.pto:37:27
+                                TASSIGN(tmp9, 73728);  // varlen_attention.pto:37:27
                                 TROWMAX(t93_aiv1, t88_aiv1, tmp9);  // varlen_attention.pto:37:27
                                 pipe_barrier(PIPE_V);
                                 TMAX(t90_aiv1, t90_aiv1, t93_aiv1);  // varlen_attention.pto:37:27
@@ -1283,9 +1280,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         TileT105Aiv0 t105_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                        TASSIGN(t105_aiv0, 2048);  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv0, 1024);  // varlen_attention.pto:39:27
                         TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                        TASSIGN(t105_aiv1, 3072);  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:39:27
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
                         GmView62 mij_ownGm62(mij_own + _g78 * 64, GmView62::Shape(t90_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
@@ -1306,24 +1303,24 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
                             TileT96Aiv0 t96_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                            TASSIGN(t96_aiv0, 4096);  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv0, 2048);  // varlen_attention.pto:38:31
                             TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                            TASSIGN(t96_aiv1, 20480);  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:38:31
                             TileT103Aiv0 t103_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                            TASSIGN(t103_aiv0, 36864);  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv0, 18432);  // varlen_attention.pto:38:27
                             TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                            TASSIGN(t103_aiv1, 53248);  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv1, ptodsl_aiv1_ub + 18432);  // varlen_attention.pto:38:27
                             TileT108Aiv0 t108_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                            TASSIGN(t108_aiv0, 69632);  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv0, 34816);  // varlen_attention.pto:39:27
                             TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                            TASSIGN(t108_aiv1, 70656);  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv1, ptodsl_aiv1_ub + 34816);  // varlen_attention.pto:39:27
                             using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
                             GmView64 scores_scaled_ownGm64(scores_scaled_own + _g78 * 64 * 128 + _g95 * 128, GmView64::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
                             TLOAD(t96_aiv0, scores_scaled_ownGm64);  // varlen_attention.pto:38:31
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                             TileTmp1 tmp10(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:38:27
-                            TASSIGN(tmp10, 147456);  // varlen_attention.pto:38:27
+                            TASSIGN(tmp10, 73728);  // varlen_attention.pto:38:27
                             TROWEXPAND(tmp10, t90_aiv0);  // varlen_attention.pto:38:27
                             pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                             TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp10);  // varlen_attention.pto:38:27
@@ -1334,7 +1331,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TSTORE(pij_ownGm65, t103_aiv0);  // varlen_attention.pto:38:27
                             pipe_barrier(PIPE_V);
                             TileTmp0 tmp11;  // varlen_attention.pto:39:27
-                            TASSIGN(tmp11, 147456);  // varlen_attention.pto:39:27
+                            TASSIGN(tmp11, 73728);  // varlen_attention.pto:39:27
                             TROWSUM(t108_aiv0, t103_aiv0, tmp11);  // varlen_attention.pto:39:27
                             pipe_barrier(PIPE_V);
                             TADD(t105_aiv0, t105_aiv0, t108_aiv0);  // varlen_attention.pto:39:27
@@ -1345,7 +1342,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                                 TileTmp1 tmp12(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                TASSIGN(tmp12, 147456);  // varlen_attention.pto:38:27
+                                TASSIGN(tmp12, 73728);  // varlen_attention.pto:38:27
                                 TROWEXPAND(tmp12, t90_aiv1);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                                 TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp12);  // varlen_attention.pto:38:27
@@ -1356,7 +1353,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(pij_ownGm67, t103_aiv1);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);
                                 TileTmp0 tmp13;  // varlen_attention.pto:39:27
-                                TASSIGN(tmp13, 147456);  // varlen_attention.pto:39:27
+                                TASSIGN(tmp13, 73728);  // varlen_attention.pto:39:27
                                 TROWSUM(t108_aiv1, t103_aiv1, tmp13);  // varlen_attention.pto:39:27
                                 pipe_barrier(PIPE_V);
                                 TADD(t105_aiv1, t105_aiv1, t108_aiv1);  // varlen_attention.pto:39:27
@@ -1388,11 +1385,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT111Aiv0 t111_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
                             TASSIGN(t111_aiv0, 0);  // varlen_attention.pto:51:38
                             TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                            TASSIGN(t111_aiv1, 16384);  // varlen_attention.pto:51:38
+                            TASSIGN(t111_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:51:38
                             TileT112Aiv0 t112_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                            TASSIGN(t112_aiv0, 32768);  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv0, 16384);  // varlen_attention.pto:51:38
                             TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                            TASSIGN(t112_aiv1, 40960);  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv1, ptodsl_aiv1_ub + 16384);  // varlen_attention.pto:51:38
                             using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
                             GmView70 pij_ownGm70(pij_own + _g78 * 64 * 128 + _g110 * 128, GmView70::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
                             TLOAD(t111_aiv0, pij_ownGm70);  // varlen_attention.pto:51:38
@@ -1520,71 +1517,71 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT125Aiv0 t125_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
                         TASSIGN(t125_aiv0, 0);  // varlen_attention.pto:55:34
                         TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                        TASSIGN(t125_aiv1, 1024);  // varlen_attention.pto:55:34
+                        TASSIGN(t125_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:55:34
                         TileT126Aiv0 t126_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                        TASSIGN(t126_aiv0, 2048);  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv0, 1024);  // varlen_attention.pto:55:34
                         TileT126Aiv1 t126_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                        TASSIGN(t126_aiv1, 3072);  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:55:34
                         TileT127Aiv0 t127_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                        TASSIGN(t127_aiv0, 4096);  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv0, 2048);  // varlen_attention.pto:55:34
                         TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                        TASSIGN(t127_aiv1, 5120);  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:55:34
                         TileT131Aiv0 t131_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:34
-                        TASSIGN(t131_aiv0, 6144);  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv0, 3072);  // varlen_attention.pto:56:34
                         TileT131Aiv1 t131_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
-                        TASSIGN(t131_aiv1, 7168);  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv1, ptodsl_aiv1_ub + 3072);  // varlen_attention.pto:56:34
                         TileT134Aiv0 t134_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:30
-                        TASSIGN(t134_aiv0, 8192);  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv0, 4096);  // varlen_attention.pto:56:30
                         TileT134Aiv1 t134_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
-                        TASSIGN(t134_aiv1, 9216);  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv1, ptodsl_aiv1_ub + 4096);  // varlen_attention.pto:56:30
                         TileT138Aiv0 t138_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:34
-                        TASSIGN(t138_aiv0, 10240);  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv0, 5120);  // varlen_attention.pto:57:34
                         TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
-                        TASSIGN(t138_aiv1, 11264);  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv1, ptodsl_aiv1_ub + 5120);  // varlen_attention.pto:57:34
                         TileT141Aiv0 t141_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:30
-                        TASSIGN(t141_aiv0, 12288);  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv0, 6144);  // varlen_attention.pto:57:30
                         TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
-                        TASSIGN(t141_aiv1, 13312);  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv1, ptodsl_aiv1_ub + 6144);  // varlen_attention.pto:57:30
                         TileT144Aiv0 t144_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
-                        TASSIGN(t144_aiv0, 14336);  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv0, 7168);  // varlen_attention.pto:58:34
                         TileT144Aiv1 t144_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                        TASSIGN(t144_aiv1, 15360);  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv1, ptodsl_aiv1_ub + 7168);  // varlen_attention.pto:58:34
                         TileT145Aiv0 t145_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                        TASSIGN(t145_aiv0, 16384);  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv0, 8192);  // varlen_attention.pto:58:34
                         TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                        TASSIGN(t145_aiv1, 17408);  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv1, ptodsl_aiv1_ub + 8192);  // varlen_attention.pto:58:34
                         TileT148Aiv0 t148_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                        TASSIGN(t148_aiv0, 18432);  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv0, 9216);  // varlen_attention.pto:58:44
                         TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                        TASSIGN(t148_aiv1, 19456);  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv1, ptodsl_aiv1_ub + 9216);  // varlen_attention.pto:58:44
                         TileT149Aiv0 t149_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                        TASSIGN(t149_aiv0, 20480);  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv0, 10240);  // varlen_attention.pto:58:44
                         TileT149Aiv1 t149_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                        TASSIGN(t149_aiv1, 21504);  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv1, ptodsl_aiv1_ub + 10240);  // varlen_attention.pto:58:44
                         TileT153Aiv0 t153_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                        TASSIGN(t153_aiv0, 22528);  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv0, 11264);  // varlen_attention.pto:58:34
                         TileT153Aiv1 t153_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                        TASSIGN(t153_aiv1, 23552);  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv1, ptodsl_aiv1_ub + 11264);  // varlen_attention.pto:58:34
                         TileT155Aiv0 t155_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
-                        TASSIGN(t155_aiv0, 24576);  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv0, 12288);  // varlen_attention.pto:59:34
                         TileT155Aiv1 t155_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t155_aiv1, 32768);  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv1, ptodsl_aiv1_ub + 12288);  // varlen_attention.pto:59:34
                         TileT157Aiv0 t157_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                        TASSIGN(t157_aiv0, 40960);  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv0, 20480);  // varlen_attention.pto:59:34
                         TileT157Aiv1 t157_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t157_aiv1, 49152);  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv1, ptodsl_aiv1_ub + 20480);  // varlen_attention.pto:59:34
                         TileT158Aiv0 t158_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                        TASSIGN(t158_aiv0, 57344);  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv0, 28672);  // varlen_attention.pto:59:34
                         TileT158Aiv1 t158_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t158_aiv1, 65536);  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv1, ptodsl_aiv1_ub + 28672);  // varlen_attention.pto:59:34
                         TileT160Aiv0 t160_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                        TASSIGN(t160_aiv0, 73728);  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv0, 36864);  // varlen_attention.pto:59:44
                         TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                        TASSIGN(t160_aiv1, 81920);  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv1, ptodsl_aiv1_ub + 36864);  // varlen_attention.pto:59:44
                         TileT163Aiv0 t163_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                        TASSIGN(t163_aiv0, 90112);  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv0, 45056);  // varlen_attention.pto:59:44
                         TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                        TASSIGN(t163_aiv1, 98304);  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv1, ptodsl_aiv1_ub + 45056);  // varlen_attention.pto:59:44
                         using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
                         GmView79 miGm79(mi + _g124 * 64, GmView79::Shape(t125_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
                         TLOAD(t125_aiv0, miGm79);  // varlen_attention.pto:55:34
@@ -1649,7 +1646,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         TileTmp1 tmp14(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                        TASSIGN(tmp14, 147456);  // varlen_attention.pto:59:44
+                        TASSIGN(tmp14, 73728);  // varlen_attention.pto:59:44
                         TROWEXPAND(tmp14, t141_aiv0);  // varlen_attention.pto:59:44
                         pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
                         TROWEXPANDMUL(t163_aiv0, t160_aiv0, tmp14);  // varlen_attention.pto:59:44
@@ -1733,7 +1730,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             TileTmp1 tmp15(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                            TASSIGN(tmp15, 147456);  // varlen_attention.pto:59:44
+                            TASSIGN(tmp15, 73728);  // varlen_attention.pto:59:44
                             TROWEXPAND(tmp15, t141_aiv1);  // varlen_attention.pto:59:44
                             pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
                             TROWEXPANDMUL(t163_aiv1, t160_aiv1, tmp15);  // varlen_attention.pto:59:44
@@ -1745,13 +1742,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -1759,23 +1756,23 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT165Aiv0 t165_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
                         TASSIGN(t165_aiv0, 0);  // varlen_attention.pto:59:34
                         TileT165Aiv1 t165_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t165_aiv1, 8192);  // varlen_attention.pto:59:34
+                        TASSIGN(t165_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:59:34
                         TileT166Aiv0 t166_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                        TASSIGN(t166_aiv0, 16384);  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv0, 8192);  // varlen_attention.pto:59:34
                         TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t166_aiv1, 24576);  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv1, ptodsl_aiv1_ub + 8192);  // varlen_attention.pto:59:34
                         TileT167Aiv0 t167_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                        TASSIGN(t167_aiv0, 32768);  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv0, 16384);  // varlen_attention.pto:59:34
                         TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t167_aiv1, 40960);  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // varlen_attention.pto:59:34
                         TileT169Aiv0 t169_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:66:29
-                        TASSIGN(t169_aiv0, 49152);  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv0, 24576);  // varlen_attention.pto:66:29
                         TileT169Aiv1 t169_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:66:29
-                        TASSIGN(t169_aiv1, 50176);  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv1, ptodsl_aiv1_ub + 24576);  // varlen_attention.pto:66:29
                         TileT171Aiv0 t171_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:67:29
-                        TASSIGN(t171_aiv0, 51200);  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv0, 25600);  // varlen_attention.pto:67:29
                         TileT171Aiv1 t171_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:67:29
-                        TASSIGN(t171_aiv1, 52224);  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv1, ptodsl_aiv1_ub + 25600);  // varlen_attention.pto:67:29
                         using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
                         GmView99 t11_ownGm99(t11_own + _g164 * 64 * 64, GmView99::Shape(t165_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
                         TLOAD(t165_aiv0, t11_ownGm99);  // varlen_attention.pto:59:34
@@ -1839,17 +1836,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TSTORE(mi_update_ownGm112, t171_aiv1);  // varlen_attention.pto:67:29
                         }
                     }
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 }
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
@@ -1857,20 +1854,20 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -1916,7 +1913,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT184Aiv0 t184_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:37:27
                             TASSIGN(t184_aiv0, 0);  // varlen_attention.pto:37:27
                             TileT184Aiv1 t184_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                            TASSIGN(t184_aiv1, 1024);  // varlen_attention.pto:37:27
+                            TASSIGN(t184_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:37:27
                             TEXPANDS(t184_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
                             for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 0), 1); ++_aiv22) {  // varlen_attention.pto:37:27
                                 TEXPANDS(t184_aiv1, -__builtin_inff());  // varlen_attention.pto:37:27
@@ -1956,17 +1953,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 GmView115 scores_last_ownGm115(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView115::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
                                 TSTORE(scores_last_ownGm115, t174);  // varlen_attention.pto:35:30
                                 TileT181Aiv0 t181_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t181_aiv0, 2048);  // varlen_attention.pto:36:37
+                                TASSIGN(t181_aiv0, 1024);  // varlen_attention.pto:36:37
                                 TileT181Aiv1 t181_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t181_aiv1, 18432);  // varlen_attention.pto:36:37
+                                TASSIGN(t181_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:36:37
                                 TileT182Aiv0 t182_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t182_aiv0, 34816);  // varlen_attention.pto:36:37
+                                TASSIGN(t182_aiv0, 17408);  // varlen_attention.pto:36:37
                                 TileT182Aiv1 t182_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t182_aiv1, 51200);  // varlen_attention.pto:36:37
+                                TASSIGN(t182_aiv1, ptodsl_aiv1_ub + 17408);  // varlen_attention.pto:36:37
                                 TileT187Aiv0 t187_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:37:27
-                                TASSIGN(t187_aiv0, 67584);  // varlen_attention.pto:37:27
+                                TASSIGN(t187_aiv0, 33792);  // varlen_attention.pto:37:27
                                 TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                                TASSIGN(t187_aiv1, 68608);  // varlen_attention.pto:37:27
+                                TASSIGN(t187_aiv1, ptodsl_aiv1_ub + 33792);  // varlen_attention.pto:37:27
                                 using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
                                 GmView116 scores_last_ownGm116(scores_last_own + _g172 * 64 * 128 + _g173 * 128, GmView116::Shape(t181_aiv0.GetValidRow(), t181_aiv0.GetValidCol()));  // varlen_attention.pto:36:37
                                 TLOAD(t181_aiv0, scores_last_ownGm116);  // varlen_attention.pto:36:37
@@ -1980,7 +1977,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(scores_scaled_last_ownGm117, t182_aiv0);  // varlen_attention.pto:36:37
                                 pipe_barrier(PIPE_V);
                                 TileTmp0 tmp16;  // varlen_attention.pto:37:27
-                                TASSIGN(tmp16, 147456);  // varlen_attention.pto:37:27
+                                TASSIGN(tmp16, 73728);  // varlen_attention.pto:37:27
                                 TROWMAX(t187_aiv0, t182_aiv0, tmp16);  // varlen_attention.pto:37:27
                                 pipe_barrier(PIPE_V);
                                 TMAX(t184_aiv0, t184_aiv0, t187_aiv0);  // varlen_attention.pto:37:27
@@ -1998,7 +1995,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TSTORE(scores_scaled_last_ownGm119, t182_aiv1);  // varlen_attention.pto:36:37
                                     pipe_barrier(PIPE_V);
                                     TileTmp0 tmp17;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp17, 147456);  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp17, 73728);  // varlen_attention.pto:37:27
                                     TROWMAX(t187_aiv1, t182_aiv1, tmp17);  // varlen_attention.pto:37:27
                                     pipe_barrier(PIPE_V);
                                     TMAX(t184_aiv1, t184_aiv1, t187_aiv1);  // varlen_attention.pto:37:27
@@ -2011,9 +2008,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             TileT199Aiv0 t199_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:39:27
-                            TASSIGN(t199_aiv0, 2048);  // varlen_attention.pto:39:27
+                            TASSIGN(t199_aiv0, 1024);  // varlen_attention.pto:39:27
                             TileT199Aiv1 t199_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                            TASSIGN(t199_aiv1, 3072);  // varlen_attention.pto:39:27
+                            TASSIGN(t199_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:39:27
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
                             GmView120 mij_last_ownGm120(mij_last_own + _g172 * 64, GmView120::Shape(t184_aiv0.GetValidRow()));  // varlen_attention.pto:37:27
@@ -2034,24 +2031,24 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g189 = 0; _g189 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g189) {  // varlen_attention.pto:38:31
                                 TileT190Aiv0 t190_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t190_aiv0, 4096);  // varlen_attention.pto:38:31
+                                TASSIGN(t190_aiv0, 2048);  // varlen_attention.pto:38:31
                                 TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t190_aiv1, 20480);  // varlen_attention.pto:38:31
+                                TASSIGN(t190_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:38:31
                                 TileT197Aiv0 t197_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t197_aiv0, 36864);  // varlen_attention.pto:38:27
+                                TASSIGN(t197_aiv0, 18432);  // varlen_attention.pto:38:27
                                 TileT197Aiv1 t197_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t197_aiv1, 53248);  // varlen_attention.pto:38:27
+                                TASSIGN(t197_aiv1, ptodsl_aiv1_ub + 18432);  // varlen_attention.pto:38:27
                                 TileT202Aiv0 t202_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:39:27
-                                TASSIGN(t202_aiv0, 69632);  // varlen_attention.pto:39:27
+                                TASSIGN(t202_aiv0, 34816);  // varlen_attention.pto:39:27
                                 TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                                TASSIGN(t202_aiv1, 70656);  // varlen_attention.pto:39:27
+                                TASSIGN(t202_aiv1, ptodsl_aiv1_ub + 34816);  // varlen_attention.pto:39:27
                                 using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
                                 GmView122 scores_scaled_last_ownGm122(scores_scaled_last_own + _g172 * 64 * 128 + _g189 * 128, GmView122::Shape(t190_aiv0.GetValidRow(), t190_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
                                 TLOAD(t190_aiv0, scores_scaled_last_ownGm122);  // varlen_attention.pto:38:31
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 TileTmp1 tmp18(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:38:27
-                                TASSIGN(tmp18, 147456);  // varlen_attention.pto:38:27
+                                TASSIGN(tmp18, 73728);  // varlen_attention.pto:38:27
                                 TROWEXPAND(tmp18, t184_aiv0);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                                 TROWEXPANDEXPDIF(t197_aiv0, t190_aiv0, tmp18);  // varlen_attention.pto:38:27
@@ -2062,7 +2059,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(pij_last_ownGm123, t197_aiv0);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);
                                 TileTmp0 tmp19;  // varlen_attention.pto:39:27
-                                TASSIGN(tmp19, 147456);  // varlen_attention.pto:39:27
+                                TASSIGN(tmp19, 73728);  // varlen_attention.pto:39:27
                                 TROWSUM(t202_aiv0, t197_aiv0, tmp19);  // varlen_attention.pto:39:27
                                 pipe_barrier(PIPE_V);
                                 TADD(t199_aiv0, t199_aiv0, t202_aiv0);  // varlen_attention.pto:39:27
@@ -2073,7 +2070,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     TileTmp1 tmp20(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp20, 147456);  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp20, 73728);  // varlen_attention.pto:38:27
                                     TROWEXPAND(tmp20, t184_aiv1);  // varlen_attention.pto:38:27
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                                     TROWEXPANDEXPDIF(t197_aiv1, t190_aiv1, tmp20);  // varlen_attention.pto:38:27
@@ -2084,7 +2081,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TSTORE(pij_last_ownGm125, t197_aiv1);  // varlen_attention.pto:38:27
                                     pipe_barrier(PIPE_V);
                                     TileTmp0 tmp21;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp21, 147456);  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp21, 73728);  // varlen_attention.pto:39:27
                                     TROWSUM(t202_aiv1, t197_aiv1, tmp21);  // varlen_attention.pto:39:27
                                     pipe_barrier(PIPE_V);
                                     TADD(t199_aiv1, t199_aiv1, t202_aiv1);  // varlen_attention.pto:39:27
@@ -2116,11 +2113,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT205Aiv0 t205_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
                                 TASSIGN(t205_aiv0, 0);  // varlen_attention.pto:51:38
                                 TileT205Aiv1 t205_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t205_aiv1, 16384);  // varlen_attention.pto:51:38
+                                TASSIGN(t205_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:51:38
                                 TileT206Aiv0 t206_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t206_aiv0, 32768);  // varlen_attention.pto:51:38
+                                TASSIGN(t206_aiv0, 16384);  // varlen_attention.pto:51:38
                                 TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t206_aiv1, 40960);  // varlen_attention.pto:51:38
+                                TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 16384);  // varlen_attention.pto:51:38
                                 using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
                                 GmView128 pij_last_ownGm128(pij_last_own + _g172 * 64 * 128 + _g204 * 128, GmView128::Shape(t205_aiv0.GetValidRow(), t205_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
                                 TLOAD(t205_aiv0, pij_last_ownGm128);  // varlen_attention.pto:51:38
@@ -2317,83 +2314,83 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT219Aiv0 t219_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
                             TASSIGN(t219_aiv0, 0);  // varlen_attention.pto:55:34
                             TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t219_aiv1, 1024);  // varlen_attention.pto:55:34
+                            TASSIGN(t219_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:55:34
                             TileT220Aiv0 t220_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:55:34
-                            TASSIGN(t220_aiv0, 2048);  // varlen_attention.pto:55:34
+                            TASSIGN(t220_aiv0, 1024);  // varlen_attention.pto:55:34
                             TileT220Aiv1 t220_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t220_aiv1, 3072);  // varlen_attention.pto:55:34
+                            TASSIGN(t220_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:55:34
                             TileT221Aiv0 t221_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:55:34
-                            TASSIGN(t221_aiv0, 4096);  // varlen_attention.pto:55:34
+                            TASSIGN(t221_aiv0, 2048);  // varlen_attention.pto:55:34
                             TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t221_aiv1, 5120);  // varlen_attention.pto:55:34
+                            TASSIGN(t221_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:55:34
                             TileT225Aiv0 t225_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:56:34
-                            TASSIGN(t225_aiv0, 6144);  // varlen_attention.pto:56:34
+                            TASSIGN(t225_aiv0, 3072);  // varlen_attention.pto:56:34
                             TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
-                            TASSIGN(t225_aiv1, 7168);  // varlen_attention.pto:56:34
+                            TASSIGN(t225_aiv1, ptodsl_aiv1_ub + 3072);  // varlen_attention.pto:56:34
                             TileT228Aiv0 t228_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:56:30
-                            TASSIGN(t228_aiv0, 8192);  // varlen_attention.pto:56:30
+                            TASSIGN(t228_aiv0, 4096);  // varlen_attention.pto:56:30
                             TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
-                            TASSIGN(t228_aiv1, 9216);  // varlen_attention.pto:56:30
+                            TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 4096);  // varlen_attention.pto:56:30
                             TileT232Aiv0 t232_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:57:34
-                            TASSIGN(t232_aiv0, 10240);  // varlen_attention.pto:57:34
+                            TASSIGN(t232_aiv0, 5120);  // varlen_attention.pto:57:34
                             TileT232Aiv1 t232_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
-                            TASSIGN(t232_aiv1, 11264);  // varlen_attention.pto:57:34
+                            TASSIGN(t232_aiv1, ptodsl_aiv1_ub + 5120);  // varlen_attention.pto:57:34
                             TileT235Aiv0 t235_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:57:30
-                            TASSIGN(t235_aiv0, 12288);  // varlen_attention.pto:57:30
+                            TASSIGN(t235_aiv0, 6144);  // varlen_attention.pto:57:30
                             TileT235Aiv1 t235_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
-                            TASSIGN(t235_aiv1, 13312);  // varlen_attention.pto:57:30
+                            TASSIGN(t235_aiv1, ptodsl_aiv1_ub + 6144);  // varlen_attention.pto:57:30
                             TileT238Aiv0 t238_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t238_aiv0, 14336);  // varlen_attention.pto:58:34
+                            TASSIGN(t238_aiv0, 7168);  // varlen_attention.pto:58:34
                             TileT238Aiv1 t238_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t238_aiv1, 15360);  // varlen_attention.pto:58:34
+                            TASSIGN(t238_aiv1, ptodsl_aiv1_ub + 7168);  // varlen_attention.pto:58:34
                             TileT239Aiv0 t239_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t239_aiv0, 16384);  // varlen_attention.pto:58:34
+                            TASSIGN(t239_aiv0, 8192);  // varlen_attention.pto:58:34
                             TileT239Aiv1 t239_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t239_aiv1, 17408);  // varlen_attention.pto:58:34
+                            TASSIGN(t239_aiv1, ptodsl_aiv1_ub + 8192);  // varlen_attention.pto:58:34
                             TileT242Aiv0 t242_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:44
-                            TASSIGN(t242_aiv0, 18432);  // varlen_attention.pto:58:44
+                            TASSIGN(t242_aiv0, 9216);  // varlen_attention.pto:58:44
                             TileT242Aiv1 t242_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                            TASSIGN(t242_aiv1, 19456);  // varlen_attention.pto:58:44
+                            TASSIGN(t242_aiv1, ptodsl_aiv1_ub + 9216);  // varlen_attention.pto:58:44
                             TileT243Aiv0 t243_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:44
-                            TASSIGN(t243_aiv0, 20480);  // varlen_attention.pto:58:44
+                            TASSIGN(t243_aiv0, 10240);  // varlen_attention.pto:58:44
                             TileT243Aiv1 t243_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                            TASSIGN(t243_aiv1, 21504);  // varlen_attention.pto:58:44
+                            TASSIGN(t243_aiv1, ptodsl_aiv1_ub + 10240);  // varlen_attention.pto:58:44
                             TileT247Aiv0 t247_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t247_aiv0, 22528);  // varlen_attention.pto:58:34
+                            TASSIGN(t247_aiv0, 11264);  // varlen_attention.pto:58:34
                             TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t247_aiv1, 23552);  // varlen_attention.pto:58:34
+                            TASSIGN(t247_aiv1, ptodsl_aiv1_ub + 11264);  // varlen_attention.pto:58:34
                             TileT249Aiv0 t249_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t249_aiv0, 24576);  // varlen_attention.pto:59:34
+                            TASSIGN(t249_aiv0, 12288);  // varlen_attention.pto:59:34
                             TileT249Aiv1 t249_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t249_aiv1, 32768);  // varlen_attention.pto:59:34
+                            TASSIGN(t249_aiv1, ptodsl_aiv1_ub + 12288);  // varlen_attention.pto:59:34
                             TileT251Aiv0 t251_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t251_aiv0, 40960);  // varlen_attention.pto:59:34
+                            TASSIGN(t251_aiv0, 20480);  // varlen_attention.pto:59:34
                             TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t251_aiv1, 49152);  // varlen_attention.pto:59:34
+                            TASSIGN(t251_aiv1, ptodsl_aiv1_ub + 20480);  // varlen_attention.pto:59:34
                             TileT252Aiv0 t252_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t252_aiv0, 57344);  // varlen_attention.pto:59:34
+                            TASSIGN(t252_aiv0, 28672);  // varlen_attention.pto:59:34
                             TileT252Aiv1 t252_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t252_aiv1, 65536);  // varlen_attention.pto:59:34
+                            TASSIGN(t252_aiv1, ptodsl_aiv1_ub + 28672);  // varlen_attention.pto:59:34
                             TileT254Aiv0 t254_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(t254_aiv0, 73728);  // varlen_attention.pto:59:44
+                            TASSIGN(t254_aiv0, 36864);  // varlen_attention.pto:59:44
                             TileT254Aiv1 t254_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                            TASSIGN(t254_aiv1, 81920);  // varlen_attention.pto:59:44
+                            TASSIGN(t254_aiv1, ptodsl_aiv1_ub + 36864);  // varlen_attention.pto:59:44
                             TileT257Aiv0 t257_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(t257_aiv0, 90112);  // varlen_attention.pto:59:44
+                            TASSIGN(t257_aiv0, 45056);  // varlen_attention.pto:59:44
                             TileT257Aiv1 t257_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                            TASSIGN(t257_aiv1, 98304);  // varlen_attention.pto:59:44
+                            TASSIGN(t257_aiv1, ptodsl_aiv1_ub + 45056);  // varlen_attention.pto:59:44
                             TileT261Aiv0 t261_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t261_aiv0, 106496);  // varlen_attention.pto:59:34
+                            TASSIGN(t261_aiv0, 53248);  // varlen_attention.pto:59:34
                             TileT261Aiv1 t261_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t261_aiv1, 114688);  // varlen_attention.pto:59:34
+                            TASSIGN(t261_aiv1, ptodsl_aiv1_ub + 53248);  // varlen_attention.pto:59:34
                             TileT270Aiv0 t270_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
-                            TASSIGN(t270_aiv0, 122880);  // varlen_attention.pto:63:76
+                            TASSIGN(t270_aiv0, 61440);  // varlen_attention.pto:63:76
                             TileT270Aiv1 t270_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
-                            TASSIGN(t270_aiv1, 131072);  // varlen_attention.pto:63:76
+                            TASSIGN(t270_aiv1, ptodsl_aiv1_ub + 61440);  // varlen_attention.pto:63:76
                             TileT273Aiv0 t273_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:71
-                            TASSIGN(t273_aiv0, 139264);  // varlen_attention.pto:63:71
+                            TASSIGN(t273_aiv0, 69632);  // varlen_attention.pto:63:71
                             TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:71
-                            TASSIGN(t273_aiv1, 143360);  // varlen_attention.pto:63:71
+                            TASSIGN(t273_aiv1, ptodsl_aiv1_ub + 69632);  // varlen_attention.pto:63:71
                             using GmView137 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
                             GmView137 mi_lastGm137(mi_last + _g218 * 64, GmView137::Shape(t219_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
                             TLOAD(t219_aiv0, mi_lastGm137);  // varlen_attention.pto:55:34
@@ -2444,7 +2441,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             TileTmp1 tmp22(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(tmp22, 147456);  // varlen_attention.pto:59:44
+                            TASSIGN(tmp22, 73728);  // varlen_attention.pto:59:44
                             TROWEXPAND(tmp22, t235_aiv0);  // varlen_attention.pto:59:44
                             pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
                             TROWEXPANDMUL(t257_aiv0, t254_aiv0, tmp22);  // varlen_attention.pto:59:44
@@ -2459,7 +2456,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TSTORE(m_outputGm144, t221_aiv0);  // varlen_attention.pto:62:29
                             pipe_barrier(PIPE_V);
                             TileTmp1 tmp23(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
-                            TASSIGN(tmp23, 147456);  // varlen_attention.pto:63:76
+                            TASSIGN(tmp23, 73728);  // varlen_attention.pto:63:76
                             TROWEXPAND(tmp23, t247_aiv0);  // varlen_attention.pto:63:76
                             pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
                             TROWEXPANDDIV(t270_aiv0, t261_aiv0, tmp23);  // varlen_attention.pto:63:76
@@ -2532,7 +2529,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 TileTmp1 tmp24(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                TASSIGN(tmp24, 147456);  // varlen_attention.pto:59:44
+                                TASSIGN(tmp24, 73728);  // varlen_attention.pto:59:44
                                 TROWEXPAND(tmp24, t235_aiv1);  // varlen_attention.pto:59:44
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
                                 TROWEXPANDMUL(t257_aiv1, t254_aiv1, tmp24);  // varlen_attention.pto:59:44
@@ -2546,7 +2543,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TSTORE(m_outputGm153, t221_aiv1);  // varlen_attention.pto:62:29
                                 pipe_barrier(PIPE_V);
                                 TileTmp1 tmp25(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
-                                TASSIGN(tmp25, 147456);  // varlen_attention.pto:63:76
+                                TASSIGN(tmp25, 73728);  // varlen_attention.pto:63:76
                                 TROWEXPAND(tmp25, t247_aiv1);  // varlen_attention.pto:63:76
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
                                 TROWEXPANDDIV(t270_aiv1, t261_aiv1, tmp25);  // varlen_attention.pto:63:76
@@ -2561,8 +2558,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -2572,8 +2569,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             }
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -3516,6 +3513,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
 #if defined(__DAV_VEC__)
     {
     const bool ptodsl_aiv0 = get_subblockid() == 0;
+    constexpr int64_t ptodsl_aiv1_ub = 0;
     __gm__ float* scores_first_own = scores_first + block_index * 64 * 128;  // varlen_attention.pto:16:5
     __gm__ float* scores_scaled_first_own = scores_scaled_first + block_index * 64 * 128;  // varlen_attention.pto:16:5
     __gm__ float* mij_first_own = mij_first + block_index * 64;  // varlen_attention.pto:16:5
@@ -3562,8 +3560,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                 return;  // varlen_attention.pto:22:31
             }
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -3590,8 +3588,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     return;  // varlen_attention.pto:29:35
                 }
                 wait_flag_dev(1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -3638,7 +3636,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT12Aiv0 t12_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:37:27
                             TASSIGN(t12_aiv0, 0);  // varlen_attention.pto:37:27
                             TileT12Aiv1 t12_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                            TASSIGN(t12_aiv1, 1024);  // varlen_attention.pto:37:27
+                            TASSIGN(t12_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:37:27
                             if (ptodsl_aiv0) {
                                 TEXPANDS(t12_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
                             }
@@ -3650,17 +3648,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             pipe_barrier(PIPE_V);
                             for (int64_t _g1 = 0; _g1 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g1) {  // varlen_attention.pto:35:30
                                 TileT9Aiv0 t9_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t9_aiv0, 2048);  // varlen_attention.pto:36:37
+                                TASSIGN(t9_aiv0, 1024);  // varlen_attention.pto:36:37
                                 TileT9Aiv1 t9_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t9_aiv1, 18432);  // varlen_attention.pto:36:37
+                                TASSIGN(t9_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:36:37
                                 TileT10Aiv0 t10_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t10_aiv0, 34816);  // varlen_attention.pto:36:37
+                                TASSIGN(t10_aiv0, 17408);  // varlen_attention.pto:36:37
                                 TileT10Aiv1 t10_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g1 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t10_aiv1, 51200);  // varlen_attention.pto:36:37
+                                TASSIGN(t10_aiv1, ptodsl_aiv1_ub + 17408);  // varlen_attention.pto:36:37
                                 TileT15Aiv0 t15_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:37:27
-                                TASSIGN(t15_aiv0, 67584);  // varlen_attention.pto:37:27
+                                TASSIGN(t15_aiv0, 33792);  // varlen_attention.pto:37:27
                                 TileT15Aiv1 t15_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                                TASSIGN(t15_aiv1, 68608);  // varlen_attention.pto:37:27
+                                TASSIGN(t15_aiv1, ptodsl_aiv1_ub + 33792);  // varlen_attention.pto:37:27
                                 wait_flag_dev(6);
                                 if (ptodsl_aiv0) {
                                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
@@ -3682,7 +3680,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
                                     TileTmp0 tmp0;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp0, 147456);  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp0, 73728);  // varlen_attention.pto:37:27
                                     TROWMAX(t15_aiv0, t10_aiv0, tmp0);  // varlen_attention.pto:37:27
                                 }
                                 pipe_barrier(PIPE_V);
@@ -3710,7 +3708,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     pipe_barrier(PIPE_V);
                                     if (!ptodsl_aiv0) {
                                         TileTmp0 tmp1;  // varlen_attention.pto:37:27
-                                        TASSIGN(tmp1, 147456);  // varlen_attention.pto:37:27
+                                        TASSIGN(tmp1, 73728);  // varlen_attention.pto:37:27
                                         TROWMAX(t15_aiv1, t10_aiv1, tmp1);  // varlen_attention.pto:37:27
                                     }
                                     pipe_barrier(PIPE_V);
@@ -3726,9 +3724,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             TileT27Aiv0 t27_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:39:27
-                            TASSIGN(t27_aiv0, 2048);  // varlen_attention.pto:39:27
+                            TASSIGN(t27_aiv0, 1024);  // varlen_attention.pto:39:27
                             TileT27Aiv1 t27_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                            TASSIGN(t27_aiv1, 3072);  // varlen_attention.pto:39:27
+                            TASSIGN(t27_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:39:27
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
                             if (ptodsl_aiv0) {
                                 using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
@@ -3755,17 +3753,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g17 = 0; _g17 < ceil_div(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)), 128); ++_g17) {  // varlen_attention.pto:38:31
                                 TileT18Aiv0 t18_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t18_aiv0, 4096);  // varlen_attention.pto:38:31
+                                TASSIGN(t18_aiv0, 2048);  // varlen_attention.pto:38:31
                                 TileT18Aiv1 t18_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t18_aiv1, 20480);  // varlen_attention.pto:38:31
+                                TASSIGN(t18_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:38:31
                                 TileT25Aiv0 t25_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t25_aiv0, 36864);  // varlen_attention.pto:38:27
+                                TASSIGN(t25_aiv0, 18432);  // varlen_attention.pto:38:27
                                 TileT25Aiv1 t25_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g17 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t25_aiv1, 53248);  // varlen_attention.pto:38:27
+                                TASSIGN(t25_aiv1, ptodsl_aiv1_ub + 18432);  // varlen_attention.pto:38:27
                                 TileT30Aiv0 t30_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:39:27
-                                TASSIGN(t30_aiv0, 69632);  // varlen_attention.pto:39:27
+                                TASSIGN(t30_aiv0, 34816);  // varlen_attention.pto:39:27
                                 TileT30Aiv1 t30_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                                TASSIGN(t30_aiv1, 70656);  // varlen_attention.pto:39:27
+                                TASSIGN(t30_aiv1, ptodsl_aiv1_ub + 34816);  // varlen_attention.pto:39:27
                                 if (ptodsl_aiv0) {
                                     using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
                                     GmView9 scores_scaled_first_ownGm9(scores_scaled_first_own + _g0 * 64 * 128 + _g17 * 128, GmView9::Shape(t18_aiv0.GetValidRow(), t18_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
@@ -3775,7 +3773,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     TileTmp1 tmp2(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64), 32));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp2, 147456);  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp2, 73728);  // varlen_attention.pto:38:27
                                     TROWEXPAND(tmp2, t12_aiv0);  // varlen_attention.pto:38:27
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                                     TROWEXPANDEXPDIF(t25_aiv0, t18_aiv0, tmp2);  // varlen_attention.pto:38:27
@@ -3790,7 +3788,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
                                     TileTmp0 tmp3;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp3, 147456);  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp3, 73728);  // varlen_attention.pto:39:27
                                     TROWSUM(t30_aiv0, t25_aiv0, tmp3);  // varlen_attention.pto:39:27
                                 }
                                 pipe_barrier(PIPE_V);
@@ -3807,7 +3805,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     if (!ptodsl_aiv0) {
                                         TileTmp1 tmp4(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g0 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                        TASSIGN(tmp4, 147456);  // varlen_attention.pto:38:27
+                                        TASSIGN(tmp4, 73728);  // varlen_attention.pto:38:27
                                         TROWEXPAND(tmp4, t12_aiv1);  // varlen_attention.pto:38:27
                                         pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                                         TROWEXPANDEXPDIF(t25_aiv1, t18_aiv1, tmp4);  // varlen_attention.pto:38:27
@@ -3822,7 +3820,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     pipe_barrier(PIPE_V);
                                     if (!ptodsl_aiv0) {
                                         TileTmp0 tmp5;  // varlen_attention.pto:39:27
-                                        TASSIGN(tmp5, 147456);  // varlen_attention.pto:39:27
+                                        TASSIGN(tmp5, 73728);  // varlen_attention.pto:39:27
                                         TROWSUM(t30_aiv1, t25_aiv1, tmp5);  // varlen_attention.pto:39:27
                                     }
                                     pipe_barrier(PIPE_V);
@@ -3862,14 +3860,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         for (int64_t _br0 = 0; _br0 < max_i64(1 - max_i64(ceil_div(s1 - k_start, 128) - 1, -(ceil_div(s1 - k_start, 128) - 1)), 0); ++_br0) {  // varlen_attention.pto:41:25
                             pipe_barrier(PIPE_V);
                             wait_flag_dev(6);
                             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                             for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g31) {  // varlen_attention.pto:42:47
@@ -3877,19 +3873,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT33Aiv0 t33_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
                                     TASSIGN(t33_aiv0, 0);  // varlen_attention.pto:42:47
                                     TileT33Aiv1 t33_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
-                                    TASSIGN(t33_aiv1, 16384);  // varlen_attention.pto:42:47
+                                    TASSIGN(t33_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:42:47
                                     TileT34Aiv0 t34_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32));  // varlen_attention.pto:42:47
-                                    TASSIGN(t34_aiv0, 32768);  // varlen_attention.pto:42:47
+                                    TASSIGN(t34_aiv0, 16384);  // varlen_attention.pto:42:47
                                     TileT34Aiv1 t34_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:42:47
-                                    TASSIGN(t34_aiv1, 33792);  // varlen_attention.pto:42:47
+                                    TASSIGN(t34_aiv1, ptodsl_aiv1_ub + 16384);  // varlen_attention.pto:42:47
                                     TileT36Aiv0 t36_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
-                                    TASSIGN(t36_aiv0, 34816);  // varlen_attention.pto:42:47
+                                    TASSIGN(t36_aiv0, 17408);  // varlen_attention.pto:42:47
                                     TileT36Aiv1 t36_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:47
-                                    TASSIGN(t36_aiv1, 51200);  // varlen_attention.pto:42:47
+                                    TASSIGN(t36_aiv1, ptodsl_aiv1_ub + 17408);  // varlen_attention.pto:42:47
                                     TileT40Aiv0 t40_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:42
-                                    TASSIGN(t40_aiv0, 67584);  // varlen_attention.pto:42:42
+                                    TASSIGN(t40_aiv0, 33792);  // varlen_attention.pto:42:42
                                     TileT40Aiv1 t40_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g32 * 128, 128));  // varlen_attention.pto:42:42
-                                    TASSIGN(t40_aiv1, 75776);  // varlen_attention.pto:42:42
+                                    TASSIGN(t40_aiv1, ptodsl_aiv1_ub + 33792);  // varlen_attention.pto:42:42
                                     if (ptodsl_aiv0) {
                                         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:42:47
                                         GmView15 pij_first_ownGm15(pij_first_own + _g31 * 64 * 128 + _g32 * 128, GmView15::Shape(t33_aiv0.GetValidRow(), t33_aiv0.GetValidCol()));  // varlen_attention.pto:42:47
@@ -3898,11 +3894,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                         GmView16 lij_first_ownGm16(lij_first_own + _g31 * 64, GmView16::Shape(t34_aiv0.GetValidRow()));  // varlen_attention.pto:42:47
                                         TLOAD(t34_aiv0, lij_first_ownGm16);  // varlen_attention.pto:42:47
                                     }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                     if (ptodsl_aiv0) {
                                         TileTmp1 tmp6(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64), 32));  // varlen_attention.pto:42:47
-                                        TASSIGN(tmp6, 147456);  // varlen_attention.pto:42:47
+                                        TASSIGN(tmp6, 73728);  // varlen_attention.pto:42:47
                                         TROWEXPAND(tmp6, t34_aiv0);  // varlen_attention.pto:42:47
                                         pipe_barrier(PIPE_V);  // varlen_attention.pto:42:47
                                         TROWEXPANDDIV(t36_aiv0, t33_aiv0, tmp6);  // varlen_attention.pto:42:47
@@ -3927,11 +3923,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                             GmView19 lij_first_ownGm19(lij_first_own + _g31 * 64 + 32, GmView19::Shape(t34_aiv1.GetValidRow()));  // varlen_attention.pto:42:47
                                             TLOAD(t34_aiv1, lij_first_ownGm19);  // varlen_attention.pto:42:47
                                         }
-                                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
-                                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
+                                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                                         if (!ptodsl_aiv0) {
                                             TileTmp1 tmp7(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g31 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:42:47
-                                            TASSIGN(tmp7, 147456);  // varlen_attention.pto:42:47
+                                            TASSIGN(tmp7, 73728);  // varlen_attention.pto:42:47
                                             TROWEXPAND(tmp7, t34_aiv1);  // varlen_attention.pto:42:47
                                             pipe_barrier(PIPE_V);  // varlen_attention.pto:42:47
                                             TROWEXPANDDIV(t36_aiv1, t33_aiv1, tmp7);  // varlen_attention.pto:42:47
@@ -3950,7 +3946,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     }
                                 }
                             }
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
@@ -3971,7 +3967,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag_dev(6);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
@@ -3988,7 +3984,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:43:29
                                 wait_flag_dev(6);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:43:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:43:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:43:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:43:29
                                 return;  // varlen_attention.pto:43:29
@@ -4005,7 +4001,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag_dev(6);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
@@ -4022,7 +4018,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:44:29
                                 wait_flag_dev(6);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:44:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:44:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:44:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:44:29
                                 return;  // varlen_attention.pto:44:29
@@ -4039,13 +4035,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag_dev(3);  // varlen_attention.pto:45:29
                                 wait_flag_dev(6);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);  // varlen_attention.pto:45:29
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);  // varlen_attention.pto:45:29
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);  // varlen_attention.pto:45:29
                                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);  // varlen_attention.pto:45:29
                                 return;  // varlen_attention.pto:45:29
                             }
                             pipe_barrier(PIPE_V);
-                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             wait_flag_dev(8);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -4053,19 +4049,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT53Aiv0 t53_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:43:29
                                 TASSIGN(t53_aiv0, 0);  // varlen_attention.pto:43:29
                                 TileT53Aiv1 t53_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:43:29
-                                TASSIGN(t53_aiv1, 1024);  // varlen_attention.pto:43:29
+                                TASSIGN(t53_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:43:29
                                 TileT55Aiv0 t55_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:44:29
-                                TASSIGN(t55_aiv0, 2048);  // varlen_attention.pto:44:29
+                                TASSIGN(t55_aiv0, 1024);  // varlen_attention.pto:44:29
                                 TileT55Aiv1 t55_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:44:29
-                                TASSIGN(t55_aiv1, 3072);  // varlen_attention.pto:44:29
+                                TASSIGN(t55_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:44:29
                                 TileT57Aiv0 t57_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:45:71
-                                TASSIGN(t57_aiv0, 4096);  // varlen_attention.pto:45:71
+                                TASSIGN(t57_aiv0, 2048);  // varlen_attention.pto:45:71
                                 TileT57Aiv1 t57_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:45:71
-                                TASSIGN(t57_aiv1, 12288);  // varlen_attention.pto:45:71
+                                TASSIGN(t57_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:45:71
                                 TileT58Aiv0 t58_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64), 32));  // varlen_attention.pto:45:71
-                                TASSIGN(t58_aiv0, 20480);  // varlen_attention.pto:45:71
+                                TASSIGN(t58_aiv0, 10240);  // varlen_attention.pto:45:71
                                 TileT58Aiv1 t58_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g52 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:45:71
-                                TASSIGN(t58_aiv1, 24576);  // varlen_attention.pto:45:71
+                                TASSIGN(t58_aiv1, ptodsl_aiv1_ub + 10240);  // varlen_attention.pto:45:71
                                 if (ptodsl_aiv0) {
                                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
                                     GmView26 lij_first_ownGm26(lij_first_own + _g52 * 64, GmView26::Shape(t53_aiv0.GetValidRow()));  // varlen_attention.pto:43:29
@@ -4091,8 +4087,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     GmView30 oij_first_ownGm30(oij_first_own + _g52 * 64 * 64, GmView30::Shape(t57_aiv0.GetValidRow()));  // varlen_attention.pto:45:71
                                     TLOAD(t57_aiv0, oij_first_ownGm30);  // varlen_attention.pto:45:71
                                 }
-                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     TCVT(t58_aiv0, t57_aiv0, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
                                 }
@@ -4129,8 +4125,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                         GmView36 oij_first_ownGm36(oij_first_own + (_g52 * 64 + 32) * 64, GmView36::Shape(t57_aiv1.GetValidRow()));  // varlen_attention.pto:45:71
                                         TLOAD(t57_aiv1, oij_first_ownGm36);  // varlen_attention.pto:45:71
                                     }
-                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
+                                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     if (!ptodsl_aiv0) {
                                         TCVT(t58_aiv1, t57_aiv1, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71
                                     }
@@ -4144,13 +4140,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 }
                             }
                             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         }
                         wait_flag_dev(6);
                         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                         pipe_barrier(PIPE_V);
@@ -4168,11 +4162,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     TileT61Aiv0 t61_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
                                     TASSIGN(t61_aiv0, 0);  // varlen_attention.pto:47:51
                                     TileT61Aiv1 t61_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
-                                    TASSIGN(t61_aiv1, 16384);  // varlen_attention.pto:47:51
+                                    TASSIGN(t61_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:47:51
                                     TileT62Aiv0 t62_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64), 32), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
-                                    TASSIGN(t62_aiv0, 32768);  // varlen_attention.pto:47:51
+                                    TASSIGN(t62_aiv0, 16384);  // varlen_attention.pto:47:51
                                     TileT62Aiv1 t62_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g59 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(128, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 128)) - _g60 * 128, 128));  // varlen_attention.pto:47:51
-                                    TASSIGN(t62_aiv1, 40960);  // varlen_attention.pto:47:51
+                                    TASSIGN(t62_aiv1, ptodsl_aiv1_ub + 16384);  // varlen_attention.pto:47:51
                                     if (ptodsl_aiv0) {
                                         using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:47:51
                                         GmView38 pij_first_ownGm38(pij_first_own + _g59 * 64 * 128 + _g60 * 128, GmView38::Shape(t61_aiv0.GetValidRow(), t61_aiv0.GetValidCol()));  // varlen_attention.pto:47:51
@@ -4224,11 +4218,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT75Aiv0 t75_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64), 32));  // varlen_attention.pto:48:29
                                 TASSIGN(t75_aiv0, 0);  // varlen_attention.pto:48:29
                                 TileT75Aiv1 t75_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:48:29
-                                TASSIGN(t75_aiv1, 1024);  // varlen_attention.pto:48:29
+                                TASSIGN(t75_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:48:29
                                 TileT77Aiv0 t77_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64), 32));  // varlen_attention.pto:49:29
-                                TASSIGN(t77_aiv0, 2048);  // varlen_attention.pto:49:29
+                                TASSIGN(t77_aiv0, 1024);  // varlen_attention.pto:49:29
                                 TileT77Aiv1 t77_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g74 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:49:29
-                                TASSIGN(t77_aiv1, 3072);  // varlen_attention.pto:49:29
+                                TASSIGN(t77_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:49:29
                                 if (ptodsl_aiv0) {
                                     using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
                                     GmView47 lij_first_ownGm47(lij_first_own + _g74 * 64, GmView47::Shape(t75_aiv0.GetValidRow()));  // varlen_attention.pto:48:29
@@ -4280,25 +4274,25 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                 }
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 wait_flag_dev(5);
                 wait_flag_dev(4);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4365,17 +4359,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                     }
                     __gm__ bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 128) * HD + h * 64;  // varlen_attention.pto:34:35
                     wait_flag_dev(5);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)), 64); ++_g78) {  // varlen_attention.pto:35:30
                         TileT90Aiv0 t90_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
                         TASSIGN(t90_aiv0, 0);  // varlen_attention.pto:37:27
                         TileT90Aiv1 t90_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                        TASSIGN(t90_aiv1, 1024);  // varlen_attention.pto:37:27
+                        TASSIGN(t90_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:37:27
                         if (ptodsl_aiv0) {
                             TEXPANDS(t90_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
                         }
@@ -4387,17 +4381,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         pipe_barrier(PIPE_V);
                         for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g79) {  // varlen_attention.pto:35:30
                             TileT87Aiv0 t87_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t87_aiv0, 2048);  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv0, 1024);  // varlen_attention.pto:36:37
                             TileT87Aiv1 t87_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t87_aiv1, 18432);  // varlen_attention.pto:36:37
+                            TASSIGN(t87_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:36:37
                             TileT88Aiv0 t88_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t88_aiv0, 34816);  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv0, 17408);  // varlen_attention.pto:36:37
                             TileT88Aiv1 t88_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g79 * 128, 128));  // varlen_attention.pto:36:37
-                            TASSIGN(t88_aiv1, 51200);  // varlen_attention.pto:36:37
+                            TASSIGN(t88_aiv1, ptodsl_aiv1_ub + 17408);  // varlen_attention.pto:36:37
                             TileT93Aiv0 t93_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:37:27
-                            TASSIGN(t93_aiv0, 67584);  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv0, 33792);  // varlen_attention.pto:37:27
                             TileT93Aiv1 t93_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                            TASSIGN(t93_aiv1, 68608);  // varlen_attention.pto:37:27
+                            TASSIGN(t93_aiv1, ptodsl_aiv1_ub + 33792);  // varlen_attention.pto:37:27
                             wait_flag_dev(8);
                             if (ptodsl_aiv0) {
                                 using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
@@ -4419,7 +4413,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             pipe_barrier(PIPE_V);
                             if (ptodsl_aiv0) {
                                 TileTmp0 tmp8;  // varlen_attention.pto:37:27
-                                TASSIGN(tmp8, 147456);  // varlen_attention.pto:37:27
+                                TASSIGN(tmp8, 73728);  // varlen_attention.pto:37:27
                                 TROWMAX(t93_aiv0, t88_aiv0, tmp8);  // varlen_attention.pto:37:27
                             }
                             pipe_barrier(PIPE_V);
@@ -4447,7 +4441,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 pipe_barrier(PIPE_V);
                                 if (!ptodsl_aiv0) {
                                     TileTmp0 tmp9;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp9, 147456);  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp9, 73728);  // varlen_attention.pto:37:27
                                     TROWMAX(t93_aiv1, t88_aiv1, tmp9);  // varlen_attention.pto:37:27
                                 }
                                 pipe_barrier(PIPE_V);
@@ -4463,9 +4457,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         TileT105Aiv0 t105_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                        TASSIGN(t105_aiv0, 2048);  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv0, 1024);  // varlen_attention.pto:39:27
                         TileT105Aiv1 t105_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                        TASSIGN(t105_aiv1, 3072);  // varlen_attention.pto:39:27
+                        TASSIGN(t105_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:39:27
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID4);
                         if (ptodsl_aiv0) {
                             using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
@@ -4492,17 +4486,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                         for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)), 128); ++_g95) {  // varlen_attention.pto:38:31
                             TileT96Aiv0 t96_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                            TASSIGN(t96_aiv0, 4096);  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv0, 2048);  // varlen_attention.pto:38:31
                             TileT96Aiv1 t96_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:31
-                            TASSIGN(t96_aiv1, 20480);  // varlen_attention.pto:38:31
+                            TASSIGN(t96_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:38:31
                             TileT103Aiv0 t103_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                            TASSIGN(t103_aiv0, 36864);  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv0, 18432);  // varlen_attention.pto:38:27
                             TileT103Aiv1 t103_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g95 * 128, 128));  // varlen_attention.pto:38:27
-                            TASSIGN(t103_aiv1, 53248);  // varlen_attention.pto:38:27
+                            TASSIGN(t103_aiv1, ptodsl_aiv1_ub + 18432);  // varlen_attention.pto:38:27
                             TileT108Aiv0 t108_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:39:27
-                            TASSIGN(t108_aiv0, 69632);  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv0, 34816);  // varlen_attention.pto:39:27
                             TileT108Aiv1 t108_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                            TASSIGN(t108_aiv1, 70656);  // varlen_attention.pto:39:27
+                            TASSIGN(t108_aiv1, ptodsl_aiv1_ub + 34816);  // varlen_attention.pto:39:27
                             if (ptodsl_aiv0) {
                                 using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
                                 GmView64 scores_scaled_ownGm64(scores_scaled_own + _g78 * 64 * 128 + _g95 * 128, GmView64::Shape(t96_aiv0.GetValidRow(), t96_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
@@ -4512,7 +4506,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                             if (ptodsl_aiv0) {
                                 TileTmp1 tmp10(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32));  // varlen_attention.pto:38:27
-                                TASSIGN(tmp10, 147456);  // varlen_attention.pto:38:27
+                                TASSIGN(tmp10, 73728);  // varlen_attention.pto:38:27
                                 TROWEXPAND(tmp10, t90_aiv0);  // varlen_attention.pto:38:27
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                                 TROWEXPANDEXPDIF(t103_aiv0, t96_aiv0, tmp10);  // varlen_attention.pto:38:27
@@ -4527,7 +4521,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             pipe_barrier(PIPE_V);
                             if (ptodsl_aiv0) {
                                 TileTmp0 tmp11;  // varlen_attention.pto:39:27
-                                TASSIGN(tmp11, 147456);  // varlen_attention.pto:39:27
+                                TASSIGN(tmp11, 73728);  // varlen_attention.pto:39:27
                                 TROWSUM(t108_aiv0, t103_aiv0, tmp11);  // varlen_attention.pto:39:27
                             }
                             pipe_barrier(PIPE_V);
@@ -4544,7 +4538,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID5);
                                 if (!ptodsl_aiv0) {
                                     TileTmp1 tmp12(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp12, 147456);  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp12, 73728);  // varlen_attention.pto:38:27
                                     TROWEXPAND(tmp12, t90_aiv1);  // varlen_attention.pto:38:27
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                                     TROWEXPANDEXPDIF(t103_aiv1, t96_aiv1, tmp12);  // varlen_attention.pto:38:27
@@ -4559,7 +4553,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 pipe_barrier(PIPE_V);
                                 if (!ptodsl_aiv0) {
                                     TileTmp0 tmp13;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp13, 147456);  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp13, 73728);  // varlen_attention.pto:39:27
                                     TROWSUM(t108_aiv1, t103_aiv1, tmp13);  // varlen_attention.pto:39:27
                                 }
                                 pipe_barrier(PIPE_V);
@@ -4598,11 +4592,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT111Aiv0 t111_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
                             TASSIGN(t111_aiv0, 0);  // varlen_attention.pto:51:38
                             TileT111Aiv1 t111_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                            TASSIGN(t111_aiv1, 16384);  // varlen_attention.pto:51:38
+                            TASSIGN(t111_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:51:38
                             TileT112Aiv0 t112_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64), 32), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                            TASSIGN(t112_aiv0, 32768);  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv0, 16384);  // varlen_attention.pto:51:38
                             TileT112Aiv1 t112_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g78 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(k_tile_idx * 128 + 128, s1 - k_start) - k_tile_idx * 128, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 128), 0), 128)) - _g110 * 128, 128));  // varlen_attention.pto:51:38
-                            TASSIGN(t112_aiv1, 40960);  // varlen_attention.pto:51:38
+                            TASSIGN(t112_aiv1, ptodsl_aiv1_ub + 16384);  // varlen_attention.pto:51:38
                             if (ptodsl_aiv0) {
                                 using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
                                 GmView70 pij_ownGm70(pij_own + _g78 * 64 * 128 + _g110 * 128, GmView70::Shape(t111_aiv0.GetValidRow(), t111_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
@@ -4668,71 +4662,71 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT125Aiv0 t125_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
                         TASSIGN(t125_aiv0, 0);  // varlen_attention.pto:55:34
                         TileT125Aiv1 t125_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                        TASSIGN(t125_aiv1, 1024);  // varlen_attention.pto:55:34
+                        TASSIGN(t125_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:55:34
                         TileT126Aiv0 t126_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                        TASSIGN(t126_aiv0, 2048);  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv0, 1024);  // varlen_attention.pto:55:34
                         TileT126Aiv1 t126_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                        TASSIGN(t126_aiv1, 3072);  // varlen_attention.pto:55:34
+                        TASSIGN(t126_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:55:34
                         TileT127Aiv0 t127_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:55:34
-                        TASSIGN(t127_aiv0, 4096);  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv0, 2048);  // varlen_attention.pto:55:34
                         TileT127Aiv1 t127_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                        TASSIGN(t127_aiv1, 5120);  // varlen_attention.pto:55:34
+                        TASSIGN(t127_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:55:34
                         TileT131Aiv0 t131_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:34
-                        TASSIGN(t131_aiv0, 6144);  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv0, 3072);  // varlen_attention.pto:56:34
                         TileT131Aiv1 t131_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
-                        TASSIGN(t131_aiv1, 7168);  // varlen_attention.pto:56:34
+                        TASSIGN(t131_aiv1, ptodsl_aiv1_ub + 3072);  // varlen_attention.pto:56:34
                         TileT134Aiv0 t134_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:56:30
-                        TASSIGN(t134_aiv0, 8192);  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv0, 4096);  // varlen_attention.pto:56:30
                         TileT134Aiv1 t134_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
-                        TASSIGN(t134_aiv1, 9216);  // varlen_attention.pto:56:30
+                        TASSIGN(t134_aiv1, ptodsl_aiv1_ub + 4096);  // varlen_attention.pto:56:30
                         TileT138Aiv0 t138_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:34
-                        TASSIGN(t138_aiv0, 10240);  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv0, 5120);  // varlen_attention.pto:57:34
                         TileT138Aiv1 t138_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
-                        TASSIGN(t138_aiv1, 11264);  // varlen_attention.pto:57:34
+                        TASSIGN(t138_aiv1, ptodsl_aiv1_ub + 5120);  // varlen_attention.pto:57:34
                         TileT141Aiv0 t141_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:57:30
-                        TASSIGN(t141_aiv0, 12288);  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv0, 6144);  // varlen_attention.pto:57:30
                         TileT141Aiv1 t141_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
-                        TASSIGN(t141_aiv1, 13312);  // varlen_attention.pto:57:30
+                        TASSIGN(t141_aiv1, ptodsl_aiv1_ub + 6144);  // varlen_attention.pto:57:30
                         TileT144Aiv0 t144_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
-                        TASSIGN(t144_aiv0, 14336);  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv0, 7168);  // varlen_attention.pto:58:34
                         TileT144Aiv1 t144_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                        TASSIGN(t144_aiv1, 15360);  // varlen_attention.pto:58:34
+                        TASSIGN(t144_aiv1, ptodsl_aiv1_ub + 7168);  // varlen_attention.pto:58:34
                         TileT145Aiv0 t145_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                        TASSIGN(t145_aiv0, 16384);  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv0, 8192);  // varlen_attention.pto:58:34
                         TileT145Aiv1 t145_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                        TASSIGN(t145_aiv1, 17408);  // varlen_attention.pto:58:34
+                        TASSIGN(t145_aiv1, ptodsl_aiv1_ub + 8192);  // varlen_attention.pto:58:34
                         TileT148Aiv0 t148_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                        TASSIGN(t148_aiv0, 18432);  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv0, 9216);  // varlen_attention.pto:58:44
                         TileT148Aiv1 t148_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                        TASSIGN(t148_aiv1, 19456);  // varlen_attention.pto:58:44
+                        TASSIGN(t148_aiv1, ptodsl_aiv1_ub + 9216);  // varlen_attention.pto:58:44
                         TileT149Aiv0 t149_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:44
-                        TASSIGN(t149_aiv0, 20480);  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv0, 10240);  // varlen_attention.pto:58:44
                         TileT149Aiv1 t149_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                        TASSIGN(t149_aiv1, 21504);  // varlen_attention.pto:58:44
+                        TASSIGN(t149_aiv1, ptodsl_aiv1_ub + 10240);  // varlen_attention.pto:58:44
                         TileT153Aiv0 t153_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:58:34
-                        TASSIGN(t153_aiv0, 22528);  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv0, 11264);  // varlen_attention.pto:58:34
                         TileT153Aiv1 t153_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                        TASSIGN(t153_aiv1, 23552);  // varlen_attention.pto:58:34
+                        TASSIGN(t153_aiv1, ptodsl_aiv1_ub + 11264);  // varlen_attention.pto:58:34
                         TileT155Aiv0 t155_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
-                        TASSIGN(t155_aiv0, 24576);  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv0, 12288);  // varlen_attention.pto:59:34
                         TileT155Aiv1 t155_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g124 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t155_aiv1, 32768);  // varlen_attention.pto:59:34
+                        TASSIGN(t155_aiv1, ptodsl_aiv1_ub + 12288);  // varlen_attention.pto:59:34
                         TileT157Aiv0 t157_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                        TASSIGN(t157_aiv0, 40960);  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv0, 20480);  // varlen_attention.pto:59:34
                         TileT157Aiv1 t157_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t157_aiv1, 49152);  // varlen_attention.pto:59:34
+                        TASSIGN(t157_aiv1, ptodsl_aiv1_ub + 20480);  // varlen_attention.pto:59:34
                         TileT158Aiv0 t158_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:34
-                        TASSIGN(t158_aiv0, 57344);  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv0, 28672);  // varlen_attention.pto:59:34
                         TileT158Aiv1 t158_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t158_aiv1, 65536);  // varlen_attention.pto:59:34
+                        TASSIGN(t158_aiv1, ptodsl_aiv1_ub + 28672);  // varlen_attention.pto:59:34
                         TileT160Aiv0 t160_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                        TASSIGN(t160_aiv0, 73728);  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv0, 36864);  // varlen_attention.pto:59:44
                         TileT160Aiv1 t160_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                        TASSIGN(t160_aiv1, 81920);  // varlen_attention.pto:59:44
+                        TASSIGN(t160_aiv1, ptodsl_aiv1_ub + 36864);  // varlen_attention.pto:59:44
                         TileT163Aiv0 t163_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                        TASSIGN(t163_aiv0, 90112);  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv0, 45056);  // varlen_attention.pto:59:44
                         TileT163Aiv1 t163_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                        TASSIGN(t163_aiv1, 98304);  // varlen_attention.pto:59:44
+                        TASSIGN(t163_aiv1, ptodsl_aiv1_ub + 45056);  // varlen_attention.pto:59:44
                         if (ptodsl_aiv0) {
                             using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
                             GmView79 miGm79(mi + _g124 * 64, GmView79::Shape(t125_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
@@ -4826,7 +4820,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                         if (ptodsl_aiv0) {
                             TileTmp1 tmp14(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(tmp14, 147456);  // varlen_attention.pto:59:44
+                            TASSIGN(tmp14, 73728);  // varlen_attention.pto:59:44
                             TROWEXPAND(tmp14, t141_aiv0);  // varlen_attention.pto:59:44
                             pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
                             TROWEXPANDMUL(t163_aiv0, t160_aiv0, tmp14);  // varlen_attention.pto:59:44
@@ -4948,7 +4942,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
                             if (!ptodsl_aiv0) {
                                 TileTmp1 tmp15(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g124 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                TASSIGN(tmp15, 147456);  // varlen_attention.pto:59:44
+                                TASSIGN(tmp15, 73728);  // varlen_attention.pto:59:44
                                 TROWEXPAND(tmp15, t141_aiv1);  // varlen_attention.pto:59:44
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
                                 TROWEXPANDMUL(t163_aiv1, t160_aiv1, tmp15);  // varlen_attention.pto:59:44
@@ -4963,14 +4957,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -4978,23 +4972,23 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         TileT165Aiv0 t165_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
                         TASSIGN(t165_aiv0, 0);  // varlen_attention.pto:59:34
                         TileT165Aiv1 t165_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t165_aiv1, 8192);  // varlen_attention.pto:59:34
+                        TASSIGN(t165_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:59:34
                         TileT166Aiv0 t166_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                        TASSIGN(t166_aiv0, 16384);  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv0, 8192);  // varlen_attention.pto:59:34
                         TileT166Aiv1 t166_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t166_aiv1, 24576);  // varlen_attention.pto:59:34
+                        TASSIGN(t166_aiv1, ptodsl_aiv1_ub + 8192);  // varlen_attention.pto:59:34
                         TileT167Aiv0 t167_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:59:34
-                        TASSIGN(t167_aiv0, 32768);  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv0, 16384);  // varlen_attention.pto:59:34
                         TileT167Aiv1 t167_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                        TASSIGN(t167_aiv1, 40960);  // varlen_attention.pto:59:34
+                        TASSIGN(t167_aiv1, ptodsl_aiv1_ub + 16384);  // varlen_attention.pto:59:34
                         TileT169Aiv0 t169_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:66:29
-                        TASSIGN(t169_aiv0, 49152);  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv0, 24576);  // varlen_attention.pto:66:29
                         TileT169Aiv1 t169_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:66:29
-                        TASSIGN(t169_aiv1, 50176);  // varlen_attention.pto:66:29
+                        TASSIGN(t169_aiv1, ptodsl_aiv1_ub + 24576);  // varlen_attention.pto:66:29
                         TileT171Aiv0 t171_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64), 32));  // varlen_attention.pto:67:29
-                        TASSIGN(t171_aiv0, 51200);  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv0, 25600);  // varlen_attention.pto:67:29
                         TileT171Aiv1 t171_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g164 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:67:29
-                        TASSIGN(t171_aiv1, 52224);  // varlen_attention.pto:67:29
+                        TASSIGN(t171_aiv1, ptodsl_aiv1_ub + 25600);  // varlen_attention.pto:67:29
                         if (ptodsl_aiv0) {
                             using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:59:34
                             GmView99 t11_ownGm99(t11_own + _g164 * 64 * 64, GmView99::Shape(t165_aiv0.GetValidRow()));  // varlen_attention.pto:59:34
@@ -5078,33 +5072,33 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             }
                         }
                     }
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 }
                 wait_flag_dev(3);
                 wait_flag_dev(5);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 for (int64_t _br3 = 0; _br3 < min_i64(max_i64(ceil_div(s1 - k_start, 128) - 1, 0), 1); ++_br3) {  // varlen_attention.pto:29:17
@@ -5149,7 +5143,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT184Aiv0 t184_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:37:27
                             TASSIGN(t184_aiv0, 0);  // varlen_attention.pto:37:27
                             TileT184Aiv1 t184_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                            TASSIGN(t184_aiv1, 1024);  // varlen_attention.pto:37:27
+                            TASSIGN(t184_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:37:27
                             if (ptodsl_aiv0) {
                                 TEXPANDS(t184_aiv0, -__builtin_inff());  // varlen_attention.pto:37:27
                             }
@@ -5161,17 +5155,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             pipe_barrier(PIPE_V);
                             for (int64_t _g173 = 0; _g173 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g173) {  // varlen_attention.pto:35:30
                                 TileT181Aiv0 t181_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t181_aiv0, 2048);  // varlen_attention.pto:36:37
+                                TASSIGN(t181_aiv0, 1024);  // varlen_attention.pto:36:37
                                 TileT181Aiv1 t181_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t181_aiv1, 18432);  // varlen_attention.pto:36:37
+                                TASSIGN(t181_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:36:37
                                 TileT182Aiv0 t182_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t182_aiv0, 34816);  // varlen_attention.pto:36:37
+                                TASSIGN(t182_aiv0, 17408);  // varlen_attention.pto:36:37
                                 TileT182Aiv1 t182_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g173 * 128, 128));  // varlen_attention.pto:36:37
-                                TASSIGN(t182_aiv1, 51200);  // varlen_attention.pto:36:37
+                                TASSIGN(t182_aiv1, ptodsl_aiv1_ub + 17408);  // varlen_attention.pto:36:37
                                 TileT187Aiv0 t187_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:37:27
-                                TASSIGN(t187_aiv0, 67584);  // varlen_attention.pto:37:27
+                                TASSIGN(t187_aiv0, 33792);  // varlen_attention.pto:37:27
                                 TileT187Aiv1 t187_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:37:27
-                                TASSIGN(t187_aiv1, 68608);  // varlen_attention.pto:37:27
+                                TASSIGN(t187_aiv1, ptodsl_aiv1_ub + 33792);  // varlen_attention.pto:37:27
                                 wait_flag_dev(5);
                                 if (ptodsl_aiv0) {
                                     using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:36:37
@@ -5193,7 +5187,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
                                     TileTmp0 tmp16;  // varlen_attention.pto:37:27
-                                    TASSIGN(tmp16, 147456);  // varlen_attention.pto:37:27
+                                    TASSIGN(tmp16, 73728);  // varlen_attention.pto:37:27
                                     TROWMAX(t187_aiv0, t182_aiv0, tmp16);  // varlen_attention.pto:37:27
                                 }
                                 pipe_barrier(PIPE_V);
@@ -5221,7 +5215,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     pipe_barrier(PIPE_V);
                                     if (!ptodsl_aiv0) {
                                         TileTmp0 tmp17;  // varlen_attention.pto:37:27
-                                        TASSIGN(tmp17, 147456);  // varlen_attention.pto:37:27
+                                        TASSIGN(tmp17, 73728);  // varlen_attention.pto:37:27
                                         TROWMAX(t187_aiv1, t182_aiv1, tmp17);  // varlen_attention.pto:37:27
                                     }
                                     pipe_barrier(PIPE_V);
@@ -5237,9 +5231,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             TileT199Aiv0 t199_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:39:27
-                            TASSIGN(t199_aiv0, 2048);  // varlen_attention.pto:39:27
+                            TASSIGN(t199_aiv0, 1024);  // varlen_attention.pto:39:27
                             TileT199Aiv1 t199_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                            TASSIGN(t199_aiv1, 3072);  // varlen_attention.pto:39:27
+                            TASSIGN(t199_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:39:27
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:37:27
@@ -5266,17 +5260,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                             for (int64_t _g189 = 0; _g189 < (min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) + 127) / 128; ++_g189) {  // varlen_attention.pto:38:31
                                 TileT190Aiv0 t190_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t190_aiv0, 4096);  // varlen_attention.pto:38:31
+                                TASSIGN(t190_aiv0, 2048);  // varlen_attention.pto:38:31
                                 TileT190Aiv1 t190_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:31
-                                TASSIGN(t190_aiv1, 20480);  // varlen_attention.pto:38:31
+                                TASSIGN(t190_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:38:31
                                 TileT197Aiv0 t197_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t197_aiv0, 36864);  // varlen_attention.pto:38:27
+                                TASSIGN(t197_aiv0, 18432);  // varlen_attention.pto:38:27
                                 TileT197Aiv1 t197_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g189 * 128, 128));  // varlen_attention.pto:38:27
-                                TASSIGN(t197_aiv1, 53248);  // varlen_attention.pto:38:27
+                                TASSIGN(t197_aiv1, ptodsl_aiv1_ub + 18432);  // varlen_attention.pto:38:27
                                 TileT202Aiv0 t202_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:39:27
-                                TASSIGN(t202_aiv0, 69632);  // varlen_attention.pto:39:27
+                                TASSIGN(t202_aiv0, 34816);  // varlen_attention.pto:39:27
                                 TileT202Aiv1 t202_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:39:27
-                                TASSIGN(t202_aiv1, 70656);  // varlen_attention.pto:39:27
+                                TASSIGN(t202_aiv1, ptodsl_aiv1_ub + 34816);  // varlen_attention.pto:39:27
                                 if (ptodsl_aiv0) {
                                     using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:38:31
                                     GmView122 scores_scaled_last_ownGm122(scores_scaled_last_own + _g172 * 64 * 128 + _g189 * 128, GmView122::Shape(t190_aiv0.GetValidRow(), t190_aiv0.GetValidCol()));  // varlen_attention.pto:38:31
@@ -5286,7 +5280,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                 if (ptodsl_aiv0) {
                                     TileTmp1 tmp18(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32));  // varlen_attention.pto:38:27
-                                    TASSIGN(tmp18, 147456);  // varlen_attention.pto:38:27
+                                    TASSIGN(tmp18, 73728);  // varlen_attention.pto:38:27
                                     TROWEXPAND(tmp18, t184_aiv0);  // varlen_attention.pto:38:27
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                                     TROWEXPANDEXPDIF(t197_aiv0, t190_aiv0, tmp18);  // varlen_attention.pto:38:27
@@ -5301,7 +5295,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 pipe_barrier(PIPE_V);
                                 if (ptodsl_aiv0) {
                                     TileTmp0 tmp19;  // varlen_attention.pto:39:27
-                                    TASSIGN(tmp19, 147456);  // varlen_attention.pto:39:27
+                                    TASSIGN(tmp19, 73728);  // varlen_attention.pto:39:27
                                     TROWSUM(t202_aiv0, t197_aiv0, tmp19);  // varlen_attention.pto:39:27
                                 }
                                 pipe_barrier(PIPE_V);
@@ -5318,7 +5312,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                                     if (!ptodsl_aiv0) {
                                         TileTmp1 tmp20(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:38:27
-                                        TASSIGN(tmp20, 147456);  // varlen_attention.pto:38:27
+                                        TASSIGN(tmp20, 73728);  // varlen_attention.pto:38:27
                                         TROWEXPAND(tmp20, t184_aiv1);  // varlen_attention.pto:38:27
                                         pipe_barrier(PIPE_V);  // varlen_attention.pto:38:27
                                         TROWEXPANDEXPDIF(t197_aiv1, t190_aiv1, tmp20);  // varlen_attention.pto:38:27
@@ -5333,7 +5327,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                     pipe_barrier(PIPE_V);
                                     if (!ptodsl_aiv0) {
                                         TileTmp0 tmp21;  // varlen_attention.pto:39:27
-                                        TASSIGN(tmp21, 147456);  // varlen_attention.pto:39:27
+                                        TASSIGN(tmp21, 73728);  // varlen_attention.pto:39:27
                                         TROWSUM(t202_aiv1, t197_aiv1, tmp21);  // varlen_attention.pto:39:27
                                     }
                                     pipe_barrier(PIPE_V);
@@ -5372,11 +5366,11 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 TileT205Aiv0 t205_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
                                 TASSIGN(t205_aiv0, 0);  // varlen_attention.pto:51:38
                                 TileT205Aiv1 t205_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t205_aiv1, 16384);  // varlen_attention.pto:51:38
+                                TASSIGN(t205_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:51:38
                                 TileT206Aiv0 t206_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64), 32), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t206_aiv0, 32768);  // varlen_attention.pto:51:38
+                                TASSIGN(t206_aiv0, 16384);  // varlen_attention.pto:51:38
                                 TileT206Aiv1 t206_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g172 * 64, 64) - 32, 32), 1), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 128) * 128, s1 - k_start) - (ceil_div(s1 - k_start, 128) - 1) * 128, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 128) - 1) * 128), 0), 128)) - _g204 * 128, 128));  // varlen_attention.pto:51:38
-                                TASSIGN(t206_aiv1, 40960);  // varlen_attention.pto:51:38
+                                TASSIGN(t206_aiv1, ptodsl_aiv1_ub + 16384);  // varlen_attention.pto:51:38
                                 if (ptodsl_aiv0) {
                                     using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // varlen_attention.pto:51:38
                                     GmView128 pij_last_ownGm128(pij_last_own + _g172 * 64 * 128 + _g204 * 128, GmView128::Shape(t205_aiv0.GetValidRow(), t205_aiv0.GetValidCol()));  // varlen_attention.pto:51:38
@@ -5524,83 +5518,83 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             TileT219Aiv0 t219_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:55:34
                             TASSIGN(t219_aiv0, 0);  // varlen_attention.pto:55:34
                             TileT219Aiv1 t219_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t219_aiv1, 1024);  // varlen_attention.pto:55:34
+                            TASSIGN(t219_aiv1, ptodsl_aiv1_ub + 0);  // varlen_attention.pto:55:34
                             TileT220Aiv0 t220_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:55:34
-                            TASSIGN(t220_aiv0, 2048);  // varlen_attention.pto:55:34
+                            TASSIGN(t220_aiv0, 1024);  // varlen_attention.pto:55:34
                             TileT220Aiv1 t220_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t220_aiv1, 3072);  // varlen_attention.pto:55:34
+                            TASSIGN(t220_aiv1, ptodsl_aiv1_ub + 1024);  // varlen_attention.pto:55:34
                             TileT221Aiv0 t221_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:55:34
-                            TASSIGN(t221_aiv0, 4096);  // varlen_attention.pto:55:34
+                            TASSIGN(t221_aiv0, 2048);  // varlen_attention.pto:55:34
                             TileT221Aiv1 t221_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:55:34
-                            TASSIGN(t221_aiv1, 5120);  // varlen_attention.pto:55:34
+                            TASSIGN(t221_aiv1, ptodsl_aiv1_ub + 2048);  // varlen_attention.pto:55:34
                             TileT225Aiv0 t225_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:56:34
-                            TASSIGN(t225_aiv0, 6144);  // varlen_attention.pto:56:34
+                            TASSIGN(t225_aiv0, 3072);  // varlen_attention.pto:56:34
                             TileT225Aiv1 t225_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:34
-                            TASSIGN(t225_aiv1, 7168);  // varlen_attention.pto:56:34
+                            TASSIGN(t225_aiv1, ptodsl_aiv1_ub + 3072);  // varlen_attention.pto:56:34
                             TileT228Aiv0 t228_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:56:30
-                            TASSIGN(t228_aiv0, 8192);  // varlen_attention.pto:56:30
+                            TASSIGN(t228_aiv0, 4096);  // varlen_attention.pto:56:30
                             TileT228Aiv1 t228_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:56:30
-                            TASSIGN(t228_aiv1, 9216);  // varlen_attention.pto:56:30
+                            TASSIGN(t228_aiv1, ptodsl_aiv1_ub + 4096);  // varlen_attention.pto:56:30
                             TileT232Aiv0 t232_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:57:34
-                            TASSIGN(t232_aiv0, 10240);  // varlen_attention.pto:57:34
+                            TASSIGN(t232_aiv0, 5120);  // varlen_attention.pto:57:34
                             TileT232Aiv1 t232_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:34
-                            TASSIGN(t232_aiv1, 11264);  // varlen_attention.pto:57:34
+                            TASSIGN(t232_aiv1, ptodsl_aiv1_ub + 5120);  // varlen_attention.pto:57:34
                             TileT235Aiv0 t235_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:57:30
-                            TASSIGN(t235_aiv0, 12288);  // varlen_attention.pto:57:30
+                            TASSIGN(t235_aiv0, 6144);  // varlen_attention.pto:57:30
                             TileT235Aiv1 t235_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:57:30
-                            TASSIGN(t235_aiv1, 13312);  // varlen_attention.pto:57:30
+                            TASSIGN(t235_aiv1, ptodsl_aiv1_ub + 6144);  // varlen_attention.pto:57:30
                             TileT238Aiv0 t238_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t238_aiv0, 14336);  // varlen_attention.pto:58:34
+                            TASSIGN(t238_aiv0, 7168);  // varlen_attention.pto:58:34
                             TileT238Aiv1 t238_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t238_aiv1, 15360);  // varlen_attention.pto:58:34
+                            TASSIGN(t238_aiv1, ptodsl_aiv1_ub + 7168);  // varlen_attention.pto:58:34
                             TileT239Aiv0 t239_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t239_aiv0, 16384);  // varlen_attention.pto:58:34
+                            TASSIGN(t239_aiv0, 8192);  // varlen_attention.pto:58:34
                             TileT239Aiv1 t239_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t239_aiv1, 17408);  // varlen_attention.pto:58:34
+                            TASSIGN(t239_aiv1, ptodsl_aiv1_ub + 8192);  // varlen_attention.pto:58:34
                             TileT242Aiv0 t242_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:44
-                            TASSIGN(t242_aiv0, 18432);  // varlen_attention.pto:58:44
+                            TASSIGN(t242_aiv0, 9216);  // varlen_attention.pto:58:44
                             TileT242Aiv1 t242_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                            TASSIGN(t242_aiv1, 19456);  // varlen_attention.pto:58:44
+                            TASSIGN(t242_aiv1, ptodsl_aiv1_ub + 9216);  // varlen_attention.pto:58:44
                             TileT243Aiv0 t243_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:44
-                            TASSIGN(t243_aiv0, 20480);  // varlen_attention.pto:58:44
+                            TASSIGN(t243_aiv0, 10240);  // varlen_attention.pto:58:44
                             TileT243Aiv1 t243_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:44
-                            TASSIGN(t243_aiv1, 21504);  // varlen_attention.pto:58:44
+                            TASSIGN(t243_aiv1, ptodsl_aiv1_ub + 10240);  // varlen_attention.pto:58:44
                             TileT247Aiv0 t247_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:58:34
-                            TASSIGN(t247_aiv0, 22528);  // varlen_attention.pto:58:34
+                            TASSIGN(t247_aiv0, 11264);  // varlen_attention.pto:58:34
                             TileT247Aiv1 t247_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:58:34
-                            TASSIGN(t247_aiv1, 23552);  // varlen_attention.pto:58:34
+                            TASSIGN(t247_aiv1, ptodsl_aiv1_ub + 11264);  // varlen_attention.pto:58:34
                             TileT249Aiv0 t249_aiv0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t249_aiv0, 24576);  // varlen_attention.pto:59:34
+                            TASSIGN(t249_aiv0, 12288);  // varlen_attention.pto:59:34
                             TileT249Aiv1 t249_aiv1(max_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64 - _g218 * 64, 0), 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t249_aiv1, 32768);  // varlen_attention.pto:59:34
+                            TASSIGN(t249_aiv1, ptodsl_aiv1_ub + 12288);  // varlen_attention.pto:59:34
                             TileT251Aiv0 t251_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t251_aiv0, 40960);  // varlen_attention.pto:59:34
+                            TASSIGN(t251_aiv0, 20480);  // varlen_attention.pto:59:34
                             TileT251Aiv1 t251_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t251_aiv1, 49152);  // varlen_attention.pto:59:34
+                            TASSIGN(t251_aiv1, ptodsl_aiv1_ub + 20480);  // varlen_attention.pto:59:34
                             TileT252Aiv0 t252_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t252_aiv0, 57344);  // varlen_attention.pto:59:34
+                            TASSIGN(t252_aiv0, 28672);  // varlen_attention.pto:59:34
                             TileT252Aiv1 t252_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t252_aiv1, 65536);  // varlen_attention.pto:59:34
+                            TASSIGN(t252_aiv1, ptodsl_aiv1_ub + 28672);  // varlen_attention.pto:59:34
                             TileT254Aiv0 t254_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(t254_aiv0, 73728);  // varlen_attention.pto:59:44
+                            TASSIGN(t254_aiv0, 36864);  // varlen_attention.pto:59:44
                             TileT254Aiv1 t254_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                            TASSIGN(t254_aiv1, 81920);  // varlen_attention.pto:59:44
+                            TASSIGN(t254_aiv1, ptodsl_aiv1_ub + 36864);  // varlen_attention.pto:59:44
                             TileT257Aiv0 t257_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
-                            TASSIGN(t257_aiv0, 90112);  // varlen_attention.pto:59:44
+                            TASSIGN(t257_aiv0, 45056);  // varlen_attention.pto:59:44
                             TileT257Aiv1 t257_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                            TASSIGN(t257_aiv1, 98304);  // varlen_attention.pto:59:44
+                            TASSIGN(t257_aiv1, ptodsl_aiv1_ub + 45056);  // varlen_attention.pto:59:44
                             TileT261Aiv0 t261_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:34
-                            TASSIGN(t261_aiv0, 106496);  // varlen_attention.pto:59:34
+                            TASSIGN(t261_aiv0, 53248);  // varlen_attention.pto:59:34
                             TileT261Aiv1 t261_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:34
-                            TASSIGN(t261_aiv1, 114688);  // varlen_attention.pto:59:34
+                            TASSIGN(t261_aiv1, ptodsl_aiv1_ub + 53248);  // varlen_attention.pto:59:34
                             TileT270Aiv0 t270_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
-                            TASSIGN(t270_aiv0, 122880);  // varlen_attention.pto:63:76
+                            TASSIGN(t270_aiv0, 61440);  // varlen_attention.pto:63:76
                             TileT270Aiv1 t270_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
-                            TASSIGN(t270_aiv1, 131072);  // varlen_attention.pto:63:76
+                            TASSIGN(t270_aiv1, ptodsl_aiv1_ub + 61440);  // varlen_attention.pto:63:76
                             TileT273Aiv0 t273_aiv0(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:71
-                            TASSIGN(t273_aiv0, 139264);  // varlen_attention.pto:63:71
+                            TASSIGN(t273_aiv0, 69632);  // varlen_attention.pto:63:71
                             TileT273Aiv1 t273_aiv1(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:71
-                            TASSIGN(t273_aiv1, 143360);  // varlen_attention.pto:63:71
+                            TASSIGN(t273_aiv1, ptodsl_aiv1_ub + 69632);  // varlen_attention.pto:63:71
                             if (ptodsl_aiv0) {
                                 using GmView137 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:55:34
                                 GmView137 mi_lastGm137(mi_last + _g218 * 64, GmView137::Shape(t219_aiv0.GetValidRow()));  // varlen_attention.pto:55:34
@@ -5676,7 +5670,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             if (ptodsl_aiv0) {
                                 TileTmp1 tmp22(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:59:44
-                                TASSIGN(tmp22, 147456);  // varlen_attention.pto:59:44
+                                TASSIGN(tmp22, 73728);  // varlen_attention.pto:59:44
                                 TROWEXPAND(tmp22, t235_aiv0);  // varlen_attention.pto:59:44
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
                                 TROWEXPANDMUL(t257_aiv0, t254_aiv0, tmp22);  // varlen_attention.pto:59:44
@@ -5697,7 +5691,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                             pipe_barrier(PIPE_V);
                             if (ptodsl_aiv0) {
                                 TileTmp1 tmp23(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64), 32));  // varlen_attention.pto:63:76
-                                TASSIGN(tmp23, 147456);  // varlen_attention.pto:63:76
+                                TASSIGN(tmp23, 73728);  // varlen_attention.pto:63:76
                                 TROWEXPAND(tmp23, t247_aiv0);  // varlen_attention.pto:63:76
                                 pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
                                 TROWEXPANDDIV(t270_aiv0, t261_aiv0, tmp23);  // varlen_attention.pto:63:76
@@ -5804,7 +5798,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                                 if (!ptodsl_aiv0) {
                                     TileTmp1 tmp24(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:59:44
-                                    TASSIGN(tmp24, 147456);  // varlen_attention.pto:59:44
+                                    TASSIGN(tmp24, 73728);  // varlen_attention.pto:59:44
                                     TROWEXPAND(tmp24, t235_aiv1);  // varlen_attention.pto:59:44
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:59:44
                                     TROWEXPANDMUL(t257_aiv1, t254_aiv1, tmp24);  // varlen_attention.pto:59:44
@@ -5822,7 +5816,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                                 pipe_barrier(PIPE_V);
                                 if (!ptodsl_aiv0) {
                                     TileTmp1 tmp25(max_i64(min_i64(min_i64(min_i64(min_i64(q_tile_idx * 64 + 64, s0 - q_start) - q_tile_idx * 64, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 64), 0), 64)) - _g218 * 64, 64) - 32, 32), 1));  // varlen_attention.pto:63:76
-                                    TASSIGN(tmp25, 147456);  // varlen_attention.pto:63:76
+                                    TASSIGN(tmp25, 73728);  // varlen_attention.pto:63:76
                                     TROWEXPAND(tmp25, t247_aiv1);  // varlen_attention.pto:63:76
                                     pipe_barrier(PIPE_V);  // varlen_attention.pto:63:76
                                     TROWEXPANDDIV(t270_aiv1, t261_aiv1, tmp25);  // varlen_attention.pto:63:76
@@ -5842,8 +5836,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
                         }
                     }
                 }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -5852,8 +5846,8 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ uint64_t* ptod
             }
             wait_flag_dev(3);
             wait_flag_dev(1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
