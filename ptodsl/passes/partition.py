@@ -22,9 +22,10 @@ import itertools
 
 from .. import sym
 from ..ir import Func, Module, Op, Param, TensorType, TileType, Value
-from ..ir.opdefs import in_kernel_loop, indexed_gm
+from ..ir.opdefs import IR_OPS, in_kernel_loop, indexed_gm
 from ..ir.schedule import schedule_of
-from . import branches, trial
+from ..schedule import PASS_OPTION_DEFAULTS
+from . import aivsplit, branches, trial
 from .context import Pass, PassContext
 from .loops import merge_implicit
 from .persistent import (
@@ -49,40 +50,81 @@ def _tiles_of(op: Op) -> set[str]:
     return {v.name for o in op.walk() for v in (*o.operands, *o.results) if isinstance(v.type, TileType)}
 
 
-def _sink_into(chunk: list[Op], loops: list[Op]) -> list[Op]:
+def _writes(op: Op) -> set[str]:
+    """The tiles ``op`` (anything inside it) allocates or writes."""
+    out: set[str] = set()
+    for o in op.walk():
+        if o.name == "tile.alloc":
+            out.add(o.result.name)
+        elif o.name in IR_OPS and o.name.startswith("tile."):
+            out |= {o.operands[i].name for i in IR_OPS[o.name].reads_writes(len(o.operands))[1]
+                    if i < len(o.operands) and isinstance(o.operands[i].type, TileType)}
+    return out
+
+
+def _makers(before: list[Op], needed: set[str], written: set[str]) -> list[Op] | None:
+    """The ops of ``before`` that make the tiles ``needed`` (and the tiles those read), in order, or
+    None when one of them cannot be made again elsewhere: work with a region, or a load of a tensor
+    the chunk writes (the hoisted loads this is for read inputs)."""
+    needed = set(needed)
+    out: list[Op] = []
+    for op in reversed(before):
+        if not (_writes(op) & needed):
+            continue  # (a store or a loop reading such a tile makes none)
+        if op.regions or not op.name.startswith("tile.") or (op.name == "tile.load" and op.operands[1].name in written):
+            return None
+        out.insert(0, op)
+        needed |= _tiles_of(op)
+    return out
+
+
+def _copies(ops: list[Op]) -> list[Op]:
+    return Module("sunk", "block", [Func("sunk", [], ops)]).clone().funcs[0].body
+
+
+def _sink_into(chunk: list[Op], loops: list[Op]) -> list[Op] | None:
     """``chunk`` with the tile work before each of ``loops`` that the loop reads (the loads a one-pass
-    row loop had hoisted out of it, ``passes/tile_fit.py``) made again at the start of its body:
-    a loop kept in the control program launches a kernel per iteration, and a tile does not live
-    from one kernel to the next. Work nothing else reads any more is dropped."""
+    row loop had hoisted out of it, ``passes/tile_fit.py``) made again at the start of its body,
+    and the work making a tile that work after the loop reads made again right after it: a loop
+    kept in the control program launches a kernel per iteration, and a tile does not live from one
+    kernel to the next. Work nothing else reads any more is dropped. None when some such tile cannot
+    be made again: the loop writes it (state carried in a tile), or it is made by work
+    :func:`_makers` cannot copy; the loops must then stay inside the chunk's kernel."""
     chunk = list(chunk)
     # only loads of tensors nothing here writes may run later (the hoisted loads read inputs)
     written = {v.name for op in chunk for o in op.walk()
                for v in ([o.operands[0]] if o.name == "tile.store" else indexed_gm(o)[1])}
     for loop in loops:
         at = chunk.index(loop)
+        before, after = chunk[:at], chunk[at + 1:]
+        made = set().union(*(_writes(op) for op in before)) if before else set()
         inside = {v.name for o in loop.walk() if o.name == "tile.alloc" for v in o.results}
-        needed = _tiles_of(loop) - inside
-        moved: list[Op] = []
-        for op in reversed(chunk[:at]):
-            if op.regions or not op.name.startswith("tile.") or op.name == "tile.store" or \
-                    not (_tiles_of(op) & needed) or (op.name == "tile.load" and op.operands[1].name in written):
-                continue
-            moved.insert(0, op)
-            needed |= _tiles_of(op)
-        if not moved:
+        into = (_tiles_of(loop) - inside) & made
+        later = set().union(*(_tiles_of(op) for op in after)) & made if after else set()
+        if into & _writes(loop):
+            return None
+        for_loop = _makers(before, into, written)
+        for_after = _makers(before, later, written)
+        if for_loop is None or for_after is None:
+            return None
+        if not for_loop and not for_after:
             continue
-        copies = Module("sunk", "block", [Func("sunk", [], moved)]).clone().funcs[0].body
-        loop.regions[0] = copies + loop.regions[0]
-        rest = [op for op in chunk if all(op is not m for m in moved)]
-        elsewhere = set().union(*(_tiles_of(op) for op in rest if op is not loop)) if rest else set()
-        chunk = [op for op in chunk if all(op is not m for m in moved) or _tiles_of(op) & elsewhere]
+        loop.regions[0] = _copies(for_loop) + loop.regions[0]
+        moved = [*for_loop, *(op for op in for_after if all(op is not m for m in for_loop))]
+        rest = [op for op in before if all(op is not m for m in moved)]
+        elsewhere = set().union(*(_tiles_of(op) for op in rest)) if rest else set()
+        kept = [op for op in before if all(op is not m for m in moved) or _tiles_of(op) & elsewhere]
+        chunk = [*kept, loop, *_copies(for_after), *after]
     return chunk
 
 
 class _Partitioner:
-    def __init__(self, func: Func, ctx: PassContext, bound: int):
+    def __init__(self, func: Func, ctx: PassContext, bound: int, split: bool = False):
+        """``split``: mixed kernels will have their vector work shared by both vector cores
+        (``passes/aivsplit.py``, ``pass_options.aiv_split``)."""
         self.func = func
         self.ctx = ctx
+        self.split_vector = split
         self.kernels: list[Func] = []
         self.counter = itertools.count()
         self.bound = bound
@@ -145,7 +187,7 @@ class _Partitioner:
                 continue
             if kinds is None or len(kinds) > 1:
                 if op.name == "loop" and run:  # the loop's kernels cannot read the run's tiles
-                    run = _sink_into([*run, op], [op])[:-1]
+                    run = (_sink_into([*run, op], [op]) or [*run, op])[:-1]
                 self.flush(run, out)
                 run = []
                 if op.name == "loop":
@@ -184,12 +226,14 @@ class _Partitioner:
             return
         for chunk in self.split(run):
             refused = self.refused(chunk)
-            if refused:
+            sunk = _sink_into(chunk, refused) if refused else None
+            if sunk is not None:
                 for loop in refused:
                     self.place.refuse(loop)
-                chunk = _sink_into(chunk, refused)
-                out.extend(self.region(chunk, set()))  # the refused loops now launch per iteration
+                out.extend(self.region(sunk, set()))  # the refused loops now launch per iteration
             else:
+                # (also where launching them per iteration would strand a tile between kernels:
+                # the kernel then reports what does not fit)
                 out.extend(self.kernel(chunk, _kind(chunk)))
 
     def refused(self, chunk: list[Op]) -> list[Op]:
@@ -211,7 +255,13 @@ class _Partitioner:
         kind = kind or kind_of(ops[0])
         func = Func("trial", [], ops, kind)
         copy = Module("trial", "block", [func]).clone().funcs[0]
-        return trial.compiles(self.build(copy.body, copy.name, kind)[0], self.ctx, frozenset())
+        kernel = self.build(copy.body, copy.name, kind)[0]
+        if trial.compiles(kernel, self.ctx, frozenset()):
+            return True
+        # a mixed kernel whose vector work both vector cores share (a later pass) needs each core's
+        # UB for its half only: it fits if the split does (views of one tensor passed twice are
+        # not known yet; the split refuses them later, and the kernel then reports what does not fit)
+        return kind == MIXED and self.split_vector and aivsplit.split_kernel(kernel, self.ctx, frozenset(), {}) is not kernel
 
     def split(self, run: list[Op]) -> list[list[Op]]:
         """Cut at points with no live tile, between kinds, and when the estimate passes the bound."""
@@ -369,10 +419,12 @@ def _free(e) -> set[str]:
 def run(module: Module, ctx: PassContext) -> Module:
 
     fresh = module.clone()
-    bound = schedule_of(module).pass_options["cycle_upper_bound"]
+    options = schedule_of(module).pass_options
+    bound = options["cycle_upper_bound"]
+    split = bool(options.get("aiv_split", PASS_OPTION_DEFAULTS["aiv_split"]))
     funcs: list[Func] = []
     for f in fresh.funcs:
-        control, kernels = _Partitioner(f, ctx, bound).run()
+        control, kernels = _Partitioner(f, ctx, bound, split).run()
         funcs.extend(kernels)
         funcs.append(control)
     return Module(fresh.name, "block", funcs, dict(fresh.attrs))
