@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..frontend.schema import DEFAULT_TARGET
+from ..targets import load_target
 from .gen_accum import split_accum_block
 from .gen_index import INDEX_FEATURES, index_block
 from .gen_matmul import MATMUL_FEATURES, cube_tile, matmul_block, matmul_shapes, wants_matmul
@@ -81,6 +83,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "pass_options",  # multiply-adds, double buffering, no fused instructions, row interchange (drawn apart)
     "max_dims",  # `max_dims:` bounds on N and M at or above the case's (tiles span a bounded dim; drawn apart)
     "kernel_budget",  # a small `cycle_upper_bound`: tile work cut into several kernels, loops launched per step
+    "ub_pressure",  # vector tiles of 16 to 48 KB: kernels near a vector core's UB, so partitioning falls back
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -213,6 +216,8 @@ class Program:
     options: dict[str, Any] = field(default_factory=dict)  # pass_options besides max_paths
     bounds: dict[str, int] = field(default_factory=dict)  # `max_dims:`
     ordered: list[str] = field(default_factory=list)  # `nondecreasing:`
+    # diagnostics a valid program may be refused with: only these, and nothing else, then count as ok
+    tolerated: tuple[str, ...] = ()
 
     @property
     def op(self) -> str:
@@ -1084,6 +1089,17 @@ class Gen:
                 for st in b.loops.values():
                     if "vec_tile" in st:
                         st["vec_tile"][-1] = -(-st["vec_tile"][-1] // 32) * 32
+        tolerated: tuple[str, ...] = ()
+        big = random.Random(f"ub_pressure:{self.seed}")  # a stream of its own: the program stays
+        if self.has("ub_pressure") and big.random() < 0.25:
+            # wide vector tiles: a few live at once pass a vector core's UB, so partitioning keeps
+            # loops in the control program, or counts on a mixed kernel's vector work being split
+            # between its two vector cores (passes/aivsplit.py); a kernel that fits no way is
+            # refused with what does not fit (E0611), which is no failure here
+            ub = load_target(DEFAULT_TARGET).ub_bytes  # the programs' target (the YAML names none)
+            per_row = ub * big.choice([1, 2, 3]) // 12 // 4 // max(1, vec_tile[-2])  # f32 elements
+            vec_tile[-1] = max(vec_tile[-1], -(-per_row // 32) * 32)
+            tolerated = ("E0611",)
         scalars = {"s": round(r.uniform(-2.0, 2.0), 2)} if "s" in self.params else {}
         cube = None
         if self.varlen_mm and self.mm_rng is None:
@@ -1103,7 +1119,7 @@ class Gen:
                     del cube["split_k"]
         prog = Program(self.seed, self.dtype, self.f, self.params, blocks, shapes, fixed, vec_tile, scalars,
                        cube=cube, options=self.pass_options(), bounds=self.max_dims(shapes, fixed),
-                       ordered=self.ordered(blocks))
+                       ordered=self.ordered(blocks), tolerated=tolerated)
         for p in prog.used_params():
             for d in p.dims:
                 if not d.isdigit() and d not in shapes:
