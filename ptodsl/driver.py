@@ -118,7 +118,8 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
 # process compile the same specs many times, and a compile (a whole library: seconds) depends on
 # nothing else. Edited files, another pass list or other pass defaults compile afresh.
 _MEMO: OrderedDict[tuple, _Memo] = OrderedDict()
-_MEMO_LIMIT = 96  # the library is 75 specs; a compiled spec holds every pass's IR (a few MB)
+_MEMO_LIMIT = 200  # the library is 75 specs; a compiled spec holds every pass's IR (about 4 MB): a test
+# process compiles many small specs of its own between two uses of the library
 
 
 def forget_compiled() -> None:
