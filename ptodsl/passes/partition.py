@@ -88,12 +88,14 @@ def _sink_into(chunk: list[Op], loops: list[Op]) -> list[Op] | None:
     and the work making a tile that work after the loop reads made again right after it: a loop
     kept in the control program launches a kernel per iteration, and a tile does not live from one
     kernel to the next. Work nothing else reads any more is dropped. None when some such tile cannot
-    be made again: the loop writes it (state carried in a tile), or it is made by work
-    :func:`_makers` cannot copy; the loops must then stay inside the chunk's kernel."""
+    be made again: the loop writes it (state carried in a tile: made again, it would lose what the
+    loop wrote), or it is made by work :func:`_makers` cannot copy; the loops must then stay inside
+    the chunk's kernel, and are left as they were."""
     chunk = list(chunk)
     # only loads of tensors nothing here writes may run later (the hoisted loads read inputs)
     written = {v.name for op in chunk for o in op.walk()
                for v in ([o.operands[0]] if o.name == "tile.store" else indexed_gm(o)[1])}
+    bodies = [(loop, loop.regions[0]) for loop in loops]  # as they were, should a later loop fail
     for loop in loops:
         at = chunk.index(loop)
         before, after = chunk[:at], chunk[at + 1:]
@@ -101,11 +103,11 @@ def _sink_into(chunk: list[Op], loops: list[Op]) -> list[Op] | None:
         inside = {v.name for o in loop.walk() if o.name == "tile.alloc" for v in o.results}
         into = (_tiles_of(loop) - inside) & made
         later = set().union(*(_tiles_of(op) for op in after)) & made if after else set()
-        if into & _writes(loop):
-            return None
         for_loop = _makers(before, into, written)
         for_after = _makers(before, later, written)
-        if for_loop is None or for_after is None:
+        if (into | later) & _writes(loop) or for_loop is None or for_after is None:
+            for done, body in bodies:
+                done.regions[0] = body
             return None
         if not for_loop and not for_after:
             continue

@@ -11,7 +11,9 @@ import pytest
 import ptodsl
 from ptodsl.backends.cpp.emit import emit_npu_variant
 from ptodsl.golden import import_file
+from ptodsl.ir import Op, TensorType, TileType, Value
 from ptodsl.passes import syncheck
+from ptodsl.passes.partition import _sink_into
 from ptodsl.targets import load_target
 
 TARGET = load_target("ascend910b")
@@ -114,3 +116,34 @@ def test_without_the_split_it_reports_what_does_not_fit(tmp_path):
         ptodsl.load(_big_blocks(tmp_path, ", aiv_split: false"))
     codes = {d.code for d in e.value.diagnostics if d.is_error}
     assert codes == {"E0611"}, codes
+
+
+# A loop launched per iteration (kept in the control program) between a tile's making and its
+# uses: the making is done again inside the loop and after it, or, where the loop writes the tile
+# (its value after the loop is the loop's), not at all.
+def _tile_program(loop_writes: bool):
+    x = Value("x", TensorType("f32", (16, 16)))
+    y = Value("y", TensorType("f32", (16, 16)))
+    t = Value("t", TileType("ub", "f32", (16, 16), (16, 16)))
+    make = [Op("tile.alloc", [], {}, [t]), Op("tile.load", [t, x], {"offsets": (0, 0)})]
+    body = [Op("tile.add", [t, t, t]) if loop_writes else Op("tile.store", [y, t], {"offsets": (0, 0)})]
+    loop = Op("loop", [], {"index": "i", "lo": 0, "hi": 3, "step": 1, "name": "steps"}, [], [body])
+    after = [Op("tile.store", [y, t], {"offsets": (0, 0)})]
+    return [*make, loop, *after], loop
+
+
+def test_a_tile_read_inside_and_after_a_refused_loop_is_made_again_in_both():
+    chunk, loop = _tile_program(loop_writes=False)
+    sunk = _sink_into(chunk, [loop])
+    names = [op.name for op in sunk]
+    assert names == ["loop", "tile.alloc", "tile.load", "tile.store"]  # made again after it, not before
+    assert [op.name for op in loop.regions[0]] == ["tile.alloc", "tile.load", "tile.store"]
+
+
+def test_a_tile_the_refused_loop_writes_is_not_made_again():
+    chunk, writer = _tile_program(loop_writes=True)
+    _, reader = _tile_program(loop_writes=False)
+    chunk.insert(chunk.index(writer), reader)  # a loop that only reads it first
+    bodies = [list(loop.regions[0]) for loop in (reader, writer)]
+    assert _sink_into(chunk, [reader, writer]) is None
+    assert [list(loop.regions[0]) for loop in (reader, writer)] == bodies  # left as they were
