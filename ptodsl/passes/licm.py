@@ -81,7 +81,7 @@ class _Hoister:
             user = in_user or bool(in_rows and op.name == "loop" and is_user_loop(op))
             within = ranges
             if op.name == "loop" and op.attrs["step"] == 1:
-                within = ranges | {op.attrs["index"]: (op.attrs["lo"], sym.sub(op.attrs["hi"], 1))}
+                within = ranges | {op.attrs["index"]: sym.body_range(op.attrs["lo"], op.attrs["hi"])}
             op.regions = [self.block(r, inner, user, within) for r in op.regions]
             if in_rows and op.name == "loop" and is_user_loop(op) and op.attrs.get("parallel") != 1:
                 out.extend(self.hoist(op, ranges=ranges))

@@ -524,7 +524,7 @@ def unwrap_one_trip(ops: list[Op], ranges: dict[str, tuple[sym.Expr, sym.Expr]] 
             continue
         inner = dict(ranges)
         if a["step"] == 1:
-            inner[a["index"]] = (a["lo"], sym.sub(a["hi"], 1))
+            inner[a["index"]] = sym.body_range(a["lo"], a["hi"])
         op.regions = [unwrap_one_trip(r, inner) for r in op.regions]
         out.append(op)
     return out

@@ -199,3 +199,16 @@ def test_floor_products_prove_only_what_holds():
             for vx, vy in points:
                 assert sym.evaluate(e, {"x": vx, "y": vy}) >= 0, (sym.to_text(e), vx, vy)
     assert proved > 20  # the property is not vacuous
+
+
+def test_an_unrolled_loops_index_is_bounded_in_its_body():
+    """Inside `loop(0, max(cdiv(L, 128) - 2, 0) // 2)` (attention's middle KV blocks unrolled by
+    two) the loop runs, so the `max` takes its first argument: the provers then see that block
+    `1 + 2 j` is whole, which they could not through the `max`."""
+    hi = sym.parse("max(cdiv(L, 128) - 2, 0) // 2")
+    whole = sym.parse("L - (1 + j * 2) * 128")
+    assert not sym.prove_le(128, whole, {"L": (1, None), "j": (0, sym.sub(hi, 1))})
+    assert sym.prove_le(128, whole, {"L": (1, None), "j": sym.body_range(0, hi)})
+    assert sym.body_range(0, sym.parse("max(0, n - 3)")) == (0, sym.parse("n - 4"))
+    # from a start that may be negative, nothing is taken off
+    assert sym.body_range(sym.Sym("a"), hi) == (sym.Sym("a"), sym.sub(hi, 1))

@@ -10,6 +10,7 @@ import pytest
 
 import ptodsl
 from ptodsl import ir
+from ptodsl.driver import compile_spec
 from ptodsl.golden import run_case
 from ptodsl.passes import rowgrid
 from ptodsl.passes.context import PassContext
@@ -217,3 +218,13 @@ def test_a_workspace_read_after_the_row_blocks_is_shared_by_them(write_spec, bac
     y, z = op(a, b, e, backend=backend)
     np.testing.assert_allclose(y, c @ e, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(z, c.sum(axis=0, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+def test_an_unrolled_kv_loops_blocks_stay_on_chip():
+    """attn's KV loop unrolled by two (`unroll: [2, 1]`): a middle block is whole, which the ranges
+    of the unrolled loop prove (``sym.body_range``), so each block's one-trip grid loops become
+    straight-line code and its scores and probabilities are forwarded, not stored and loaded back."""
+    func = compile_spec("specs/online_softmax_attn.yaml").stages["tile"].funcs[0]
+    (unrolled,) = [o for o in func.walk() if o.name == "loop" and o.attrs.get("unrolled") == 2]
+    stored = {o.operands[0].name for o in unrolled.walk() if o.name == "tile.store"}
+    assert stored and not {n for n in stored if n.startswith(("s_", "p_"))}, stored

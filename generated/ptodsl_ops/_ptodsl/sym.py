@@ -592,6 +592,21 @@ def _opt(a: Number | None, b: Number | None, f) -> Number | None:
     return int(r) if isinstance(a, int) and isinstance(b, int) else r
 
 
+def body_range(lo: Expr, hi: Expr) -> tuple[Expr, Expr]:
+    """The values the index of ``loop(lo, hi)`` (step 1) takes inside its body, as a range for the
+    provers: ``[lo, hi - 1]``, where a trip count ``max(x, 0)`` or ``max(x, 0) // c`` (an unrolled
+    loop's: no negative count) is ``x`` or ``x // c``. In the body the loop runs, so ``hi > lo >= 0``
+    and the ``max`` takes ``x``; the provers cannot see through a ``max`` to that."""
+    top = hi
+    if isinstance(top, BinExpr) and top.op == "//" and isinstance(top.right, int) and top.right > 0:
+        top = top.left
+    if isinstance(lo, int) and lo >= 0 and isinstance(top, CallExpr) and top.fn == "max" and len(top.args) == 2 \
+            and 0 in top.args:
+        x = top.args[1] if top.args[0] == 0 else top.args[0]
+        hi = floordiv(x, hi.right) if top is not hi else x
+    return lo, sub(hi, 1)
+
+
 def prove_le(a: Expr, b: Expr, ranges: Mapping[str, Bounds]) -> bool:
     """True only when a <= b holds for every symbol value in range.
 

@@ -14,7 +14,7 @@
 
 extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u2c0, __gm__ half* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ half* t14_u2c1, __gm__ float* t13_u2c1, __gm__ float* t0_u2c0_twin, __gm__ float* s_u2c0_twin, __gm__ float* p_1_u2c0_twin, __gm__ half* t14_u2c0_twin, __gm__ float* t13_u2c0_twin, __gm__ float* t0_u2c1_twin, __gm__ float* s_u2c1_twin, __gm__ float* p_1_u2c1_twin, __gm__ half* t14_u2c1_twin, __gm__ float* t13_u2c1_twin, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u2c0, __gm__ float* m, __gm__ float* l, __gm__ half* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ half* t14_u2c1, __gm__ float* t13_u2c1, __gm__ float* t0_u2c0_twin, __gm__ half* t14_u2c0_twin, __gm__ float* t13_u2c0_twin, __gm__ float* t0_u2c1_twin, __gm__ half* t14_u2c1_twin, __gm__ float* t13_u2c1_twin, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k3(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u1c0, __gm__ half* t14_u1c0, __gm__ float* t13_u1c0, __gm__ float* acc, __gm__ float* t0_u1c0_twin, __gm__ float* s_u1c0_twin, __gm__ float* p_1_u1c0_twin, __gm__ half* t14_u1c0_twin, __gm__ float* t13_u1c0_twin, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* k, __gm__ half* v, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_last, __gm__ half* t14_last, __gm__ float* t13_last, __gm__ float* acc, __gm__ half* o, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count);
 
@@ -142,14 +142,6 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
     float* t0_u2c0 = reinterpret_cast<float*>(t0_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
     std::vector<unsigned char> t0_u2c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* t0_u2c0_twin = reinterpret_cast<float*>(t0_u2c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_u2c0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_u2c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    float* s_u2c0_twin = reinterpret_cast<float*>(s_u2c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> p_1_u2c0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-    float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
-    std::vector<unsigned char> p_1_u2c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-    float* p_1_u2c0_twin = reinterpret_cast<float*>(p_1_u2c0_twin_bytes.data());  // online_softmax_attn.pto:19:17
     std::vector<unsigned char> t14_u2c0_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     half* t14_u2c0 = reinterpret_cast<half*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:43
     std::vector<unsigned char> t14_u2c0_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
@@ -162,14 +154,6 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
     float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
     std::vector<unsigned char> t0_u2c1_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
     float* t0_u2c1_twin = reinterpret_cast<float*>(t0_u2c1_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_u2c1_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> s_u2c1_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    float* s_u2c1_twin = reinterpret_cast<float*>(s_u2c1_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    std::vector<unsigned char> p_1_u2c1_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-    float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
-    std::vector<unsigned char> p_1_u2c1_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-    float* p_1_u2c1_twin = reinterpret_cast<float*>(p_1_u2c1_twin_bytes.data());  // online_softmax_attn.pto:19:17
     std::vector<unsigned char> t14_u2c1_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     half* t14_u2c1 = reinterpret_cast<half*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
     std::vector<unsigned char> t14_u2c1_twin_bytes = workspace((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
@@ -205,7 +189,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
         for (int64_t attn_f16_k2_block = 0; attn_f16_k2_block < attn_f16_k2_blocks; ++attn_f16_k2_block) {  // online_softmax_attn.pto:7:5
             try {
                 start_launch(poison);  // online_softmax_attn.pto:7:5
-                attn_f16_k2(k, v, q, t0_u2c0, s_u2c0, m, l, p_1_u2c0, t14_u2c0, t13_u2c0, acc, t0_u2c1, s_u2c1, p_1_u2c1, t14_u2c1, t13_u2c1, t0_u2c0_twin, s_u2c0_twin, p_1_u2c0_twin, t14_u2c0_twin, t13_u2c0_twin, t0_u2c1_twin, s_u2c1_twin, p_1_u2c1_twin, t14_u2c1_twin, t13_u2c1_twin, S, L, D, scale, attn_f16_k2_block, attn_f16_k2_blocks);  // online_softmax_attn.pto:7:5
+                attn_f16_k2(k, v, q, t0_u2c0, m, l, t14_u2c0, t13_u2c0, acc, t0_u2c1, t14_u2c1, t13_u2c1, t0_u2c0_twin, t14_u2c0_twin, t13_u2c0_twin, t0_u2c1_twin, t14_u2c1_twin, t13_u2c1_twin, S, L, D, scale, attn_f16_k2_block, attn_f16_k2_blocks);  // online_softmax_attn.pto:7:5
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif

@@ -189,7 +189,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
                 TileT233E t233_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_e, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t233_e.GetValidRow(), t233_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_e, qGm0);  // online_softmax_attn.pto:10:13
@@ -748,7 +748,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
                 TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView36 qGm36(q + _qb3 * 64 * D, GmView36::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_o, qGm36);  // online_softmax_attn.pto:10:13
@@ -1332,7 +1332,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
                 TileT233E t233_e(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_e, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView0 qGm0(q + _qb3 * 64 * D, GmView0::Shape(t233_e.GetValidRow(), t233_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_e, qGm0);  // online_softmax_attn.pto:10:13
@@ -1540,7 +1540,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
                 TileT233O t233_o(min_i64(S - _qb3 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t233_o, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                     using GmView36 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                     GmView36 qGm36(q + _qb3 * 64 * D, GmView36::Shape(t233_o.GetValidRow(), t233_o.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:10:13
                     TLOAD(t233_o, qGm36);  // online_softmax_attn.pto:10:13
@@ -1791,7 +1791,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - j_u1_sk * 2, 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                 }
                 __gm__ half* kj_u1c0_sk0_e = k + (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2)) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13
@@ -2302,7 +2302,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ uint64_t* ptodsl_ffts, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _sk2 = 0; _sk2 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) - max_i64((L + 127) / 128 - 2, 0) / 2 * 2 - (j_u1_sk * 2 + 1), 0), 1); ++_sk2) {  // online_softmax_attn.pto:7:5
-                for (int64_t _br2 = 0; _br2 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br2) {  // online_softmax_attn.pto:10:13
+                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
                 }
                 __gm__ half* kj_u1c0_sk0_o = k + (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (max_i64((L + 127) / 128 - 2, 0) / 2 * 2 + j_u1_sk * 2 + 2) * 128, 128), 64); ++_g231) {  // online_softmax_attn.pto:10:13

@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u2c0, __gm__ float* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t14_u2c1, __gm__ float* t13_u2c1, __gm__ float* t0_u2c0_twin, __gm__ float* s_u2c0_twin, __gm__ float* p_1_u2c0_twin, __gm__ float* t14_u2c0_twin, __gm__ float* t13_u2c0_twin, __gm__ float* t0_u2c1_twin, __gm__ float* s_u2c1_twin, __gm__ float* p_1_u2c1_twin, __gm__ float* t14_u2c1_twin, __gm__ float* t13_u2c1_twin, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ float* t14_u2c1, __gm__ float* t13_u2c1, __gm__ float* t0_u2c0_twin, __gm__ float* t14_u2c0_twin, __gm__ float* t13_u2c0_twin, __gm__ float* t0_u2c1_twin, __gm__ float* t14_u2c1_twin, __gm__ float* t13_u2c1_twin, int64_t S, int64_t L, int64_t D, float scale, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* p_1_u2c0, __gm__ float* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* p_1_u2c1, __gm__ float* t14_u2c1, __gm__ float* t13_u2c1, __gm__ float* t0_u2c0_twin, __gm__ float* s_u2c0_twin, __gm__ float* p_1_u2c0_twin, __gm__ float* t14_u2c0_twin, __gm__ float* t13_u2c0_twin, __gm__ float* t0_u2c1_twin, __gm__ float* s_u2c1_twin, __gm__ float* p_1_u2c1_twin, __gm__ float* t14_u2c1_twin, __gm__ float* t13_u2c1_twin, int64_t S, int64_t L, int64_t D, float scale)
+extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm__ float* k, __gm__ float* v, __gm__ float* q, __gm__ float* t0_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* acc, __gm__ float* t0_u2c1, __gm__ float* t14_u2c1, __gm__ float* t13_u2c1, __gm__ float* t0_u2c0_twin, __gm__ float* t14_u2c0_twin, __gm__ float* t13_u2c0_twin, __gm__ float* t0_u2c1_twin, __gm__ float* t14_u2c1_twin, __gm__ float* t13_u2c1_twin, int64_t S, int64_t L, int64_t D, float scale)
 #endif
 {
     using TileT177EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -62,22 +62,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT86EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT90EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT90EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT103EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT105EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT105EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT107EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT107EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT96EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT112EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT112EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT119EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT149E = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT151E = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT152E = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
@@ -99,20 +95,16 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT170EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT174EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT174EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT187EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT191EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT191EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT180EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT180EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT196EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT196EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200EAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200EAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203EAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT203EAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT124E = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT123E = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT125E = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
@@ -170,22 +162,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT86OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT90OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT90OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT103OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT105OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT105OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT107OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT107OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT109OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT96OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT96OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT103OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT112OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT112OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT116OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT119OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT119OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT149O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT151O = Tile<TileType::Mat, float, 128, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT152O = TileRight<float, 128, 64, DYNAMIC, DYNAMIC>;
@@ -207,20 +195,16 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
     using TileT170OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT174OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT174OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT187OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT191OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT191OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT193OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT180OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT180OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT196OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT196OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200OAiv0 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200OAiv1 = Tile<TileType::Vec, float, 32, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203OAiv0 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT203OAiv1 = Tile<TileType::Vec, float, 32, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT124O = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT123O = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT125O = TileLeft<float, 64, 128, DYNAMIC, DYNAMIC>;
@@ -276,10 +260,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
         TASSIGN(t93_o_aiv0, 3072);  // online_softmax_attn.pto:18:21
         TileT93OAiv1 t93_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:21
         TASSIGN(t93_o_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -289,8 +271,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t j_u2_sk = 0; j_u2_sk < (max_i64((L + 127) / 128 - 2, 0) / 2 + 2) / 2; ++j_u2_sk) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -301,11 +283,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                    using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
-                }
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -392,93 +372,71 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t79_e_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT79EAiv1 t79_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
-                TEXPANDS(t79_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
-                    TileT76EAiv0 t76_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_e_aiv0, 5120);  // online_softmax_attn.pto:10:13
-                    TileT76EAiv1 t76_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
-                    TileT77EAiv0 t77_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_e_aiv0, 21504);  // online_softmax_attn.pto:10:13
-                    TileT77EAiv1 t77_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
-                    TileT82EAiv0 t82_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_e_aiv0, 37888);  // online_softmax_attn.pto:17:32
-                    TileT82EAiv1 t82_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_e_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 128 + _g75 * 128, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_e_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TMULS(t77_e_aiv0, t76_e_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 128 + _g75 * 128, GmView6::Shape(t77_e_aiv0.GetValidRow(), t77_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c0Gm6, t77_e_aiv0);  // online_softmax_attn.pto:10:13
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp0, 69632);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t82_e_aiv0, t77_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
-                    pipe_barrier(PIPE_V);
-                    TMAX(t79_e_aiv0, t79_e_aiv0, t82_e_aiv0);  // online_softmax_attn.pto:17:32
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView7::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76_e_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        TMULS(t77_e_aiv1, t76_e_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView8::Shape(t77_e_aiv1.GetValidRow(), t77_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c0Gm8, t77_e_aiv1);  // online_softmax_attn.pto:10:13
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp1, 69632);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t82_e_aiv1, t77_e_aiv1, tmp1);  // online_softmax_attn.pto:17:32
-                        pipe_barrier(PIPE_V);
-                        TMAX(t79_e_aiv1, t79_e_aiv1, t82_e_aiv1);  // online_softmax_attn.pto:17:32
-                    }
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT76EAiv0 t76_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_e_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                TileT76EAiv1 t76_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                TileT77EAiv0 t77_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_e_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                TileT77EAiv1 t77_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
+                TileT82EAiv0 t82_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_e_aiv0, 37888);  // online_softmax_attn.pto:17:32
+                TileT82EAiv1 t82_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_e_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
                 TileT84EAiv0 t84_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_e_aiv0, 5120);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv0, 38912);  // online_softmax_attn.pto:17:21
                 TileT84EAiv1 t84_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv1, ptodsl_aiv1_ub + 38912);  // online_softmax_attn.pto:17:21
                 TileT86EAiv0 t86_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_e_aiv0, 6144);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv0, 39936);  // online_softmax_attn.pto:17:21
                 TileT86EAiv1 t86_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_e_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:21
                 TileT90EAiv0 t90_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_e_aiv0, 7168);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv0, 40960);  // online_softmax_attn.pto:18:25
                 TileT90EAiv1 t90_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv1, ptodsl_aiv1_ub + 40960);  // online_softmax_attn.pto:18:25
+                TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_e_aiv0, 41984);  // online_softmax_attn.pto:19:17
+                TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_e_aiv1, ptodsl_aiv1_ub + 41984);  // online_softmax_attn.pto:19:17
                 TileT105EAiv0 t105_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv0, 58368);  // online_softmax_attn.pto:20:20
                 TileT105EAiv1 t105_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv1, ptodsl_aiv1_ub + 58368);  // online_softmax_attn.pto:20:20
                 TileT107EAiv0 t107_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_e_aiv0, 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv0, 59392);  // online_softmax_attn.pto:20:20
                 TileT107EAiv1 t107_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_e_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv1, ptodsl_aiv1_ub + 59392);  // online_softmax_attn.pto:20:20
                 TileT109EAiv0 t109_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_e_aiv0, 10240);  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_e_aiv0, 60416);  // online_softmax_attn.pto:20:32
                 TileT109EAiv1 t109_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_e_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView9 mGm9(m + _qb2 * 64, GmView9::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84_e_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+                TASSIGN(t109_e_aiv1, ptodsl_aiv1_ub + 60416);  // online_softmax_attn.pto:20:32
+                TileT112EAiv0 t112_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_e_aiv0, 61440);  // online_softmax_attn.pto:20:32
+                TileT112EAiv1 t112_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_e_aiv1, ptodsl_aiv1_ub + 61440);  // online_softmax_attn.pto:20:32
+                TileT116EAiv0 t116_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv0, 62464);  // online_softmax_attn.pto:20:20
+                TileT116EAiv1 t116_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv1, ptodsl_aiv1_ub + 62464);  // online_softmax_attn.pto:20:20
+                TEXPANDS(t79_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 128, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t76_e_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMULS(t77_e_aiv0, t76_e_aiv0, scale);  // online_softmax_attn.pto:10:13
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp0, 69632);  // online_softmax_attn.pto:17:32
+                TROWMAX(t82_e_aiv0, t77_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                TMAX(t79_e_aiv0, t79_e_aiv0, t82_e_aiv0);  // online_softmax_attn.pto:17:32
+                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_e_aiv0, mGm6);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -487,170 +445,113 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TSUB(t90_e_aiv0, t84_e_aiv0, t86_e_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t93_e_aiv0, t90_e_aiv0);  // online_softmax_attn.pto:18:21
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView10 lGm10(l + _qb2 * 64, GmView10::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105_e_aiv0, lGm10);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
+                TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp1, 69632);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp1, t86_e_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t103_e_aiv0, t77_e_aiv0, tmp1);  // online_softmax_attn.pto:19:17
+                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_e_aiv0, lGm7);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMUL(t107_e_aiv0, t105_e_aiv0, t93_e_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
                 TEXPANDS(t109_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView11 mGm11(m + _qb2 * 64 + 32, GmView11::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_e_aiv1, mGm11);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp2, 69632);  // online_softmax_attn.pto:20:32
+                TROWSUM(t112_e_aiv0, t103_e_aiv0, tmp2);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                TADD(t109_e_aiv0, t109_e_aiv0, t112_e_aiv0);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                TADD(t116_e_aiv0, t107_e_aiv0, t109_e_aiv0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm8, t116_e_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView9 t14_u2c0Gm9(t14_u2c0 + _qb2 * 64 * 128, GmView9::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c0Gm9, t103_e_aiv0);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView10 mGm10(m + _qb2 * 64, GmView10::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm10, t86_e_aiv0);  // online_softmax_attn.pto:22:13
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView11 t0_u2c0Gm11(t0_u2c0 + (_qb2 * 64 + 32) * 128, GmView11::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_e_aiv1, t0_u2c0Gm11);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TMULS(t77_e_aiv1, t76_e_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp3;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp3, 69632);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t82_e_aiv1, t77_e_aiv1, tmp3);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t79_e_aiv1, t79_e_aiv1, t82_e_aiv1);  // online_softmax_attn.pto:17:32
+                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView12 mGm12(m + _qb2 * 64 + 32, GmView12::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_e_aiv1, mGm12);  // online_softmax_attn.pto:17:21
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMAX(t86_e_aiv1, t84_e_aiv1, t79_e_aiv1);  // online_softmax_attn.pto:17:21
                     pipe_barrier(PIPE_V);
                     TSUB(t90_e_aiv1, t84_e_aiv1, t86_e_aiv1);  // online_softmax_attn.pto:18:25
                     pipe_barrier(PIPE_V);
                     TEXP(t93_e_aiv1, t90_e_aiv1);  // online_softmax_attn.pto:18:21
-                    using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView12 lGm12(l + _qb2 * 64 + 32, GmView12::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_e_aiv1, lGm12);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp4, 69632);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103_e_aiv1, t77_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView13 lGm13(l + _qb2 * 64 + 32, GmView13::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_e_aiv1, lGm13);  // online_softmax_attn.pto:20:20
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMUL(t107_e_aiv1, t105_e_aiv1, t93_e_aiv1);  // online_softmax_attn.pto:20:20
                     TEXPANDS(t109_e_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96EAiv0 t96_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_e_aiv0, 11264);  // online_softmax_attn.pto:19:21
-                    TileT96EAiv1 t96_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_e_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
-                    TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_e_aiv0, 27648);  // online_softmax_attn.pto:19:17
-                    TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_e_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
-                    TileT112EAiv0 t112_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_e_aiv0, 4096);  // online_softmax_attn.pto:20:32
-                    TileT112EAiv1 t112_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
-                    using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 128 + _g95 * 128, GmView13::Shape(t96_e_aiv0.GetValidRow(), t96_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t96_e_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp2, 69632);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp2, t86_e_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t103_e_aiv0, t96_e_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 128 + _g95 * 128, GmView14::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c0Gm14, t103_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
-                    TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp3, 69632);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t112_e_aiv0, t103_e_aiv0, tmp3);  // online_softmax_attn.pto:20:32
+                    TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp5, 69632);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t112_e_aiv1, t103_e_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
-                    TADD(t109_e_aiv0, t109_e_aiv0, t112_e_aiv0);  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView15::Shape(t96_e_aiv1.GetValidRow(), t96_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t96_e_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp4, 69632);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t103_e_aiv1, t96_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView16::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c0Gm16, t103_e_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp5, 69632);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t112_e_aiv1, t103_e_aiv1, tmp5);  // online_softmax_attn.pto:20:32
-                        pipe_barrier(PIPE_V);
-                        TADD(t109_e_aiv1, t109_e_aiv1, t112_e_aiv1);  // online_softmax_attn.pto:20:32
-                    }
+                    TADD(t109_e_aiv1, t109_e_aiv1, t112_e_aiv1);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
+                    TADD(t116_e_aiv1, t107_e_aiv1, t109_e_aiv1);  // online_softmax_attn.pto:20:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView14 lGm14(l + _qb2 * 64 + 32, GmView14::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm14, t116_e_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView15 t14_u2c0Gm15(t14_u2c0 + (_qb2 * 64 + 32) * 128, GmView15::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0Gm15, t103_e_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView16 mGm16(m + _qb2 * 64 + 32, GmView16::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm16, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT116EAiv0 t116_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_e_aiv0, 4096);  // online_softmax_attn.pto:20:20
-                TileT116EAiv1 t116_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                TADD(t116_e_aiv0, t107_e_aiv0, t109_e_aiv0);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm17, t116_e_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                    TADD(t116_e_aiv1, t107_e_aiv1, t109_e_aiv1);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm18, t116_e_aiv1);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
-                    TileT119EAiv0 t119_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_e_aiv0, 7168);  // online_softmax_attn.pto:21:43
-                    TileT119EAiv1 t119_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:21:43
-                    using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 128 + _g118 * 128, GmView19::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t119_e_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 128 + _g118 * 128, GmView20::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0Gm20, t119_e_aiv0);  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView21::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t119_e_aiv1, p_1_u2c0Gm21);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView22::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c0Gm22, t119_e_aiv1);  // online_softmax_attn.pto:21:43
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView23 mGm23(m + _qb2 * 64, GmView23::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm23, t86_e_aiv0);  // online_softmax_attn.pto:22:13
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
-                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView24 mGm24(m + _qb2 * 64 + 32, GmView24::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
-                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
-                }
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView17 qGm17(q + _qb2 * 64 * D, GmView17::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_e, qGm17);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -665,9 +566,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152E t152_e(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView26 kj_u2c1_sk1_eGm26(kj_u2c1_sk1_e + _g147 * 64 * D, GmView26::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_e, kj_u2c1_sk1_eGm26);  // online_softmax_attn.pto:10:13
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView18 kj_u2c1_sk1_eGm18(kj_u2c1_sk1_e + _g147 * 64 * D, GmView18::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_e, kj_u2c1_sk1_eGm18);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -691,9 +592,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t154_e, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 128, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_e, qGm27);  // online_softmax_attn.pto:10:13
+                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView19 qGm19(q + _qb2 * 64 * D + _k153 * 128, GmView19::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_e, qGm19);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_e, 0);  // online_softmax_attn.pto:10:13
@@ -704,9 +605,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT156E t156_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t156_e, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_e, kj_u2c1_sk1_eGm28);  // online_softmax_attn.pto:10:13
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView20 kj_u2c1_sk1_eGm20(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView20::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_e, kj_u2c1_sk1_eGm20);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT157E t157_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_e, 0);  // online_softmax_attn.pto:10:13
@@ -724,257 +625,176 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView29 t0_u2c1Gm29(t0_u2c1 + _qb2 * 64 * 128 + _g147 * 64, GmView29::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c1Gm29, t148_e);  // online_softmax_attn.pto:10:13
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView21 t0_u2c1Gm21(t0_u2c1 + _qb2 * 64 * 128 + _g147 * 64, GmView21::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1Gm21, t148_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT163EAiv0 t163_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_e_aiv0, 5120);  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT163EAiv1 t163_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
+                TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_e_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                TileT161EAiv0 t161_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_e_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                TileT161EAiv1 t161_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
+                TileT166EAiv0 t166_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_e_aiv0, 37888);  // online_softmax_attn.pto:17:32
+                TileT166EAiv1 t166_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_e_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
+                TileT170EAiv0 t170_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv0, 38912);  // online_softmax_attn.pto:17:21
+                TileT170EAiv1 t170_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv1, ptodsl_aiv1_ub + 38912);  // online_softmax_attn.pto:17:21
+                TileT174EAiv0 t174_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv0, 40960);  // online_softmax_attn.pto:18:25
+                TileT174EAiv1 t174_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv1, ptodsl_aiv1_ub + 40960);  // online_softmax_attn.pto:18:25
+                TileT187EAiv0 t187_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_e_aiv0, 41984);  // online_softmax_attn.pto:19:17
+                TileT187EAiv1 t187_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_e_aiv1, ptodsl_aiv1_ub + 41984);  // online_softmax_attn.pto:19:17
+                TileT191EAiv0 t191_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv0, 58368);  // online_softmax_attn.pto:20:20
+                TileT191EAiv1 t191_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv1, ptodsl_aiv1_ub + 58368);  // online_softmax_attn.pto:20:20
+                TileT193EAiv0 t193_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv0, 59392);  // online_softmax_attn.pto:20:32
+                TileT193EAiv1 t193_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv1, ptodsl_aiv1_ub + 59392);  // online_softmax_attn.pto:20:32
+                TileT196EAiv0 t196_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_e_aiv0, 60416);  // online_softmax_attn.pto:20:32
+                TileT196EAiv1 t196_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_e_aiv1, ptodsl_aiv1_ub + 60416);  // online_softmax_attn.pto:20:32
+                TileT200EAiv0 t200_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv0, 61440);  // online_softmax_attn.pto:20:20
+                TileT200EAiv1 t200_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv1, ptodsl_aiv1_ub + 61440);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TEXPANDS(t163_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView22 t0_u2c1Gm22(t0_u2c1 + _qb2 * 64 * 128, GmView22::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t160_e_aiv0, t0_u2c1Gm22);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
-                    TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_e_aiv0, 7168);  // online_softmax_attn.pto:10:13
-                    TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:10:13
-                    TileT161EAiv0 t161_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_e_aiv0, 23552);  // online_softmax_attn.pto:10:13
-                    TileT161EAiv1 t161_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_e_aiv1, ptodsl_aiv1_ub + 23552);  // online_softmax_attn.pto:10:13
-                    TileT166EAiv0 t166_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_e_aiv0, 39936);  // online_softmax_attn.pto:17:32
-                    TileT166EAiv1 t166_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_e_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:32
-                    using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView30 t0_u2c1Gm30(t0_u2c1 + _qb2 * 64 * 128 + _g159 * 128, GmView30::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_e_aiv0, t0_u2c1Gm30);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMULS(t161_e_aiv0, t160_e_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView31 s_u2c1Gm31(s_u2c1 + _qb2 * 64 * 128 + _g159 * 128, GmView31::Shape(t161_e_aiv0.GetValidRow(), t161_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c1Gm31, t161_e_aiv0);  // online_softmax_attn.pto:10:13
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp6;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp6, 69632);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t166_e_aiv0, t161_e_aiv0, tmp6);  // online_softmax_attn.pto:17:32
-                    pipe_barrier(PIPE_V);
-                    TMAX(t163_e_aiv0, t163_e_aiv0, t166_e_aiv0);  // online_softmax_attn.pto:17:32
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:10:13
-                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView32 t0_u2c1Gm32(t0_u2c1 + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView32::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160_e_aiv1, t0_u2c1Gm32);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TMULS(t161_e_aiv1, t160_e_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView33 s_u2c1Gm33(s_u2c1 + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView33::Shape(t161_e_aiv1.GetValidRow(), t161_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c1Gm33, t161_e_aiv1);  // online_softmax_attn.pto:10:13
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp7;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp7, 69632);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t166_e_aiv1, t161_e_aiv1, tmp7);  // online_softmax_attn.pto:17:32
-                        pipe_barrier(PIPE_V);
-                        TMAX(t163_e_aiv1, t163_e_aiv1, t166_e_aiv1);  // online_softmax_attn.pto:17:32
-                    }
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT170EAiv0 t170_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_e_aiv0, 7168);  // online_softmax_attn.pto:17:21
-                TileT170EAiv1 t170_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:17:21
-                TileT174EAiv0 t174_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_e_aiv0, 8192);  // online_softmax_attn.pto:18:25
-                TileT174EAiv1 t174_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:18:25
-                TileT191EAiv0 t191_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_e_aiv0, 9216);  // online_softmax_attn.pto:20:20
-                TileT191EAiv1 t191_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_e_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
-                TileT193EAiv0 t193_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_e_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT193EAiv1 t193_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_e_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMULS(t161_e_aiv0, t160_e_aiv0, scale);  // online_softmax_attn.pto:10:13
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp6;  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp6, 69632);  // online_softmax_attn.pto:17:32
+                TROWMAX(t166_e_aiv0, t161_e_aiv0, tmp6);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                TMAX(t163_e_aiv0, t163_e_aiv0, t166_e_aiv0);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
                 TMAX(t170_e_aiv0, t86_e_aiv0, t163_e_aiv0);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 TSUB(t174_e_aiv0, t86_e_aiv0, t170_e_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t177_e_aiv0, t174_e_aiv0);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp7(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp7, 69632);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp7, t170_e_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t187_e_aiv0, t161_e_aiv0, tmp7);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);
                 TMUL(t191_e_aiv0, t116_e_aiv0, t177_e_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TEXPANDS(t193_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:17:21
+                TileTmp0 tmp8;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp8, 69632);  // online_softmax_attn.pto:20:32
+                TROWSUM(t196_e_aiv0, t187_e_aiv0, tmp8);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                TADD(t193_e_aiv0, t193_e_aiv0, t196_e_aiv0);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                TADD(t200_e_aiv0, t191_e_aiv0, t193_e_aiv0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView23 lGm23(l + _qb2 * 64, GmView23::Shape(t200_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm23, t200_e_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView24 t14_u2c1Gm24(t14_u2c1 + _qb2 * 64 * 128, GmView24::Shape(t187_e_aiv0.GetValidRow(), t187_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c1Gm24, t187_e_aiv0);  // online_softmax_attn.pto:21:43
+                using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView25 mGm25(m + _qb2 * 64, GmView25::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm25, t170_e_aiv0);  // online_softmax_attn.pto:22:13
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView26 t0_u2c1Gm26(t0_u2c1 + (_qb2 * 64 + 32) * 128, GmView26::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_e_aiv1, t0_u2c1Gm26);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TMULS(t161_e_aiv1, t160_e_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp9, 69632);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t166_e_aiv1, t161_e_aiv1, tmp9);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t163_e_aiv1, t163_e_aiv1, t166_e_aiv1);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
                     TMAX(t170_e_aiv1, t86_e_aiv1, t163_e_aiv1);  // online_softmax_attn.pto:17:21
                     pipe_barrier(PIPE_V);
                     TSUB(t174_e_aiv1, t86_e_aiv1, t170_e_aiv1);  // online_softmax_attn.pto:18:25
                     pipe_barrier(PIPE_V);
                     TEXP(t177_e_aiv1, t174_e_aiv1);  // online_softmax_attn.pto:18:21
                     pipe_barrier(PIPE_V);
+                    TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp10, 69632);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp10, t170_e_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187_e_aiv1, t161_e_aiv1, tmp10);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
                     TMUL(t191_e_aiv1, t116_e_aiv1, t177_e_aiv1);  // online_softmax_attn.pto:20:20
                     TEXPANDS(t193_e_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180EAiv0 t180_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_e_aiv0, 11264);  // online_softmax_attn.pto:19:21
-                    TileT180EAiv1 t180_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_e_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
-                    TileT187EAiv0 t187_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_e_aiv0, 27648);  // online_softmax_attn.pto:19:17
-                    TileT187EAiv1 t187_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_e_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
-                    TileT196EAiv0 t196_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_e_aiv0, 4096);  // online_softmax_attn.pto:20:32
-                    TileT196EAiv1 t196_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
-                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView34 s_u2c1Gm34(s_u2c1 + _qb2 * 64 * 128 + _g179 * 128, GmView34::Shape(t180_e_aiv0.GetValidRow(), t180_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t180_e_aiv0, s_u2c1Gm34);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp1 tmp8(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp8, 69632);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp8, t170_e_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t187_e_aiv0, t180_e_aiv0, tmp8);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView35 p_1_u2c1Gm35(p_1_u2c1 + _qb2 * 64 * 128 + _g179 * 128, GmView35::Shape(t187_e_aiv0.GetValidRow(), t187_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c1Gm35, t187_e_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
-                    TileTmp0 tmp9;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp9, 69632);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t196_e_aiv0, t187_e_aiv0, tmp9);  // online_softmax_attn.pto:20:32
+                    TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp11, 69632);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t196_e_aiv1, t187_e_aiv1, tmp11);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
-                    TADD(t193_e_aiv0, t193_e_aiv0, t196_e_aiv0);  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:19:21
-                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView36 s_u2c1Gm36(s_u2c1 + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView36::Shape(t180_e_aiv1.GetValidRow(), t180_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t180_e_aiv1, s_u2c1Gm36);  // online_softmax_attn.pto:19:21
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp10, 69632);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp10, t170_e_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t187_e_aiv1, t180_e_aiv1, tmp10);  // online_softmax_attn.pto:19:17
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView37 p_1_u2c1Gm37(p_1_u2c1 + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView37::Shape(t187_e_aiv1.GetValidRow(), t187_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c1Gm37, t187_e_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp11, 69632);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t196_e_aiv1, t187_e_aiv1, tmp11);  // online_softmax_attn.pto:20:32
-                        pipe_barrier(PIPE_V);
-                        TADD(t193_e_aiv1, t193_e_aiv1, t196_e_aiv1);  // online_softmax_attn.pto:20:32
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT200EAiv0 t200_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_e_aiv0, 4096);  // online_softmax_attn.pto:20:20
-                TileT200EAiv1 t200_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                TADD(t200_e_aiv0, t191_e_aiv0, t193_e_aiv0);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView38 lGm38(l + _qb2 * 64, GmView38::Shape(t200_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm38, t200_e_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:20:20
+                    TADD(t193_e_aiv1, t193_e_aiv1, t196_e_aiv1);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
                     TADD(t200_e_aiv1, t191_e_aiv1, t193_e_aiv1);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView39 lGm39(l + _qb2 * 64 + 32, GmView39::Shape(t200_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm39, t200_e_aiv1);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
-                    TileT203EAiv0 t203_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_e_aiv0, 8192);  // online_softmax_attn.pto:21:43
-                    TileT203EAiv1 t203_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:21:43
-                    using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView40 p_1_u2c1Gm40(p_1_u2c1 + _qb2 * 64 * 128 + _g202 * 128, GmView40::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t203_e_aiv0, p_1_u2c1Gm40);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView41 t14_u2c1Gm41(t14_u2c1 + _qb2 * 64 * 128 + _g202 * 128, GmView41::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c1Gm41, t203_e_aiv0);  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:21:43
-                        using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView42 p_1_u2c1Gm42(p_1_u2c1 + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView42::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t203_e_aiv1, p_1_u2c1Gm42);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView43 t14_u2c1Gm43(t14_u2c1 + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView43::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c1Gm43, t203_e_aiv1);  // online_softmax_attn.pto:21:43
-                    }
-                }
-                using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView44 mGm44(m + _qb2 * 64, GmView44::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm44, t170_e_aiv0);  // online_softmax_attn.pto:22:13
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:22:13
-                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView45 mGm45(m + _qb2 * 64 + 32, GmView45::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm45, t170_e_aiv1);  // online_softmax_attn.pto:22:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView27 lGm27(l + _qb2 * 64 + 32, GmView27::Shape(t200_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm27, t200_e_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView28 t14_u2c1Gm28(t14_u2c1 + (_qb2 * 64 + 32) * 128, GmView28::Shape(t187_e_aiv1.GetValidRow(), t187_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1Gm28, t187_e_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView29 mGm29(m + _qb2 * 64 + 32, GmView29::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm29, t170_e_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -982,9 +802,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                 TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 128, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView30 t14_u2c0_twinGm30(t14_u2c0_twin + _qb2 * 64 * 128, GmView30::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t124_e, t14_u2c0_twinGm30);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1001,9 +821,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t126_e, 32768);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 vj_u2c0_sk2_eGm31(vj_u2c0_sk2_e + _g122 * 64, GmView31::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t126_e, vj_u2c0_sk2_eGm31);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT127E t127_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t127_e, 0);  // online_softmax_attn.pto:21:36
@@ -1020,9 +840,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                         TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t129_e, 32768);  // online_softmax_attn.pto:21:36
-                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 128 + _k128 * 128, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t129_e, t14_u2c0_twinGm48);  // online_softmax_attn.pto:21:36
+                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView32 t14_u2c0_twinGm32(t14_u2c0_twin + _qb2 * 64 * 128 + _k128 * 128, GmView32::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t129_e, t14_u2c0_twinGm32);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT130E t130_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t130_e, 0);  // online_softmax_attn.pto:21:36
@@ -1032,9 +852,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t131_e, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 128 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t131_e, vj_u2c0_sk2_eGm49);  // online_softmax_attn.pto:21:36
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView33 vj_u2c0_sk2_eGm33(vj_u2c0_sk2_e + _k128 * 128 * D + _g122 * 64, GmView33::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t131_e, vj_u2c0_sk2_eGm33);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT132E t132_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t132_e, 0);  // online_softmax_attn.pto:21:36
@@ -1048,9 +868,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView50 t13_u2c0_twinGm50(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView50::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u2c0_twinGm50, t123_e);  // online_softmax_attn.pto:21:36
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView34 t13_u2c0_twinGm34(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView34::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c0_twinGm34, t123_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1085,9 +905,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t143_e_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView51 accGm51(acc + _qb2 * 64 * D + _g134 * 128, GmView51::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t135_e_aiv0, accGm51);  // online_softmax_attn.pto:21:22
+                    using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView35 accGm35(acc + _qb2 * 64 * D + _g134 * 128, GmView35::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t135_e_aiv0, accGm35);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1098,9 +918,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDMUL(t138_e_aiv0, t135_e_aiv0, tmp12);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView52 t13_u2c0_twinGm52(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 128, GmView52::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t142_e_aiv0, t13_u2c0_twinGm52);  // online_softmax_attn.pto:21:22
+                    using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView36 t13_u2c0_twinGm36(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 128, GmView36::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t142_e_aiv0, t13_u2c0_twinGm36);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1110,18 +930,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView53 accGm53(acc + _qb2 * 64 * D + _g134 * 128, GmView53::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm53, t143_e_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView37 accGm37(acc + _qb2 * 64 * D + _g134 * 128, GmView37::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm37, t143_e_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
-                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView54 accGm54(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView54::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t135_e_aiv1, accGm54);  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:21:22
+                        using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView38 accGm38(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView38::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t135_e_aiv1, accGm38);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1130,9 +950,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp13, t93_o_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t138_e_aiv1, t135_e_aiv1, tmp13);  // online_softmax_attn.pto:21:22
-                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView55 t13_u2c0_twinGm55(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 128, GmView55::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142_e_aiv1, t13_u2c0_twinGm55);  // online_softmax_attn.pto:21:22
+                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView39 t13_u2c0_twinGm39(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 128, GmView39::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_e_aiv1, t13_u2c0_twinGm39);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1140,9 +960,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                        using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView56 accGm56(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView56::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm56, t143_e_aiv1);  // online_softmax_attn.pto:21:22
+                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView40 accGm40(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView40::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm40, t143_e_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -1160,9 +980,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 128, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
+                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView41 t14_u2c1_twinGm41(t14_u2c1_twin + _qb2 * 64 * 128, GmView41::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t208_e, t14_u2c1_twinGm41);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -1181,9 +1001,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t210_e, 32768);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView42 vj_u2c1_sk3_eGm42(vj_u2c1_sk3_e + _g206 * 64, GmView42::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t210_e, vj_u2c1_sk3_eGm42);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT211E t211_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t211_e, 0);  // online_softmax_attn.pto:21:36
@@ -1200,9 +1020,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                         TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t213_e, 32768);  // online_softmax_attn.pto:21:36
-                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 128 + _k212 * 128, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t213_e, t14_u2c1_twinGm59);  // online_softmax_attn.pto:21:36
+                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView43 t14_u2c1_twinGm43(t14_u2c1_twin + _qb2 * 64 * 128 + _k212 * 128, GmView43::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t213_e, t14_u2c1_twinGm43);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT214E t214_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t214_e, 0);  // online_softmax_attn.pto:21:36
@@ -1212,9 +1032,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t215_e, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 128 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t215_e, vj_u2c1_sk3_eGm60);  // online_softmax_attn.pto:21:36
+                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView44 vj_u2c1_sk3_eGm44(vj_u2c1_sk3_e + _k212 * 128 * D + _g206 * 64, GmView44::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t215_e, vj_u2c1_sk3_eGm44);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT216E t216_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t216_e, 0);  // online_softmax_attn.pto:21:36
@@ -1228,9 +1048,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView61 t13_u2c1_twinGm61(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView61::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u2c1_twinGm61, t207_e);  // online_softmax_attn.pto:21:36
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView45 t13_u2c1_twinGm45(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView45::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c1_twinGm45, t207_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1266,9 +1086,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TASSIGN(t227_e_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 128, GmView62::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t219_e_aiv0, accGm62);  // online_softmax_attn.pto:21:22
+                    using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView46 accGm46(acc + _qb2 * 64 * D + _g218 * 128, GmView46::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t219_e_aiv0, accGm46);  // online_softmax_attn.pto:21:22
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1279,9 +1099,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TROWEXPANDMUL(t222_e_aiv0, t219_e_aiv0, tmp14);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView63 t13_u2c1_twinGm63(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 128, GmView63::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
-                    TLOAD(t226_e_aiv0, t13_u2c1_twinGm63);  // online_softmax_attn.pto:21:22
+                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView47 t13_u2c1_twinGm47(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 128, GmView47::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:22
+                    TLOAD(t226_e_aiv0, t13_u2c1_twinGm47);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1291,18 +1111,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                    GmView64 accGm64(acc + _qb2 * 64 * D + _g218 * 128, GmView64::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
-                    TSTORE(accGm64, t227_e_aiv0);  // online_softmax_attn.pto:21:22
+                    using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                    GmView48 accGm48(acc + _qb2 * 64 * D + _g218 * 128, GmView48::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:21:22
+                    TSTORE(accGm48, t227_e_aiv0);  // online_softmax_attn.pto:21:22
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
-                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView65::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t219_e_aiv1, accGm65);  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:21:22
+                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView49 accGm49(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView49::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t219_e_aiv1, accGm49);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1311,9 +1131,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPAND(tmp15, t177_o_aiv1);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                         TROWEXPANDMUL(t222_e_aiv1, t219_e_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView66 t13_u2c1_twinGm66(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 128, GmView66::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226_e_aiv1, t13_u2c1_twinGm66);  // online_softmax_attn.pto:21:22
+                        using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView50 t13_u2c1_twinGm50(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 128, GmView50::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_e_aiv1, t13_u2c1_twinGm50);  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1321,9 +1141,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                        using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView67 accGm67(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView67::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm67, t227_e_aiv1);  // online_softmax_attn.pto:21:22
+                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView51 accGm51(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView51::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm51, t227_e_aiv1);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
@@ -1337,15 +1157,19 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -1354,11 +1178,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView68 qGm68(q + _qb2 * 64 * D, GmView68::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t65_o, qGm68);  // online_softmax_attn.pto:10:13
-                }
+                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView52 qGm52(q + _qb2 * 64 * D, GmView52::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t65_o, qGm52);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1371,9 +1193,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT68O t68_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t68_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView69 kj_u2c0_sk0_oGm69(kj_u2c0_sk0_o + _g63 * 64 * D, GmView69::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t67_o, kj_u2c0_sk0_oGm69);  // online_softmax_attn.pto:10:13
+                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView53 kj_u2c0_sk0_oGm53(kj_u2c0_sk0_o + _g63 * 64 * D, GmView53::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t67_o, kj_u2c0_sk0_oGm53);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1397,9 +1219,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t70_o, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 128, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t70_o, qGm70);  // online_softmax_attn.pto:10:13
+                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView54 qGm54(q + _qb2 * 64 * D + _k69 * 128, GmView54::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_o, qGm54);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t71_o, 0);  // online_softmax_attn.pto:10:13
@@ -1410,9 +1232,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT72O t72_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t72_o, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t72_o, kj_u2c0_sk0_oGm71);  // online_softmax_attn.pto:10:13
+                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView55 kj_u2c0_sk0_oGm55(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView55::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_o, kj_u2c0_sk0_oGm55);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT73O t73_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t73_o, 0);  // online_softmax_attn.pto:10:13
@@ -1430,9 +1252,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView72 t0_u2c0_twinGm72(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView72::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c0_twinGm72, t64_o);  // online_softmax_attn.pto:10:13
+                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView56 t0_u2c0_twinGm56(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView56::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0_twinGm56, t64_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -1445,93 +1267,71 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t79_o_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT79OAiv1 t79_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
-                TEXPANDS(t79_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
-                    TileT76OAiv0 t76_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_o_aiv0, 5120);  // online_softmax_attn.pto:10:13
-                    TileT76OAiv1 t76_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
-                    TileT77OAiv0 t77_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_o_aiv0, 21504);  // online_softmax_attn.pto:10:13
-                    TileT77OAiv1 t77_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
-                    TileT82OAiv0 t82_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_o_aiv0, 37888);  // online_softmax_attn.pto:17:32
-                    TileT82OAiv1 t82_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_o_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
-                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView73 t0_u2c0_twinGm73(t0_u2c0_twin + _qb2 * 64 * 128 + _g75 * 128, GmView73::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t76_o_aiv0, t0_u2c0_twinGm73);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TMULS(t77_o_aiv0, t76_o_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView74 s_u2c0_twinGm74(s_u2c0_twin + _qb2 * 64 * 128 + _g75 * 128, GmView74::Shape(t77_o_aiv0.GetValidRow(), t77_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c0_twinGm74, t77_o_aiv0);  // online_softmax_attn.pto:10:13
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp16;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp16, 69632);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t82_o_aiv0, t77_o_aiv0, tmp16);  // online_softmax_attn.pto:17:32
-                    pipe_barrier(PIPE_V);
-                    TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
-                    for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:10:13
-                        using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView75 t0_u2c0_twinGm75(t0_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView75::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76_o_aiv1, t0_u2c0_twinGm75);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        TMULS(t77_o_aiv1, t76_o_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView76 s_u2c0_twinGm76(s_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView76::Shape(t77_o_aiv1.GetValidRow(), t77_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c0_twinGm76, t77_o_aiv1);  // online_softmax_attn.pto:10:13
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp17;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp17, 69632);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t82_o_aiv1, t77_o_aiv1, tmp17);  // online_softmax_attn.pto:17:32
-                        pipe_barrier(PIPE_V);
-                        TMAX(t79_o_aiv1, t79_o_aiv1, t82_o_aiv1);  // online_softmax_attn.pto:17:32
-                    }
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT76OAiv0 t76_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_o_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                TileT76OAiv1 t76_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                TileT77OAiv0 t77_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_o_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                TileT77OAiv1 t77_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
+                TileT82OAiv0 t82_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_o_aiv0, 37888);  // online_softmax_attn.pto:17:32
+                TileT82OAiv1 t82_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_o_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
                 TileT84OAiv0 t84_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_o_aiv0, 5120);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv0, 38912);  // online_softmax_attn.pto:17:21
                 TileT84OAiv1 t84_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv1, ptodsl_aiv1_ub + 38912);  // online_softmax_attn.pto:17:21
                 TileT86OAiv0 t86_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_o_aiv0, 6144);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv0, 39936);  // online_softmax_attn.pto:17:21
                 TileT86OAiv1 t86_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_o_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:21
                 TileT90OAiv0 t90_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_o_aiv0, 7168);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv0, 40960);  // online_softmax_attn.pto:18:25
                 TileT90OAiv1 t90_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv1, ptodsl_aiv1_ub + 40960);  // online_softmax_attn.pto:18:25
+                TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_o_aiv0, 41984);  // online_softmax_attn.pto:19:17
+                TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_o_aiv1, ptodsl_aiv1_ub + 41984);  // online_softmax_attn.pto:19:17
                 TileT105OAiv0 t105_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv0, 58368);  // online_softmax_attn.pto:20:20
                 TileT105OAiv1 t105_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv1, ptodsl_aiv1_ub + 58368);  // online_softmax_attn.pto:20:20
                 TileT107OAiv0 t107_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_o_aiv0, 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv0, 59392);  // online_softmax_attn.pto:20:20
                 TileT107OAiv1 t107_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_o_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv1, ptodsl_aiv1_ub + 59392);  // online_softmax_attn.pto:20:20
                 TileT109OAiv0 t109_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_o_aiv0, 10240);  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_o_aiv0, 60416);  // online_softmax_attn.pto:20:32
                 TileT109OAiv1 t109_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_o_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                GmView77 mGm77(m + _qb2 * 64, GmView77::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                TLOAD(t84_o_aiv0, mGm77);  // online_softmax_attn.pto:17:21
+                TASSIGN(t109_o_aiv1, ptodsl_aiv1_ub + 60416);  // online_softmax_attn.pto:20:32
+                TileT112OAiv0 t112_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_o_aiv0, 61440);  // online_softmax_attn.pto:20:32
+                TileT112OAiv1 t112_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_o_aiv1, ptodsl_aiv1_ub + 61440);  // online_softmax_attn.pto:20:32
+                TileT116OAiv0 t116_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv0, 62464);  // online_softmax_attn.pto:20:20
+                TileT116OAiv1 t116_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv1, ptodsl_aiv1_ub + 62464);  // online_softmax_attn.pto:20:20
+                TEXPANDS(t79_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView57 t0_u2c0_twinGm57(t0_u2c0_twin + _qb2 * 64 * 128, GmView57::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t76_o_aiv0, t0_u2c0_twinGm57);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMULS(t77_o_aiv0, t76_o_aiv0, scale);  // online_softmax_attn.pto:10:13
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileTmp0 tmp16;  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp16, 69632);  // online_softmax_attn.pto:17:32
+                TROWMAX(t82_o_aiv0, t77_o_aiv0, tmp16);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
+                using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                GmView58 mGm58(m + _qb2 * 64, GmView58::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                TLOAD(t84_o_aiv0, mGm58);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -1540,170 +1340,113 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TSUB(t90_o_aiv0, t84_o_aiv0, t86_o_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t93_o_aiv0, t90_o_aiv0);  // online_softmax_attn.pto:18:21
-                using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView78 lGm78(l + _qb2 * 64, GmView78::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TLOAD(t105_o_aiv0, lGm78);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
+                TileTmp1 tmp17(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp17, 69632);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp17, t86_o_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t103_o_aiv0, t77_o_aiv0, tmp17);  // online_softmax_attn.pto:19:17
+                using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView59 lGm59(l + _qb2 * 64, GmView59::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TLOAD(t105_o_aiv0, lGm59);  // online_softmax_attn.pto:20:20
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TMUL(t107_o_aiv0, t105_o_aiv0, t93_o_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
                 TEXPANDS(t109_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:17:21
-                    using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView79 mGm79(m + _qb2 * 64 + 32, GmView79::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_o_aiv1, mGm79);  // online_softmax_attn.pto:17:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                TileTmp0 tmp18;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp18, 69632);  // online_softmax_attn.pto:20:32
+                TROWSUM(t112_o_aiv0, t103_o_aiv0, tmp18);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                TADD(t109_o_aiv0, t109_o_aiv0, t112_o_aiv0);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                TADD(t116_o_aiv0, t107_o_aiv0, t109_o_aiv0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView60 lGm60(l + _qb2 * 64, GmView60::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm60, t116_o_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView61 t14_u2c0_twinGm61(t14_u2c0_twin + _qb2 * 64 * 128, GmView61::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c0_twinGm61, t103_o_aiv0);  // online_softmax_attn.pto:21:43
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView62 mGm62(m + _qb2 * 64, GmView62::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm62, t86_o_aiv0);  // online_softmax_attn.pto:22:13
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView63 t0_u2c0_twinGm63(t0_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView63::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_o_aiv1, t0_u2c0_twinGm63);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TMULS(t77_o_aiv1, t76_o_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp19;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp19, 69632);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t82_o_aiv1, t77_o_aiv1, tmp19);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t79_o_aiv1, t79_o_aiv1, t82_o_aiv1);  // online_softmax_attn.pto:17:32
+                    using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView64 mGm64(m + _qb2 * 64 + 32, GmView64::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_o_aiv1, mGm64);  // online_softmax_attn.pto:17:21
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMAX(t86_o_aiv1, t84_o_aiv1, t79_o_aiv1);  // online_softmax_attn.pto:17:21
                     pipe_barrier(PIPE_V);
                     TSUB(t90_o_aiv1, t84_o_aiv1, t86_o_aiv1);  // online_softmax_attn.pto:18:25
                     pipe_barrier(PIPE_V);
                     TEXP(t93_o_aiv1, t90_o_aiv1);  // online_softmax_attn.pto:18:21
-                    using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView80 lGm80(l + _qb2 * 64 + 32, GmView80::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_o_aiv1, lGm80);  // online_softmax_attn.pto:20:20
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    TileTmp1 tmp20(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp20, 69632);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103_o_aiv1, t77_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
+                    using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView65 lGm65(l + _qb2 * 64 + 32, GmView65::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_o_aiv1, lGm65);  // online_softmax_attn.pto:20:20
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TMUL(t107_o_aiv1, t105_o_aiv1, t93_o_aiv1);  // online_softmax_attn.pto:20:20
                     TEXPANDS(t109_o_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96OAiv0 t96_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_o_aiv0, 11264);  // online_softmax_attn.pto:19:21
-                    TileT96OAiv1 t96_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_o_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
-                    TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_o_aiv0, 27648);  // online_softmax_attn.pto:19:17
-                    TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_o_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
-                    TileT112OAiv0 t112_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_o_aiv0, 4096);  // online_softmax_attn.pto:20:32
-                    TileT112OAiv1 t112_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
-                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView81 s_u2c0_twinGm81(s_u2c0_twin + _qb2 * 64 * 128 + _g95 * 128, GmView81::Shape(t96_o_aiv0.GetValidRow(), t96_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t96_o_aiv0, s_u2c0_twinGm81);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    TileTmp1 tmp18(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp18, 69632);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp18, t86_o_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t103_o_aiv0, t96_o_aiv0, tmp18);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView82 p_1_u2c0_twinGm82(p_1_u2c0_twin + _qb2 * 64 * 128 + _g95 * 128, GmView82::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c0_twinGm82, t103_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
-                    TileTmp0 tmp19;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp19, 69632);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t112_o_aiv0, t103_o_aiv0, tmp19);  // online_softmax_attn.pto:20:32
+                    TileTmp0 tmp21;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp21, 69632);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t112_o_aiv1, t103_o_aiv1, tmp21);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
-                    TADD(t109_o_aiv0, t109_o_aiv0, t112_o_aiv0);  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:19:21
-                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView83 s_u2c0_twinGm83(s_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView83::Shape(t96_o_aiv1.GetValidRow(), t96_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t96_o_aiv1, s_u2c0_twinGm83);  // online_softmax_attn.pto:19:21
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        TileTmp1 tmp20(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp20, 69632);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t103_o_aiv1, t96_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView84 p_1_u2c0_twinGm84(p_1_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView84::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c0_twinGm84, t103_o_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp21;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp21, 69632);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t112_o_aiv1, t103_o_aiv1, tmp21);  // online_softmax_attn.pto:20:32
-                        pipe_barrier(PIPE_V);
-                        TADD(t109_o_aiv1, t109_o_aiv1, t112_o_aiv1);  // online_softmax_attn.pto:20:32
-                    }
+                    TADD(t109_o_aiv1, t109_o_aiv1, t112_o_aiv1);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
+                    TADD(t116_o_aiv1, t107_o_aiv1, t109_o_aiv1);  // online_softmax_attn.pto:20:20
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView66 lGm66(l + _qb2 * 64 + 32, GmView66::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm66, t116_o_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView67 t14_u2c0_twinGm67(t14_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView67::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0_twinGm67, t103_o_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView68 mGm68(m + _qb2 * 64 + 32, GmView68::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm68, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                 }
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT116OAiv0 t116_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_o_aiv0, 4096);  // online_softmax_attn.pto:20:20
-                TileT116OAiv1 t116_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                TADD(t116_o_aiv0, t107_o_aiv0, t109_o_aiv0);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView85 lGm85(l + _qb2 * 64, GmView85::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm85, t116_o_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:20:20
-                    TADD(t116_o_aiv1, t107_o_aiv1, t109_o_aiv1);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView86 lGm86(l + _qb2 * 64 + 32, GmView86::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm86, t116_o_aiv1);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
-                    TileT119OAiv0 t119_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_o_aiv0, 7168);  // online_softmax_attn.pto:21:43
-                    TileT119OAiv1 t119_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:21:43
-                    using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView87 p_1_u2c0_twinGm87(p_1_u2c0_twin + _qb2 * 64 * 128 + _g118 * 128, GmView87::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t119_o_aiv0, p_1_u2c0_twinGm87);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView88 t14_u2c0_twinGm88(t14_u2c0_twin + _qb2 * 64 * 128 + _g118 * 128, GmView88::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c0_twinGm88, t119_o_aiv0);  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:21:43
-                        using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView89 p_1_u2c0_twinGm89(p_1_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView89::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t119_o_aiv1, p_1_u2c0_twinGm89);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView90 t14_u2c0_twinGm90(t14_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView90::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c0_twinGm90, t119_o_aiv1);  // online_softmax_attn.pto:21:43
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView91 mGm91(m + _qb2 * 64, GmView91::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm91, t86_o_aiv0);  // online_softmax_attn.pto:22:13
-                for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:22:13
-                    using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView92 mGm92(m + _qb2 * 64 + 32, GmView92::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
-                }
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
-                    using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
-                }
+                using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView69 qGm69(q + _qb2 * 64 * D, GmView69::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_o, qGm69);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -1718,9 +1461,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152O t152_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView94 kj_u2c1_sk1_oGm94(kj_u2c1_sk1_o + _g147 * 64 * D, GmView94::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_o, kj_u2c1_sk1_oGm94);  // online_softmax_attn.pto:10:13
+                    using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView70 kj_u2c1_sk1_oGm70(kj_u2c1_sk1_o + _g147 * 64 * D, GmView70::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_o, kj_u2c1_sk1_oGm70);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -1744,9 +1487,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t154_o, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 128, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_o, qGm95);  // online_softmax_attn.pto:10:13
+                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView71 qGm71(q + _qb2 * 64 * D + _k153 * 128, GmView71::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_o, qGm71);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_o, 0);  // online_softmax_attn.pto:10:13
@@ -1757,9 +1500,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT156O t156_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t156_o, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_o, kj_u2c1_sk1_oGm96);  // online_softmax_attn.pto:10:13
+                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView72 kj_u2c1_sk1_oGm72(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView72::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_o, kj_u2c1_sk1_oGm72);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT157O t157_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_o, 0);  // online_softmax_attn.pto:10:13
@@ -1777,257 +1520,176 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView97 t0_u2c1_twinGm97(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView97::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c1_twinGm97, t148_o);  // online_softmax_attn.pto:10:13
+                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView73 t0_u2c1_twinGm73(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView73::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1_twinGm73, t148_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT163OAiv0 t163_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_o_aiv0, 5120);  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT163OAiv1 t163_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
+                TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_o_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                TileT161OAiv0 t161_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_o_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                TileT161OAiv1 t161_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
+                TileT166OAiv0 t166_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_o_aiv0, 37888);  // online_softmax_attn.pto:17:32
+                TileT166OAiv1 t166_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_o_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
+                TileT170OAiv0 t170_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv0, 38912);  // online_softmax_attn.pto:17:21
+                TileT170OAiv1 t170_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv1, ptodsl_aiv1_ub + 38912);  // online_softmax_attn.pto:17:21
+                TileT174OAiv0 t174_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv0, 40960);  // online_softmax_attn.pto:18:25
+                TileT174OAiv1 t174_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv1, ptodsl_aiv1_ub + 40960);  // online_softmax_attn.pto:18:25
+                TileT187OAiv0 t187_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_o_aiv0, 41984);  // online_softmax_attn.pto:19:17
+                TileT187OAiv1 t187_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_o_aiv1, ptodsl_aiv1_ub + 41984);  // online_softmax_attn.pto:19:17
+                TileT191OAiv0 t191_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv0, 58368);  // online_softmax_attn.pto:20:20
+                TileT191OAiv1 t191_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv1, ptodsl_aiv1_ub + 58368);  // online_softmax_attn.pto:20:20
+                TileT193OAiv0 t193_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv0, 59392);  // online_softmax_attn.pto:20:32
+                TileT193OAiv1 t193_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv1, ptodsl_aiv1_ub + 59392);  // online_softmax_attn.pto:20:32
+                TileT196OAiv0 t196_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_o_aiv0, 60416);  // online_softmax_attn.pto:20:32
+                TileT196OAiv1 t196_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_o_aiv1, ptodsl_aiv1_ub + 60416);  // online_softmax_attn.pto:20:32
+                TileT200OAiv0 t200_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv0, 61440);  // online_softmax_attn.pto:20:20
+                TileT200OAiv1 t200_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv1, ptodsl_aiv1_ub + 61440);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TEXPANDS(t163_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                GmView74 t0_u2c1_twinGm74(t0_u2c1_twin + _qb2 * 64 * 128, GmView74::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                TLOAD(t160_o_aiv0, t0_u2c1_twinGm74);  // online_softmax_attn.pto:10:13
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:32
-                    TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
-                    TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_o_aiv0, 7168);  // online_softmax_attn.pto:10:13
-                    TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:10:13
-                    TileT161OAiv0 t161_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_o_aiv0, 23552);  // online_softmax_attn.pto:10:13
-                    TileT161OAiv1 t161_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_o_aiv1, ptodsl_aiv1_ub + 23552);  // online_softmax_attn.pto:10:13
-                    TileT166OAiv0 t166_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_o_aiv0, 39936);  // online_softmax_attn.pto:17:32
-                    TileT166OAiv1 t166_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_o_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:32
-                    using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView98 t0_u2c1_twinGm98(t0_u2c1_twin + _qb2 * 64 * 128 + _g159 * 128, GmView98::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TLOAD(t160_o_aiv0, t0_u2c1_twinGm98);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    TMULS(t161_o_aiv0, t160_o_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView99 s_u2c1_twinGm99(s_u2c1_twin + _qb2 * 64 * 128 + _g159 * 128, GmView99::Shape(t161_o_aiv0.GetValidRow(), t161_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(s_u2c1_twinGm99, t161_o_aiv0);  // online_softmax_attn.pto:10:13
-                    pipe_barrier(PIPE_V);
-                    TileTmp0 tmp22;  // online_softmax_attn.pto:17:32
-                    TASSIGN(tmp22, 69632);  // online_softmax_attn.pto:17:32
-                    TROWMAX(t166_o_aiv0, t161_o_aiv0, tmp22);  // online_softmax_attn.pto:17:32
-                    pipe_barrier(PIPE_V);
-                    TMAX(t163_o_aiv0, t163_o_aiv0, t166_o_aiv0);  // online_softmax_attn.pto:17:32
-                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:10:13
-                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView100 t0_u2c1_twinGm100(t0_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView100::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160_o_aiv1, t0_u2c1_twinGm100);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        TMULS(t161_o_aiv1, t160_o_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView101 s_u2c1_twinGm101(s_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView101::Shape(t161_o_aiv1.GetValidRow(), t161_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c1_twinGm101, t161_o_aiv1);  // online_softmax_attn.pto:10:13
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp23;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp23, 69632);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t166_o_aiv1, t161_o_aiv1, tmp23);  // online_softmax_attn.pto:17:32
-                        pipe_barrier(PIPE_V);
-                        TMAX(t163_o_aiv1, t163_o_aiv1, t166_o_aiv1);  // online_softmax_attn.pto:17:32
-                    }
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT170OAiv0 t170_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_o_aiv0, 7168);  // online_softmax_attn.pto:17:21
-                TileT170OAiv1 t170_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:17:21
-                TileT174OAiv0 t174_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_o_aiv0, 8192);  // online_softmax_attn.pto:18:25
-                TileT174OAiv1 t174_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:18:25
-                TileT191OAiv0 t191_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_o_aiv0, 9216);  // online_softmax_attn.pto:20:20
-                TileT191OAiv1 t191_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_o_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
-                TileT193OAiv0 t193_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_o_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT193OAiv1 t193_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_o_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
-                pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                TMULS(t161_o_aiv0, t160_o_aiv0, scale);  // online_softmax_attn.pto:10:13
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp22;  // online_softmax_attn.pto:17:32
+                TASSIGN(tmp22, 69632);  // online_softmax_attn.pto:17:32
+                TROWMAX(t166_o_aiv0, t161_o_aiv0, tmp22);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
+                TMAX(t163_o_aiv0, t163_o_aiv0, t166_o_aiv0);  // online_softmax_attn.pto:17:32
+                pipe_barrier(PIPE_V);
                 TMAX(t170_o_aiv0, t86_o_aiv0, t163_o_aiv0);  // online_softmax_attn.pto:17:21
                 pipe_barrier(PIPE_V);
                 TSUB(t174_o_aiv0, t86_o_aiv0, t170_o_aiv0);  // online_softmax_attn.pto:18:25
                 pipe_barrier(PIPE_V);
                 TEXP(t177_o_aiv0, t174_o_aiv0);  // online_softmax_attn.pto:18:21
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                TileTmp1 tmp23(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                TASSIGN(tmp23, 69632);  // online_softmax_attn.pto:19:17
+                TROWEXPAND(tmp23, t170_o_aiv0);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                TROWEXPANDEXPDIF(t187_o_aiv0, t161_o_aiv0, tmp23);  // online_softmax_attn.pto:19:17
+                pipe_barrier(PIPE_V);
                 TMUL(t191_o_aiv0, t116_o_aiv0, t177_o_aiv0);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 TEXPANDS(t193_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:17:21
+                TileTmp0 tmp24;  // online_softmax_attn.pto:20:32
+                TASSIGN(tmp24, 69632);  // online_softmax_attn.pto:20:32
+                TROWSUM(t196_o_aiv0, t187_o_aiv0, tmp24);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                TADD(t193_o_aiv0, t193_o_aiv0, t196_o_aiv0);  // online_softmax_attn.pto:20:32
+                pipe_barrier(PIPE_V);
+                TADD(t200_o_aiv0, t191_o_aiv0, t193_o_aiv0);  // online_softmax_attn.pto:20:20
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                GmView75 lGm75(l + _qb2 * 64, GmView75::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                TSTORE(lGm75, t200_o_aiv0);  // online_softmax_attn.pto:20:20
+                using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                GmView76 t14_u2c1_twinGm76(t14_u2c1_twin + _qb2 * 64 * 128, GmView76::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                TSTORE(t14_u2c1_twinGm76, t187_o_aiv0);  // online_softmax_attn.pto:21:43
+                using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                GmView77 mGm77(m + _qb2 * 64, GmView77::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                TSTORE(mGm77, t170_o_aiv0);  // online_softmax_attn.pto:22:13
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:17:32
+                    TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                    using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView78 t0_u2c1_twinGm78(t0_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView78::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_o_aiv1, t0_u2c1_twinGm78);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    TMULS(t161_o_aiv1, t160_o_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    pipe_barrier(PIPE_V);
+                    TileTmp0 tmp25;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp25, 69632);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t166_o_aiv1, t161_o_aiv1, tmp25);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
+                    TMAX(t163_o_aiv1, t163_o_aiv1, t166_o_aiv1);  // online_softmax_attn.pto:17:32
+                    pipe_barrier(PIPE_V);
                     TMAX(t170_o_aiv1, t86_o_aiv1, t163_o_aiv1);  // online_softmax_attn.pto:17:21
                     pipe_barrier(PIPE_V);
                     TSUB(t174_o_aiv1, t86_o_aiv1, t170_o_aiv1);  // online_softmax_attn.pto:18:25
                     pipe_barrier(PIPE_V);
                     TEXP(t177_o_aiv1, t174_o_aiv1);  // online_softmax_attn.pto:18:21
                     pipe_barrier(PIPE_V);
+                    TileTmp1 tmp26(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp26, 69632);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp26, t170_o_aiv1);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187_o_aiv1, t161_o_aiv1, tmp26);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
                     TMUL(t191_o_aiv1, t116_o_aiv1, t177_o_aiv1);  // online_softmax_attn.pto:20:20
                     TEXPANDS(t193_o_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180OAiv0 t180_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_o_aiv0, 11264);  // online_softmax_attn.pto:19:21
-                    TileT180OAiv1 t180_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_o_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
-                    TileT187OAiv0 t187_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_o_aiv0, 27648);  // online_softmax_attn.pto:19:17
-                    TileT187OAiv1 t187_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_o_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
-                    TileT196OAiv0 t196_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_o_aiv0, 4096);  // online_softmax_attn.pto:20:32
-                    TileT196OAiv1 t196_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
-                    using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                    GmView102 s_u2c1_twinGm102(s_u2c1_twin + _qb2 * 64 * 128 + _g179 * 128, GmView102::Shape(t180_o_aiv0.GetValidRow(), t180_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                    TLOAD(t180_o_aiv0, s_u2c1_twinGm102);  // online_softmax_attn.pto:19:21
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileTmp1 tmp24(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                    TASSIGN(tmp24, 69632);  // online_softmax_attn.pto:19:17
-                    TROWEXPAND(tmp24, t170_o_aiv0);  // online_softmax_attn.pto:19:17
-                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                    TROWEXPANDEXPDIF(t187_o_aiv0, t180_o_aiv0, tmp24);  // online_softmax_attn.pto:19:17
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                    GmView103 p_1_u2c1_twinGm103(p_1_u2c1_twin + _qb2 * 64 * 128 + _g179 * 128, GmView103::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                    TSTORE(p_1_u2c1_twinGm103, t187_o_aiv0);  // online_softmax_attn.pto:19:17
                     pipe_barrier(PIPE_V);
-                    TileTmp0 tmp25;  // online_softmax_attn.pto:20:32
-                    TASSIGN(tmp25, 69632);  // online_softmax_attn.pto:20:32
-                    TROWSUM(t196_o_aiv0, t187_o_aiv0, tmp25);  // online_softmax_attn.pto:20:32
+                    TileTmp0 tmp27;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp27, 69632);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t196_o_aiv1, t187_o_aiv1, tmp27);  // online_softmax_attn.pto:20:32
                     pipe_barrier(PIPE_V);
-                    TADD(t193_o_aiv0, t193_o_aiv0, t196_o_aiv0);  // online_softmax_attn.pto:20:32
-                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:19:21
-                        using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView104 s_u2c1_twinGm104(s_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView104::Shape(t180_o_aiv1.GetValidRow(), t180_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t180_o_aiv1, s_u2c1_twinGm104);  // online_softmax_attn.pto:19:21
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        TileTmp1 tmp26(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp26, 69632);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp26, t170_o_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t187_o_aiv1, t180_o_aiv1, tmp26);  // online_softmax_attn.pto:19:17
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView105 p_1_u2c1_twinGm105(p_1_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView105::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c1_twinGm105, t187_o_aiv1);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);
-                        TileTmp0 tmp27;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp27, 69632);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t196_o_aiv1, t187_o_aiv1, tmp27);  // online_softmax_attn.pto:20:32
-                        pipe_barrier(PIPE_V);
-                        TADD(t193_o_aiv1, t193_o_aiv1, t196_o_aiv1);  // online_softmax_attn.pto:20:32
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT200OAiv0 t200_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_o_aiv0, 4096);  // online_softmax_attn.pto:20:20
-                TileT200OAiv1 t200_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                TADD(t200_o_aiv0, t191_o_aiv0, t193_o_aiv0);  // online_softmax_attn.pto:20:20
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                GmView106 lGm106(l + _qb2 * 64, GmView106::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                TSTORE(lGm106, t200_o_aiv0);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:20:20
+                    TADD(t193_o_aiv1, t193_o_aiv1, t196_o_aiv1);  // online_softmax_attn.pto:20:32
+                    pipe_barrier(PIPE_V);
                     TADD(t200_o_aiv1, t191_o_aiv1, t193_o_aiv1);  // online_softmax_attn.pto:20:20
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView107 lGm107(l + _qb2 * 64 + 32, GmView107::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm107, t200_o_aiv1);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
-                    TileT203OAiv0 t203_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_o_aiv0, 8192);  // online_softmax_attn.pto:21:43
-                    TileT203OAiv1 t203_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:21:43
-                    using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView108 p_1_u2c1_twinGm108(p_1_u2c1_twin + _qb2 * 64 * 128 + _g202 * 128, GmView108::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TLOAD(t203_o_aiv0, p_1_u2c1_twinGm108);  // online_softmax_attn.pto:21:43
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                    GmView109 t14_u2c1_twinGm109(t14_u2c1_twin + _qb2 * 64 * 128 + _g202 * 128, GmView109::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                    TSTORE(t14_u2c1_twinGm109, t203_o_aiv0);  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:43
-                        using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView110 p_1_u2c1_twinGm110(p_1_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView110::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t203_o_aiv1, p_1_u2c1_twinGm110);  // online_softmax_attn.pto:21:43
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView111 t14_u2c1_twinGm111(t14_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView111::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c1_twinGm111, t203_o_aiv1);  // online_softmax_attn.pto:21:43
-                    }
-                }
-                using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                GmView112 mGm112(m + _qb2 * 64, GmView112::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                TSTORE(mGm112, t170_o_aiv0);  // online_softmax_attn.pto:22:13
-                for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:22:13
-                    using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView113 mGm113(m + _qb2 * 64 + 32, GmView113::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm113, t170_o_aiv1);  // online_softmax_attn.pto:22:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView79 lGm79(l + _qb2 * 64 + 32, GmView79::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm79, t200_o_aiv1);  // online_softmax_attn.pto:20:20
+                    using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView80 t14_u2c1_twinGm80(t14_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView80::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1_twinGm80, t187_o_aiv1);  // online_softmax_attn.pto:21:43
+                    using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView81 mGm81(m + _qb2 * 64 + 32, GmView81::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm81, t170_o_aiv1);  // online_softmax_attn.pto:22:13
                 }
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
@@ -2036,9 +1698,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 128, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
+                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView82 t14_u2c0Gm82(t14_u2c0 + _qb2 * 64 * 128, GmView82::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_o, t14_u2c0Gm82);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2055,9 +1717,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t126_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
+                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView83 vj_u2c0_sk2_oGm83(vj_u2c0_sk2_o + _g122 * 64, GmView83::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView83::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t126_o, vj_u2c0_sk2_oGm83);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
@@ -2074,9 +1736,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                             TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t129_o, 32768);  // online_softmax_attn.pto:21:36
-                            using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t129_o, t14_u2c0Gm116);  // online_softmax_attn.pto:21:36
+                            using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView84 t14_u2c0Gm84(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView84::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t129_o, t14_u2c0Gm84);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t130_o, 0);  // online_softmax_attn.pto:21:36
@@ -2086,9 +1748,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t131_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t131_o, vj_u2c0_sk2_oGm117);  // online_softmax_attn.pto:21:36
+                            using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView85 vj_u2c0_sk2_oGm85(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView85::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView85::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t131_o, vj_u2c0_sk2_oGm85);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t132_o, 0);  // online_softmax_attn.pto:21:36
@@ -2102,9 +1764,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView118 t13_u2c0Gm118(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView118::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView118::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c0Gm118, t123_o);  // online_softmax_attn.pto:21:36
+                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView86 t13_u2c0Gm86(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView86::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView86::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c0Gm86, t123_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -2113,12 +1775,12 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     for (int64_t _g134 = 0; _g134 < (D + 127) / 128; ++_g134) {  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         TileT135OAiv0 t135_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
@@ -2138,10 +1800,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT143OAiv1 t143_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
                         TASSIGN(t143_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView119 accGm119(acc + _qb2 * 64 * D + _g134 * 128, GmView119::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView119::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t135_o_aiv0, accGm119);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView87 accGm87(acc + _qb2 * 64 * D + _g134 * 128, GmView87::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t135_o_aiv0, accGm87);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2152,10 +1814,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t138_o_aiv0, t135_o_aiv0, tmp28);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView120 t13_u2c0Gm120(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView120::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView120::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142_o_aiv0, t13_u2c0Gm120);  // online_softmax_attn.pto:21:22
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView88 t13_u2c0Gm88(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView88::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView88::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_o_aiv0, t13_u2c0Gm88);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2164,18 +1826,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView121 accGm121(acc + _qb2 * 64 * D + _g134 * 128, GmView121::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView121::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm121, t143_o_aiv0);  // online_softmax_attn.pto:21:22
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView89 accGm89(acc + _qb2 * 64 * D + _g134 * 128, GmView89::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView89::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm89, t143_o_aiv0);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv30) {  // online_softmax_attn.pto:21:22
-                            using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView122 accGm122(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView122::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView122::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t135_o_aiv1, accGm122);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
+                            using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView90 accGm90(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView90::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView90::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t135_o_aiv1, accGm90);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2184,9 +1846,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp29, t93_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t138_o_aiv1, t135_o_aiv1, tmp29);  // online_softmax_attn.pto:21:22
-                            using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView123 t13_u2c0Gm123(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView123::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView123::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t142_o_aiv1, t13_u2c0Gm123);  // online_softmax_attn.pto:21:22
+                            using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView91 t13_u2c0Gm91(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView91::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView91::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_o_aiv1, t13_u2c0Gm91);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2194,29 +1856,29 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView124 accGm124(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView124::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView124::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm124, t143_o_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView92 accGm92(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView92::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView92::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm92, t143_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 128, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
+                    using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView93 t14_u2c1Gm93(t14_u2c1 + _qb2 * 64 * 128, GmView93::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_o, t14_u2c1Gm93);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2235,9 +1897,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t210_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
+                        using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView94 vj_u2c1_sk3_oGm94(vj_u2c1_sk3_o + _g206 * 64, GmView94::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t210_o, vj_u2c1_sk3_oGm94);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
@@ -2254,9 +1916,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                             TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t213_o, 32768);  // online_softmax_attn.pto:21:36
-                            using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t213_o, t14_u2c1Gm127);  // online_softmax_attn.pto:21:36
+                            using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView95 t14_u2c1Gm95(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView95::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t213_o, t14_u2c1Gm95);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t214_o, 0);  // online_softmax_attn.pto:21:36
@@ -2266,9 +1928,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t215_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t215_o, vj_u2c1_sk3_oGm128);  // online_softmax_attn.pto:21:36
+                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView96 vj_u2c1_sk3_oGm96(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView96::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t215_o, vj_u2c1_sk3_oGm96);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t216_o, 0);  // online_softmax_attn.pto:21:36
@@ -2282,24 +1944,24 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView129 t13_u2c1Gm129(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView129::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView129::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c1Gm129, t207_o);  // online_softmax_attn.pto:21:36
+                        using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView97 t13_u2c1Gm97(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView97::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView97::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c1Gm97, t207_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     for (int64_t _g218 = 0; _g218 < (D + 127) / 128; ++_g218) {  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         TileT219OAiv0 t219_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
@@ -2319,10 +1981,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT227OAiv1 t227_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
                         TASSIGN(t227_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                        using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView130 accGm130(acc + _qb2 * 64 * D + _g218 * 128, GmView130::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView130::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t219_o_aiv0, accGm130);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                        using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView98 accGm98(acc + _qb2 * 64 * D + _g218 * 128, GmView98::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView98::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t219_o_aiv0, accGm98);  // online_softmax_attn.pto:21:22
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2333,10 +1995,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TROWEXPANDMUL(t222_o_aiv0, t219_o_aiv0, tmp30);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        using GmView131 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView131 t13_u2c1Gm131(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView131::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView131::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226_o_aiv0, t13_u2c1Gm131);  // online_softmax_attn.pto:21:22
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView99 t13_u2c1Gm99(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView99::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView99::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_o_aiv0, t13_u2c1Gm99);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2345,18 +2007,18 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        using GmView132 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView132 accGm132(acc + _qb2 * 64 * D + _g218 * 128, GmView132::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView132::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm132, t227_o_aiv0);  // online_softmax_attn.pto:21:22
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView100 accGm100(acc + _qb2 * 64 * D + _g218 * 128, GmView100::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView100::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm100, t227_o_aiv0);  // online_softmax_attn.pto:21:22
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv31) {  // online_softmax_attn.pto:21:22
-                            using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView133 accGm133(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView133::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView133::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t219_o_aiv1, accGm133);  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
+                            using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView101 accGm101(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView101::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView101::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t219_o_aiv1, accGm101);  // online_softmax_attn.pto:21:22
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2365,9 +2027,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp31, t177_e_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t222_o_aiv1, t219_o_aiv1, tmp31);  // online_softmax_attn.pto:21:22
-                            using GmView134 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView134 t13_u2c1Gm134(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView134::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView134::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t226_o_aiv1, t13_u2c1Gm134);  // online_softmax_attn.pto:21:22
+                            using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView102 t13_u2c1Gm102(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView102::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView102::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_o_aiv1, t13_u2c1Gm102);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -2375,36 +2037,34 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                            using GmView135 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView135 accGm135(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView135::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView135::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm135, t227_o_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView103 accGm103(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView103::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView103::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm103, t227_o_aiv1);  // online_softmax_attn.pto:21:22
                         }
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 }
             }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -2432,11 +2092,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 TileT65E t65_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65_e, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                    using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
-                }
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView0 qGm0(q + _qb2 * 64 * D, GmView0::Shape(t65_e.GetValidRow(), t65_e.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t65_e, qGm0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2522,32 +2180,12 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
                 for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                 }
-                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                    }
-                }
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
-                }
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                    }
-                }
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                    }
-                }
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
-                }
                 TileT149E t149_e(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_e, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
-                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView25 qGm25(q + _qb2 * 64 * D, GmView25::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView25::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t149_e, qGm25);  // online_softmax_attn.pto:10:13
-                }
+                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView17 qGm17(q + _qb2 * 64 * D, GmView17::Shape(t149_e.GetValidRow(), t149_e.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_e, qGm17);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2562,9 +2200,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152E t152_e(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_e, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView26 kj_u2c1_sk1_eGm26(kj_u2c1_sk1_e + _g147 * 64 * D, GmView26::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView26::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_e, kj_u2c1_sk1_eGm26);  // online_softmax_attn.pto:10:13
+                    using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView18 kj_u2c1_sk1_eGm18(kj_u2c1_sk1_e + _g147 * 64 * D, GmView18::Shape(t151_e.GetValidRow(), t151_e.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_e, kj_u2c1_sk1_eGm18);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2588,9 +2226,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT154E t154_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t154_e, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView27 qGm27(q + _qb2 * 64 * D + _k153 * 128, GmView27::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView27::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_e, qGm27);  // online_softmax_attn.pto:10:13
+                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView19 qGm19(q + _qb2 * 64 * D + _k153 * 128, GmView19::Shape(t154_e.GetValidRow(), t154_e.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_e, qGm19);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT155E t155_e(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_e, 0);  // online_softmax_attn.pto:10:13
@@ -2601,9 +2239,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT156E t156_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t156_e, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView28 kj_u2c1_sk1_eGm28(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView28::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView28::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_e, kj_u2c1_sk1_eGm28);  // online_softmax_attn.pto:10:13
+                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView20 kj_u2c1_sk1_eGm20(kj_u2c1_sk1_e + _g147 * 64 * D + _k153 * 128, GmView20::Shape(t156_e.GetValidRow(), t156_e.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_e, kj_u2c1_sk1_eGm20);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT157E t157_e(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_e, 0);  // online_softmax_attn.pto:10:13
@@ -2621,34 +2259,16 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView29 t0_u2c1Gm29(t0_u2c1 + _qb2 * 64 * 128 + _g147 * 64, GmView29::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c1Gm29, t148_e);  // online_softmax_attn.pto:10:13
+                    using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView21 t0_u2c1Gm21(t0_u2c1 + _qb2 * 64 * 128 + _g147 * 64, GmView21::Shape(t148_e.GetValidRow(), t148_e.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1Gm21, t148_e);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:17:32
-                }
-                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:10:13
-                    }
-                }
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:17:21
-                }
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
-                    for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:19:21
-                    }
-                }
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:21:43
-                    }
-                }
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:17:32
                 }
             }
             wait_flag_dev(3);
@@ -2662,9 +2282,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                 TileT124E t124_e(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t124_e, 0);  // online_softmax_attn.pto:21:36
-                using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView46 t14_u2c0_twinGm46(t14_u2c0_twin + _qb2 * 64 * 128, GmView46::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t124_e, t14_u2c0_twinGm46);  // online_softmax_attn.pto:21:36
+                using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView30 t14_u2c0_twinGm30(t14_u2c0_twin + _qb2 * 64 * 128, GmView30::Shape(t124_e.GetValidRow(), t124_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t124_e, t14_u2c0_twinGm30);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2681,9 +2301,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT126E t126_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t126_e, 32768);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView47 vj_u2c0_sk2_eGm47(vj_u2c0_sk2_e + _g122 * 64, GmView47::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t126_e, vj_u2c0_sk2_eGm47);  // online_softmax_attn.pto:21:36
+                    using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView31 vj_u2c0_sk2_eGm31(vj_u2c0_sk2_e + _g122 * 64, GmView31::Shape(t126_e.GetValidRow(), t126_e.GetValidCol()), GmView31::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t126_e, vj_u2c0_sk2_eGm31);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT127E t127_e(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t127_e, 0);  // online_softmax_attn.pto:21:36
@@ -2700,9 +2320,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                         TileT129E t129_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t129_e, 32768);  // online_softmax_attn.pto:21:36
-                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView48 t14_u2c0_twinGm48(t14_u2c0_twin + _qb2 * 64 * 128 + _k128 * 128, GmView48::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t129_e, t14_u2c0_twinGm48);  // online_softmax_attn.pto:21:36
+                        using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView32 t14_u2c0_twinGm32(t14_u2c0_twin + _qb2 * 64 * 128 + _k128 * 128, GmView32::Shape(t129_e.GetValidRow(), t129_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t129_e, t14_u2c0_twinGm32);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT130E t130_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t130_e, 0);  // online_softmax_attn.pto:21:36
@@ -2712,9 +2332,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT131E t131_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t131_e, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView49 vj_u2c0_sk2_eGm49(vj_u2c0_sk2_e + _k128 * 128 * D + _g122 * 64, GmView49::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t131_e, vj_u2c0_sk2_eGm49);  // online_softmax_attn.pto:21:36
+                        using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView33 vj_u2c0_sk2_eGm33(vj_u2c0_sk2_e + _k128 * 128 * D + _g122 * 64, GmView33::Shape(t131_e.GetValidRow(), t131_e.GetValidCol()), GmView33::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t131_e, vj_u2c0_sk2_eGm33);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT132E t132_e(min_i64(min_i64(L - (j_u2_sk * 2 * 2 - 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t132_e, 0);  // online_softmax_attn.pto:21:36
@@ -2728,9 +2348,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView50 t13_u2c0_twinGm50(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView50::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u2c0_twinGm50, t123_e);  // online_softmax_attn.pto:21:36
+                    using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView34 t13_u2c0_twinGm34(t13_u2c0_twin + _qb2 * 64 * D + _g122 * 64, GmView34::Shape(t123_e.GetValidRow(), t123_e.GetValidCol()), GmView34::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c0_twinGm34, t123_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2741,15 +2361,15 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                 for (int64_t _g134 = 0; _g134 < (D + 127) / 128; ++_g134) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:21:22
                     }
                 }
                 TileT208E t208_e(min_i64(S - _qb2 * 64, 64), min_i64(L - j_u2_sk * 2 * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                 TASSIGN(t208_e, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                GmView57 t14_u2c1_twinGm57(t14_u2c1_twin + _qb2 * 64 * 128, GmView57::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t208_e, t14_u2c1_twinGm57);  // online_softmax_attn.pto:21:36
+                using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                GmView41 t14_u2c1_twinGm41(t14_u2c1_twin + _qb2 * 64 * 128, GmView41::Shape(t208_e.GetValidRow(), t208_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t208_e, t14_u2c1_twinGm41);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* vj_u2c1_sk3_e = v + j_u2_sk * 2 * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2768,9 +2388,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT210E t210_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t210_e, 32768);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView58 vj_u2c1_sk3_eGm58(vj_u2c1_sk3_e + _g206 * 64, GmView58::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView58::Stride(D));  // online_softmax_attn.pto:21:36
-                    TLOAD(t210_e, vj_u2c1_sk3_eGm58);  // online_softmax_attn.pto:21:36
+                    using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView42 vj_u2c1_sk3_eGm42(vj_u2c1_sk3_e + _g206 * 64, GmView42::Shape(t210_e.GetValidRow(), t210_e.GetValidCol()), GmView42::Stride(D));  // online_softmax_attn.pto:21:36
+                    TLOAD(t210_e, vj_u2c1_sk3_eGm42);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TileT211E t211_e(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                     TASSIGN(t211_e, 0);  // online_softmax_attn.pto:21:36
@@ -2787,9 +2407,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - j_u2_sk * 2 * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                         TileT213E t213_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t213_e, 32768);  // online_softmax_attn.pto:21:36
-                        using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView59 t14_u2c1_twinGm59(t14_u2c1_twin + _qb2 * 64 * 128 + _k212 * 128, GmView59::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
-                        TLOAD(t213_e, t14_u2c1_twinGm59);  // online_softmax_attn.pto:21:36
+                        using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView43 t14_u2c1_twinGm43(t14_u2c1_twin + _qb2 * 64 * 128 + _k212 * 128, GmView43::Shape(t213_e.GetValidRow(), t213_e.GetValidCol()));  // online_softmax_attn.pto:21:36
+                        TLOAD(t213_e, t14_u2c1_twinGm43);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT214E t214_e(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                         TASSIGN(t214_e, 0);  // online_softmax_attn.pto:21:36
@@ -2799,9 +2419,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT215E t215_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t215_e, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView60 vj_u2c1_sk3_eGm60(vj_u2c1_sk3_e + _k212 * 128 * D + _g206 * 64, GmView60::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView60::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t215_e, vj_u2c1_sk3_eGm60);  // online_softmax_attn.pto:21:36
+                        using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView44 vj_u2c1_sk3_eGm44(vj_u2c1_sk3_e + _k212 * 128 * D + _g206 * 64, GmView44::Shape(t215_e.GetValidRow(), t215_e.GetValidCol()), GmView44::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t215_e, vj_u2c1_sk3_eGm44);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT216E t216_e(min_i64(min_i64(L - j_u2_sk * 2 * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t216_e, 0);  // online_softmax_attn.pto:21:36
@@ -2815,9 +2435,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView61 t13_u2c1_twinGm61(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView61::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView61::Stride(D));  // online_softmax_attn.pto:21:36
-                    TSTORE(t13_u2c1_twinGm61, t207_e);  // online_softmax_attn.pto:21:36
+                    using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView45 t13_u2c1_twinGm45(t13_u2c1_twin + _qb2 * 64 * D + _g206 * 64, GmView45::Shape(t207_e.GetValidRow(), t207_e.GetValidCol()), GmView45::Stride(D));  // online_softmax_attn.pto:21:36
+                    TSTORE(t13_u2c1_twinGm45, t207_e);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2825,7 +2445,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(8) << 8)));
                 for (int64_t _g218 = 0; _g218 < (D + 127) / 128; ++_g218) {  // online_softmax_attn.pto:21:22
-                    for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:21:22
                     }
                 }
             }
@@ -2840,11 +2460,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
                 TileT65O t65_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t65_o, 0);  // online_softmax_attn.pto:10:13
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                    using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView68 qGm68(q + _qb2 * 64 * D, GmView68::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView68::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t65_o, qGm68);  // online_softmax_attn.pto:10:13
-                }
+                using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView52 qGm52(q + _qb2 * 64 * D, GmView52::Shape(t65_o.GetValidRow(), t65_o.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t65_o, qGm52);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2857,9 +2475,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT68O t68_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t68_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView69 kj_u2c0_sk0_oGm69(kj_u2c0_sk0_o + _g63 * 64 * D, GmView69::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t67_o, kj_u2c0_sk0_oGm69);  // online_softmax_attn.pto:10:13
+                    using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView53 kj_u2c0_sk0_oGm53(kj_u2c0_sk0_o + _g63 * 64 * D, GmView53::Shape(t67_o.GetValidRow(), t67_o.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t67_o, kj_u2c0_sk0_oGm53);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2883,9 +2501,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT70O t70_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t70_o, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView70 qGm70(q + _qb2 * 64 * D + _k69 * 128, GmView70::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t70_o, qGm70);  // online_softmax_attn.pto:10:13
+                        using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView54 qGm54(q + _qb2 * 64 * D + _k69 * 128, GmView54::Shape(t70_o.GetValidRow(), t70_o.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t70_o, qGm54);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT71O t71_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k69 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t71_o, 0);  // online_softmax_attn.pto:10:13
@@ -2896,9 +2514,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT72O t72_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t72_o, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
-                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView71 kj_u2c0_sk0_oGm71(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView71::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t72_o, kj_u2c0_sk0_oGm71);  // online_softmax_attn.pto:10:13
+                        using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView55 kj_u2c0_sk0_oGm55(kj_u2c0_sk0_o + _g63 * 64 * D + _k69 * 128, GmView55::Shape(t72_o.GetValidRow(), t72_o.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t72_o, kj_u2c0_sk0_oGm55);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT73O t73_o(min_i64(D - _k69 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t73_o, 0);  // online_softmax_attn.pto:10:13
@@ -2916,9 +2534,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView72 t0_u2c0_twinGm72(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView72::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c0_twinGm72, t64_o);  // online_softmax_attn.pto:10:13
+                    using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView56 t0_u2c0_twinGm56(t0_u2c0_twin + _qb2 * 64 * 128 + _g63 * 64, GmView56::Shape(t64_o.GetValidRow(), t64_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c0_twinGm56, t64_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -2928,34 +2546,14 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:17:32
-                }
-                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:10:13
-                    }
-                }
-                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:17:21
-                }
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
-                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:19:21
-                    }
-                }
-                for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:21:43
-                    }
-                }
-                for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:17:32
                 }
                 TileT149O t149_o(min_i64(S - _qb2 * 64, 64), min_i64(D, 128));  // online_softmax_attn.pto:10:13
                 TASSIGN(t149_o, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
-                    using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView93 qGm93(q + _qb2 * 64 * D, GmView93::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView93::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t149_o, qGm93);  // online_softmax_attn.pto:10:13
-                }
+                using GmView69 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView69 qGm69(q + _qb2 * 64 * D, GmView69::Shape(t149_o.GetValidRow(), t149_o.GetValidCol()), GmView69::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t149_o, qGm69);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 128 * D;  // online_softmax_attn.pto:8:14
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID3);
@@ -2970,9 +2568,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TileT152O t152_o(min_i64(D, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                     TASSIGN(t152_o, 0);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                    GmView94 kj_u2c1_sk1_oGm94(kj_u2c1_sk1_o + _g147 * 64 * D, GmView94::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:10:13
-                    TLOAD(t151_o, kj_u2c1_sk1_oGm94);  // online_softmax_attn.pto:10:13
+                    using GmView70 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView70 kj_u2c1_sk1_oGm70(kj_u2c1_sk1_o + _g147 * 64 * D, GmView70::Shape(t151_o.GetValidRow(), t151_o.GetValidCol()), GmView70::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t151_o, kj_u2c1_sk1_oGm70);  // online_softmax_attn.pto:10:13
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -2996,9 +2594,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT154O t154_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t154_o, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView95 qGm95(q + _qb2 * 64 * D + _k153 * 128, GmView95::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView95::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t154_o, qGm95);  // online_softmax_attn.pto:10:13
+                        using GmView71 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView71 qGm71(q + _qb2 * 64 * D + _k153 * 128, GmView71::Shape(t154_o.GetValidRow(), t154_o.GetValidCol()), GmView71::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t154_o, qGm71);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT155O t155_o(min_i64(S - _qb2 * 64, 64), min_i64(D - _k153 * 128, 128));  // online_softmax_attn.pto:10:13
                         TASSIGN(t155_o, 0);  // online_softmax_attn.pto:10:13
@@ -3009,9 +2607,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT156O t156_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t156_o, 32768);  // online_softmax_attn.pto:10:13
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-                        using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                        GmView96 kj_u2c1_sk1_oGm96(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView96::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:10:13
-                        TLOAD(t156_o, kj_u2c1_sk1_oGm96);  // online_softmax_attn.pto:10:13
+                        using GmView72 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                        GmView72 kj_u2c1_sk1_oGm72(kj_u2c1_sk1_o + _g147 * 64 * D + _k153 * 128, GmView72::Shape(t156_o.GetValidRow(), t156_o.GetValidCol()), GmView72::Stride(D));  // online_softmax_attn.pto:10:13
+                        TLOAD(t156_o, kj_u2c1_sk1_oGm72);  // online_softmax_attn.pto:10:13
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT157O t157_o(min_i64(D - _k153 * 128, 128), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                         TASSIGN(t157_o, 0);  // online_softmax_attn.pto:10:13
@@ -3029,34 +2627,16 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                    using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                    GmView97 t0_u2c1_twinGm97(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView97::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
-                    TSTORE(t0_u2c1_twinGm97, t148_o);  // online_softmax_attn.pto:10:13
+                    using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView73 t0_u2c1_twinGm73(t0_u2c1_twin + _qb2 * 64 * 128 + _g147 * 64, GmView73::Shape(t148_o.GetValidRow(), t148_o.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TSTORE(t0_u2c1_twinGm73, t148_o);  // online_softmax_attn.pto:10:13
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 }
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(7) << 8)));
-                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:32
-                }
-                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
-                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:10:13
-                    }
-                }
-                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:17:21
-                }
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
-                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:19:21
-                    }
-                }
-                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:20:20
-                }
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
-                    for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:43
-                    }
-                }
-                for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:22:13
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:17:32
                 }
             }
             wait_flag_dev(5);
@@ -3071,9 +2651,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                     TileT124O t124_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 4 + 1) * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t124_o, 0);  // online_softmax_attn.pto:21:36
-                    using GmView114 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView114 t14_u2c0Gm114(t14_u2c0 + _qb2 * 64 * 128, GmView114::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t124_o, t14_u2c0Gm114);  // online_softmax_attn.pto:21:36
+                    using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView82 t14_u2c0Gm82(t14_u2c0 + _qb2 * 64 * 128, GmView82::Shape(t124_o.GetValidRow(), t124_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t124_o, t14_u2c0Gm82);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c0_sk2_o = v + (j_u2_sk * 4 + 1) * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -3090,9 +2670,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT126O t126_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t126_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView115 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView115 vj_u2c0_sk2_oGm115(vj_u2c0_sk2_o + _g122 * 64, GmView115::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView115::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t126_o, vj_u2c0_sk2_oGm115);  // online_softmax_attn.pto:21:36
+                        using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView83 vj_u2c0_sk2_oGm83(vj_u2c0_sk2_o + _g122 * 64, GmView83::Shape(t126_o.GetValidRow(), t126_o.GetValidCol()), GmView83::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t126_o, vj_u2c0_sk2_oGm83);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT127O t127_o(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t127_o, 0);  // online_softmax_attn.pto:21:36
@@ -3109,9 +2689,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k128 = 1; _k128 < ceil_div(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128), 128); ++_k128) {  // online_softmax_attn.pto:21:36
                             TileT129O t129_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t129_o, 32768);  // online_softmax_attn.pto:21:36
-                            using GmView116 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView116 t14_u2c0Gm116(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView116::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t129_o, t14_u2c0Gm116);  // online_softmax_attn.pto:21:36
+                            using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView84 t14_u2c0Gm84(t14_u2c0 + _qb2 * 64 * 128 + _k128 * 128, GmView84::Shape(t129_o.GetValidRow(), t129_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t129_o, t14_u2c0Gm84);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT130O t130_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t130_o, 0);  // online_softmax_attn.pto:21:36
@@ -3121,9 +2701,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT131O t131_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t131_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                            using GmView117 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView117 vj_u2c0_sk2_oGm117(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView117::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView117::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t131_o, vj_u2c0_sk2_oGm117);  // online_softmax_attn.pto:21:36
+                            using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView85 vj_u2c0_sk2_oGm85(vj_u2c0_sk2_o + _k128 * 128 * D + _g122 * 64, GmView85::Shape(t131_o.GetValidRow(), t131_o.GetValidCol()), GmView85::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t131_o, vj_u2c0_sk2_oGm85);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT132O t132_o(min_i64(min_i64(L - (j_u2_sk * 4 + 1) * 128, 128) - _k128 * 128, 128), min_i64(D - _g122 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t132_o, 0);  // online_softmax_attn.pto:21:36
@@ -3137,9 +2717,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView118 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView118 t13_u2c0Gm118(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView118::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView118::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c0Gm118, t123_o);  // online_softmax_attn.pto:21:36
+                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView86 t13_u2c0Gm86(t13_u2c0 + _qb2 * 64 * D + _g122 * 64, GmView86::Shape(t123_o.GetValidRow(), t123_o.GetValidCol()), GmView86::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c0Gm86, t123_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -3150,15 +2730,15 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                     for (int64_t _g134 = 0; _g134 < (D + 127) / 128; ++_g134) {  // online_softmax_attn.pto:21:22
-                        for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv30) {  // online_softmax_attn.pto:21:22
+                        for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                         }
                     }
                     TileT208O t208_o(min_i64(S - _qb2 * 64, 64), min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128));  // online_softmax_attn.pto:21:36
                     TASSIGN(t208_o, 0);  // online_softmax_attn.pto:21:36
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView125 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                    GmView125 t14_u2c1Gm125(t14_u2c1 + _qb2 * 64 * 128, GmView125::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                    TLOAD(t208_o, t14_u2c1Gm125);  // online_softmax_attn.pto:21:36
+                    using GmView93 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                    GmView93 t14_u2c1Gm93(t14_u2c1 + _qb2 * 64 * 128, GmView93::Shape(t208_o.GetValidRow(), t208_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                    TLOAD(t208_o, t14_u2c1Gm93);  // online_softmax_attn.pto:21:36
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID2);
@@ -3177,9 +2757,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT210O t210_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t210_o, 32768);  // online_softmax_attn.pto:21:36
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                        using GmView126 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView126 vj_u2c1_sk3_oGm126(vj_u2c1_sk3_o + _g206 * 64, GmView126::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView126::Stride(D));  // online_softmax_attn.pto:21:36
-                        TLOAD(t210_o, vj_u2c1_sk3_oGm126);  // online_softmax_attn.pto:21:36
+                        using GmView94 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView94 vj_u2c1_sk3_oGm94(vj_u2c1_sk3_o + _g206 * 64, GmView94::Shape(t210_o.GetValidRow(), t210_o.GetValidCol()), GmView94::Stride(D));  // online_softmax_attn.pto:21:36
+                        TLOAD(t210_o, vj_u2c1_sk3_oGm94);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TileT211O t211_o(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                         TASSIGN(t211_o, 0);  // online_softmax_attn.pto:21:36
@@ -3196,9 +2776,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         for (int64_t _k212 = 1; _k212 < ceil_div(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128), 128); ++_k212) {  // online_softmax_attn.pto:21:36
                             TileT213O t213_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t213_o, 32768);  // online_softmax_attn.pto:21:36
-                            using GmView127 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView127 t14_u2c1Gm127(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView127::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
-                            TLOAD(t213_o, t14_u2c1Gm127);  // online_softmax_attn.pto:21:36
+                            using GmView95 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView95 t14_u2c1Gm95(t14_u2c1 + _qb2 * 64 * 128 + _k212 * 128, GmView95::Shape(t213_o.GetValidRow(), t213_o.GetValidCol()));  // online_softmax_attn.pto:21:36
+                            TLOAD(t213_o, t14_u2c1Gm95);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT214O t214_o(min_i64(S - _qb2 * 64, 64), min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128));  // online_softmax_attn.pto:21:36
                             TASSIGN(t214_o, 0);  // online_softmax_attn.pto:21:36
@@ -3208,9 +2788,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TileT215O t215_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t215_o, 32768);  // online_softmax_attn.pto:21:36
                             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                            using GmView128 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                            GmView128 vj_u2c1_sk3_oGm128(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView128::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView128::Stride(D));  // online_softmax_attn.pto:21:36
-                            TLOAD(t215_o, vj_u2c1_sk3_oGm128);  // online_softmax_attn.pto:21:36
+                            using GmView96 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                            GmView96 vj_u2c1_sk3_oGm96(vj_u2c1_sk3_o + _k212 * 128 * D + _g206 * 64, GmView96::Shape(t215_o.GetValidRow(), t215_o.GetValidCol()), GmView96::Stride(D));  // online_softmax_attn.pto:21:36
+                            TLOAD(t215_o, vj_u2c1_sk3_oGm96);  // online_softmax_attn.pto:21:36
                             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                             TileT216O t216_o(min_i64(min_i64(L - (j_u2_sk * 2 + 1) * 2 * 128, 128) - _k212 * 128, 128), min_i64(D - _g206 * 64, 64));  // online_softmax_attn.pto:21:36
                             TASSIGN(t216_o, 0);  // online_softmax_attn.pto:21:36
@@ -3224,9 +2804,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                        using GmView129 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                        GmView129 t13_u2c1Gm129(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView129::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView129::Stride(D));  // online_softmax_attn.pto:21:36
-                        TSTORE(t13_u2c1Gm129, t207_o);  // online_softmax_attn.pto:21:36
+                        using GmView97 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                        GmView97 t13_u2c1Gm97(t13_u2c1 + _qb2 * 64 * D + _g206 * 64, GmView97::Shape(t207_o.GetValidRow(), t207_o.GetValidCol()), GmView97::Stride(D));  // online_softmax_attn.pto:21:36
+                        TSTORE(t13_u2c1Gm97, t207_o);  // online_softmax_attn.pto:21:36
                         set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     }
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -3234,7 +2814,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     ffts_cross_core_sync(PIPE_FIX, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
                     for (int64_t _g218 = 0; _g218 < (D + 127) / 128; ++_g218) {  // online_softmax_attn.pto:21:22
-                        for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv31) {  // online_softmax_attn.pto:21:22
+                        for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                         }
                     }
                 }
@@ -3278,12 +2858,10 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
         TASSIGN(t93_o_aiv1, ptodsl_aiv1_ub + 3072);  // online_softmax_attn.pto:18:21
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
         ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -3292,15 +2870,13 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
         for (int64_t j_u2_sk = 0; j_u2_sk < (max_i64((L + 127) / 128 - 2, 0) / 2 + 2) / 2; ++j_u2_sk) {  // online_softmax_attn.pto:7:5
             pipe_barrier(PIPE_V);
             wait_flag_dev(1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                }
                 __gm__ float* kj_u2c0_sk0_e = k + (1 + j_u2_sk * 2 * 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
@@ -3310,119 +2886,81 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t79_e_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT79EAiv1 t79_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
+                TileT76EAiv0 t76_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_e_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                TileT76EAiv1 t76_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                TileT77EAiv0 t77_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_e_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                TileT77EAiv1 t77_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
+                TileT82EAiv0 t82_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_e_aiv0, 37888);  // online_softmax_attn.pto:17:32
+                TileT82EAiv1 t82_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_e_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
+                TileT84EAiv0 t84_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv0, 38912);  // online_softmax_attn.pto:17:21
+                TileT84EAiv1 t84_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_e_aiv1, ptodsl_aiv1_ub + 38912);  // online_softmax_attn.pto:17:21
+                TileT86EAiv0 t86_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv0, 39936);  // online_softmax_attn.pto:17:21
+                TileT86EAiv1 t86_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_e_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:21
+                TileT90EAiv0 t90_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv0, 40960);  // online_softmax_attn.pto:18:25
+                TileT90EAiv1 t90_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_e_aiv1, ptodsl_aiv1_ub + 40960);  // online_softmax_attn.pto:18:25
+                TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_e_aiv0, 41984);  // online_softmax_attn.pto:19:17
+                TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_e_aiv1, ptodsl_aiv1_ub + 41984);  // online_softmax_attn.pto:19:17
+                TileT105EAiv0 t105_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv0, 58368);  // online_softmax_attn.pto:20:20
+                TileT105EAiv1 t105_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_e_aiv1, ptodsl_aiv1_ub + 58368);  // online_softmax_attn.pto:20:20
+                TileT107EAiv0 t107_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv0, 59392);  // online_softmax_attn.pto:20:20
+                TileT107EAiv1 t107_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_e_aiv1, ptodsl_aiv1_ub + 59392);  // online_softmax_attn.pto:20:20
+                TileT109EAiv0 t109_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_e_aiv0, 60416);  // online_softmax_attn.pto:20:32
+                TileT109EAiv1 t109_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_e_aiv1, ptodsl_aiv1_ub + 60416);  // online_softmax_attn.pto:20:32
+                TileT112EAiv0 t112_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_e_aiv0, 61440);  // online_softmax_attn.pto:20:32
+                TileT112EAiv1 t112_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_e_aiv1, ptodsl_aiv1_ub + 61440);  // online_softmax_attn.pto:20:32
+                TileT116EAiv0 t116_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv0, 62464);  // online_softmax_attn.pto:20:20
+                TileT116EAiv1 t116_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_e_aiv1, ptodsl_aiv1_ub + 62464);  // online_softmax_attn.pto:20:20
                 if (ptodsl_aiv0) {
                     TEXPANDS(t79_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
-                    if (!ptodsl_aiv0) {
-                        TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    }
+                wait_flag_dev(7);
+                if (ptodsl_aiv0) {
+                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 128, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_e_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TMULS(t77_e_aiv0, t76_e_aiv0, scale);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
-                wait_flag_dev(7);
-                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
-                    TileT76EAiv0 t76_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_e_aiv0, 5120);  // online_softmax_attn.pto:10:13
-                    TileT76EAiv1 t76_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
-                    TileT77EAiv0 t77_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_e_aiv0, 21504);  // online_softmax_attn.pto:10:13
-                    TileT77EAiv1 t77_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
-                    TileT82EAiv0 t82_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_e_aiv0, 37888);  // online_softmax_attn.pto:17:32
-                    TileT82EAiv1 t82_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_e_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
-                    if (ptodsl_aiv0) {
-                        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView5 t0_u2c0Gm5(t0_u2c0 + _qb2 * 64 * 128 + _g75 * 128, GmView5::Shape(t76_e_aiv0.GetValidRow(), t76_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76_e_aiv0, t0_u2c0Gm5);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        TMULS(t77_e_aiv0, t76_e_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView6 s_u2c0Gm6(s_u2c0 + _qb2 * 64 * 128 + _g75 * 128, GmView6::Shape(t77_e_aiv0.GetValidRow(), t77_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c0Gm6, t77_e_aiv0);  // online_softmax_attn.pto:10:13
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp0, 69632);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t82_e_aiv0, t77_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TMAX(t79_e_aiv0, t79_e_aiv0, t82_e_aiv0);  // online_softmax_attn.pto:17:32
-                    }
-                    for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:10:13
-                        if (!ptodsl_aiv0) {
-                            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView7 t0_u2c0Gm7(t0_u2c0 + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView7::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t76_e_aiv1, t0_u2c0Gm7);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            TMULS(t77_e_aiv1, t76_e_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView8 s_u2c0Gm8(s_u2c0 + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView8::Shape(t77_e_aiv1.GetValidRow(), t77_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u2c0Gm8, t77_e_aiv1);  // online_softmax_attn.pto:10:13
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp1;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp1, 69632);  // online_softmax_attn.pto:17:32
-                            TROWMAX(t82_e_aiv1, t77_e_aiv1, tmp1);  // online_softmax_attn.pto:17:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TMAX(t79_e_aiv1, t79_e_aiv1, t82_e_aiv1);  // online_softmax_attn.pto:17:32
-                        }
-                    }
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TileT84EAiv0 t84_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_e_aiv0, 5120);  // online_softmax_attn.pto:17:21
-                TileT84EAiv1 t84_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:21
-                TileT86EAiv0 t86_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_e_aiv0, 6144);  // online_softmax_attn.pto:17:21
-                TileT86EAiv1 t86_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_e_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:17:21
-                TileT90EAiv0 t90_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_e_aiv0, 7168);  // online_softmax_attn.pto:18:25
-                TileT90EAiv1 t90_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:18:25
-                TileT105EAiv0 t105_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_e_aiv0, 8192);  // online_softmax_attn.pto:20:20
-                TileT105EAiv1 t105_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:20
-                TileT107EAiv0 t107_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_e_aiv0, 9216);  // online_softmax_attn.pto:20:20
-                TileT107EAiv1 t107_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_e_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
-                TileT109EAiv0 t109_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_e_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT109EAiv1 t109_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_e_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView9 mGm9(m + _qb2 * 64, GmView9::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_e_aiv0, mGm9);  // online_softmax_attn.pto:17:21
+                    TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp0, 69632);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t82_e_aiv0, t77_e_aiv0, tmp0);  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TMAX(t79_e_aiv0, t79_e_aiv0, t82_e_aiv0);  // online_softmax_attn.pto:17:32
+                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView6 mGm6(m + _qb2 * 64, GmView6::Shape(t84_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_e_aiv0, mGm6);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -3437,29 +2975,87 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t93_e_aiv0, t90_e_aiv0);  // online_softmax_attn.pto:18:21
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView10 lGm10(l + _qb2 * 64, GmView10::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_e_aiv0, lGm10);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp1(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp1, 69632);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp1, t86_e_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103_e_aiv0, t77_e_aiv0, tmp1);  // online_softmax_attn.pto:19:17
+                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView7 lGm7(l + _qb2 * 64, GmView7::Shape(t105_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_e_aiv0, lGm7);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TMUL(t107_e_aiv0, t105_e_aiv0, t93_e_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
                     TEXPANDS(t109_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:17:21
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp2, 69632);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t112_e_aiv0, t103_e_aiv0, tmp2);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t109_e_aiv0, t109_e_aiv0, t112_e_aiv0);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t116_e_aiv0, t107_e_aiv0, t109_e_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView8 lGm8(l + _qb2 * 64, GmView8::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm8, t116_e_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView9 t14_u2c0Gm9(t14_u2c0 + _qb2 * 64 * 128, GmView9::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0Gm9, t103_e_aiv0);  // online_softmax_attn.pto:21:43
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView10 mGm10(m + _qb2 * 64, GmView10::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm10, t86_e_aiv0);  // online_softmax_attn.pto:22:13
+                }
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv0 = 0; _aiv0 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv0) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
-                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView11 mGm11(m + _qb2 * 64 + 32, GmView11::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t84_e_aiv1, mGm11);  // online_softmax_attn.pto:17:21
+                        TEXPANDS(t79_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView11 t0_u2c0Gm11(t0_u2c0 + (_qb2 * 64 + 32) * 128, GmView11::Shape(t76_e_aiv1.GetValidRow(), t76_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_e_aiv1, t0_u2c0Gm11);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TMULS(t77_e_aiv1, t76_e_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp3;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp3, 69632);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t82_e_aiv1, t77_e_aiv1, tmp3);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t79_e_aiv1, t79_e_aiv1, t82_e_aiv1);  // online_softmax_attn.pto:17:32
+                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView12 mGm12(m + _qb2 * 64 + 32, GmView12::Shape(t84_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t84_e_aiv1, mGm12);  // online_softmax_attn.pto:17:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (!ptodsl_aiv0) {
                         TMAX(t86_e_aiv1, t84_e_aiv1, t79_e_aiv1);  // online_softmax_attn.pto:17:21
                     }
@@ -3470,304 +3066,134 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TEXP(t93_e_aiv1, t90_e_aiv1);  // online_softmax_attn.pto:18:21
-                        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView12 lGm12(l + _qb2 * 64 + 32, GmView12::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t105_e_aiv1, lGm12);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp4, 69632);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t103_e_aiv1, t77_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
+                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView13 lGm13(l + _qb2 * 64 + 32, GmView13::Shape(t105_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t105_e_aiv1, lGm13);  // online_softmax_attn.pto:20:20
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (!ptodsl_aiv0) {
                         TMUL(t107_e_aiv1, t105_e_aiv1, t93_e_aiv1);  // online_softmax_attn.pto:20:20
                         TEXPANDS(t109_e_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
                     }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96EAiv0 t96_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_e_aiv0, 11264);  // online_softmax_attn.pto:19:21
-                    TileT96EAiv1 t96_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_e_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
-                    TileT103EAiv0 t103_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_e_aiv0, 27648);  // online_softmax_attn.pto:19:17
-                    TileT103EAiv1 t103_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_e_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
-                    TileT112EAiv0 t112_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_e_aiv0, 4096);  // online_softmax_attn.pto:20:32
-                    TileT112EAiv1 t112_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
-                    if (ptodsl_aiv0) {
-                        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView13 s_u2c0Gm13(s_u2c0 + _qb2 * 64 * 128 + _g95 * 128, GmView13::Shape(t96_e_aiv0.GetValidRow(), t96_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t96_e_aiv0, s_u2c0Gm13);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp2(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp2, 69632);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp2, t86_e_aiv0);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t103_e_aiv0, t96_e_aiv0, tmp2);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView14 p_1_u2c0Gm14(p_1_u2c0 + _qb2 * 64 * 128 + _g95 * 128, GmView14::Shape(t103_e_aiv0.GetValidRow(), t103_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c0Gm14, t103_e_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp5, 69632);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t112_e_aiv1, t103_e_aiv1, tmp5);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp3;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp3, 69632);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t112_e_aiv0, t103_e_aiv0, tmp3);  // online_softmax_attn.pto:20:32
+                    if (!ptodsl_aiv0) {
+                        TADD(t109_e_aiv1, t109_e_aiv1, t112_e_aiv1);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TADD(t109_e_aiv0, t109_e_aiv0, t112_e_aiv0);  // online_softmax_attn.pto:20:32
-                    }
-                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:19:21
-                        if (!ptodsl_aiv0) {
-                            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView15 s_u2c0Gm15(s_u2c0 + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView15::Shape(t96_e_aiv1.GetValidRow(), t96_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t96_e_aiv1, s_u2c0Gm15);  // online_softmax_attn.pto:19:21
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp4(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp4, 69632);  // online_softmax_attn.pto:19:17
-                            TROWEXPAND(tmp4, t86_e_aiv1);  // online_softmax_attn.pto:19:17
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                            TROWEXPANDEXPDIF(t103_e_aiv1, t96_e_aiv1, tmp4);  // online_softmax_attn.pto:19:17
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView16 p_1_u2c0Gm16(p_1_u2c0 + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView16::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u2c0Gm16, t103_e_aiv1);  // online_softmax_attn.pto:19:17
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp5;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp5, 69632);  // online_softmax_attn.pto:20:32
-                            TROWSUM(t112_e_aiv1, t103_e_aiv1, tmp5);  // online_softmax_attn.pto:20:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TADD(t109_e_aiv1, t109_e_aiv1, t112_e_aiv1);  // online_softmax_attn.pto:20:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT116EAiv0 t116_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_e_aiv0, 4096);  // online_softmax_attn.pto:20:20
-                TileT116EAiv1 t116_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TADD(t116_e_aiv0, t107_e_aiv0, t109_e_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView17 lGm17(l + _qb2 * 64, GmView17::Shape(t116_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm17, t116_e_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:20:20
                     if (!ptodsl_aiv0) {
                         TADD(t116_e_aiv1, t107_e_aiv1, t109_e_aiv1);  // online_softmax_attn.pto:20:20
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView18 lGm18(l + _qb2 * 64 + 32, GmView18::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm18, t116_e_aiv1);  // online_softmax_attn.pto:20:20
-                    }
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
-                    TileT119EAiv0 t119_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_e_aiv0, 7168);  // online_softmax_attn.pto:21:43
-                    TileT119EAiv1 t119_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (1 + j_u2_sk * 2 * 2) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:21:43
-                    if (ptodsl_aiv0) {
-                        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView19 p_1_u2c0Gm19(p_1_u2c0 + _qb2 * 64 * 128 + _g118 * 128, GmView19::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t119_e_aiv0, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView20 t14_u2c0Gm20(t14_u2c0 + _qb2 * 64 * 128 + _g118 * 128, GmView20::Shape(t119_e_aiv0.GetValidRow(), t119_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c0Gm20, t119_e_aiv0);  // online_softmax_attn.pto:21:43
-                    }
-                    for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:21:43
-                        if (!ptodsl_aiv0) {
-                            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView21 p_1_u2c0Gm21(p_1_u2c0 + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView21::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t119_e_aiv1, p_1_u2c0Gm21);  // online_softmax_attn.pto:21:43
-                        }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView22 t14_u2c0Gm22(t14_u2c0 + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView22::Shape(t119_e_aiv1.GetValidRow(), t119_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t14_u2c0Gm22, t119_e_aiv1);  // online_softmax_attn.pto:21:43
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView23 mGm23(m + _qb2 * 64, GmView23::Shape(t86_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm23, t86_e_aiv0);  // online_softmax_attn.pto:22:13
-                }
-                for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
-                        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView24 mGm24(m + _qb2 * 64 + 32, GmView24::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm24, t86_e_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView14 lGm14(l + _qb2 * 64 + 32, GmView14::Shape(t116_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm14, t116_e_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView15 t14_u2c0Gm15(t14_u2c0 + (_qb2 * 64 + 32) * 128, GmView15::Shape(t103_e_aiv1.GetValidRow(), t103_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c0Gm15, t103_e_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView16 mGm16(m + _qb2 * 64 + 32, GmView16::Shape(t86_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm16, t86_e_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
-                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 __gm__ float* kj_u2c1_sk1_e = k + (j_u2_sk * 2 * 2 + 2) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 64); ++_g147) {  // online_softmax_attn.pto:10:13
                     for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
                     }
                 }
                 TileT163EAiv0 t163_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_e_aiv0, 5120);  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT163EAiv1 t163_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
+                TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_e_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_e_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                TileT161EAiv0 t161_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_e_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                TileT161EAiv1 t161_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_e_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
+                TileT166EAiv0 t166_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_e_aiv0, 37888);  // online_softmax_attn.pto:17:32
+                TileT166EAiv1 t166_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_e_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
+                TileT170EAiv0 t170_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv0, 38912);  // online_softmax_attn.pto:17:21
+                TileT170EAiv1 t170_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_e_aiv1, ptodsl_aiv1_ub + 38912);  // online_softmax_attn.pto:17:21
+                TileT174EAiv0 t174_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv0, 40960);  // online_softmax_attn.pto:18:25
+                TileT174EAiv1 t174_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_e_aiv1, ptodsl_aiv1_ub + 40960);  // online_softmax_attn.pto:18:25
+                TileT187EAiv0 t187_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_e_aiv0, 41984);  // online_softmax_attn.pto:19:17
+                TileT187EAiv1 t187_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_e_aiv1, ptodsl_aiv1_ub + 41984);  // online_softmax_attn.pto:19:17
+                TileT191EAiv0 t191_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv0, 58368);  // online_softmax_attn.pto:20:20
+                TileT191EAiv1 t191_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_e_aiv1, ptodsl_aiv1_ub + 58368);  // online_softmax_attn.pto:20:20
+                TileT193EAiv0 t193_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv0, 59392);  // online_softmax_attn.pto:20:32
+                TileT193EAiv1 t193_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_e_aiv1, ptodsl_aiv1_ub + 59392);  // online_softmax_attn.pto:20:32
+                TileT196EAiv0 t196_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_e_aiv0, 60416);  // online_softmax_attn.pto:20:32
+                TileT196EAiv1 t196_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_e_aiv1, ptodsl_aiv1_ub + 60416);  // online_softmax_attn.pto:20:32
+                TileT200EAiv0 t200_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv0, 61440);  // online_softmax_attn.pto:20:20
+                TileT200EAiv1 t200_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_e_aiv1, ptodsl_aiv1_ub + 61440);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXPANDS(t163_e_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:17:32
-                    if (!ptodsl_aiv0) {
-                        TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag_dev(7);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
-                    TileT160EAiv0 t160_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_e_aiv0, 7168);  // online_softmax_attn.pto:10:13
-                    TileT160EAiv1 t160_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:10:13
-                    TileT161EAiv0 t161_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_e_aiv0, 23552);  // online_softmax_attn.pto:10:13
-                    TileT161EAiv1 t161_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_e_aiv1, ptodsl_aiv1_ub + 23552);  // online_softmax_attn.pto:10:13
-                    TileT166EAiv0 t166_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_e_aiv0, 39936);  // online_softmax_attn.pto:17:32
-                    TileT166EAiv1 t166_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_e_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:32
-                    if (ptodsl_aiv0) {
-                        using GmView30 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView30 t0_u2c1Gm30(t0_u2c1 + _qb2 * 64 * 128 + _g159 * 128, GmView30::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160_e_aiv0, t0_u2c1Gm30);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TMULS(t161_e_aiv0, t160_e_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView31 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView31 s_u2c1Gm31(s_u2c1 + _qb2 * 64 * 128 + _g159 * 128, GmView31::Shape(t161_e_aiv0.GetValidRow(), t161_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c1Gm31, t161_e_aiv0);  // online_softmax_attn.pto:10:13
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp6;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp6, 69632);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t166_e_aiv0, t161_e_aiv0, tmp6);  // online_softmax_attn.pto:17:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TMAX(t163_e_aiv0, t163_e_aiv0, t166_e_aiv0);  // online_softmax_attn.pto:17:32
-                    }
-                    for (int64_t _aiv8 = 0; _aiv8 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv8) {  // online_softmax_attn.pto:10:13
-                        if (!ptodsl_aiv0) {
-                            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView32 t0_u2c1Gm32(t0_u2c1 + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView32::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t160_e_aiv1, t0_u2c1Gm32);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TMULS(t161_e_aiv1, t160_e_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView33 s_u2c1Gm33(s_u2c1 + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView33::Shape(t161_e_aiv1.GetValidRow(), t161_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u2c1Gm33, t161_e_aiv1);  // online_softmax_attn.pto:10:13
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp7;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp7, 69632);  // online_softmax_attn.pto:17:32
-                            TROWMAX(t166_e_aiv1, t161_e_aiv1, tmp7);  // online_softmax_attn.pto:17:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TMAX(t163_e_aiv1, t163_e_aiv1, t166_e_aiv1);  // online_softmax_attn.pto:17:32
-                        }
-                    }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView22 t0_u2c1Gm22(t0_u2c1 + _qb2 * 64 * 128, GmView22::Shape(t160_e_aiv0.GetValidRow(), t160_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_e_aiv0, t0_u2c1Gm22);  // online_softmax_attn.pto:10:13
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT170EAiv0 t170_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_e_aiv0, 7168);  // online_softmax_attn.pto:17:21
-                TileT170EAiv1 t170_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_e_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:17:21
-                TileT174EAiv0 t174_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_e_aiv0, 8192);  // online_softmax_attn.pto:18:25
-                TileT174EAiv1 t174_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:18:25
-                TileT191EAiv0 t191_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_e_aiv0, 9216);  // online_softmax_attn.pto:20:20
-                TileT191EAiv1 t191_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_e_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
-                TileT193EAiv0 t193_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_e_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT193EAiv1 t193_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_e_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TMULS(t161_e_aiv0, t160_e_aiv0, scale);  // online_softmax_attn.pto:10:13
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp6;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp6, 69632);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t166_e_aiv0, t161_e_aiv0, tmp6);  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TMAX(t163_e_aiv0, t163_e_aiv0, t166_e_aiv0);  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMAX(t170_e_aiv0, t86_e_aiv0, t163_e_aiv0);  // online_softmax_attn.pto:17:21
                 }
@@ -3780,6 +3206,15 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TEXP(t177_e_aiv0, t174_e_aiv0);  // online_softmax_attn.pto:18:21
                 }
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp7(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp7, 69632);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp7, t170_e_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187_e_aiv0, t161_e_aiv0, tmp7);  // online_softmax_attn.pto:19:17
+                }
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMUL(t191_e_aiv0, t116_e_aiv0, t177_e_aiv0);  // online_softmax_attn.pto:20:20
                 }
@@ -3788,7 +3223,58 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TEXPANDS(t193_e_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv9 = 0; _aiv9 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv9) {  // online_softmax_attn.pto:17:21
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp8;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp8, 69632);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t196_e_aiv0, t187_e_aiv0, tmp8);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t193_e_aiv0, t193_e_aiv0, t196_e_aiv0);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t200_e_aiv0, t191_e_aiv0, t193_e_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView23 lGm23(l + _qb2 * 64, GmView23::Shape(t200_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm23, t200_e_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView24 t14_u2c1Gm24(t14_u2c1 + _qb2 * 64 * 128, GmView24::Shape(t187_e_aiv0.GetValidRow(), t187_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1Gm24, t187_e_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView25 mGm25(m + _qb2 * 64, GmView25::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm25, t170_e_aiv0);  // online_softmax_attn.pto:22:13
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _aiv1 = 0; _aiv1 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv1) {  // online_softmax_attn.pto:17:32
+                    if (!ptodsl_aiv0) {
+                        TEXPANDS(t163_e_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView26 t0_u2c1Gm26(t0_u2c1 + (_qb2 * 64 + 32) * 128, GmView26::Shape(t160_e_aiv1.GetValidRow(), t160_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_e_aiv1, t0_u2c1Gm26);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TMULS(t161_e_aiv1, t160_e_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp9;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp9, 69632);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t166_e_aiv1, t161_e_aiv1, tmp9);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t163_e_aiv1, t163_e_aiv1, t166_e_aiv1);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TMAX(t170_e_aiv1, t86_e_aiv1, t163_e_aiv1);  // online_softmax_attn.pto:17:21
                     }
@@ -3802,184 +3288,58 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
+                        TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp10, 69632);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp10, t170_e_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t187_e_aiv1, t161_e_aiv1, tmp10);  // online_softmax_attn.pto:19:17
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
                         TMUL(t191_e_aiv1, t116_e_aiv1, t177_e_aiv1);  // online_softmax_attn.pto:20:20
                         TEXPANDS(t193_e_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
                     }
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180EAiv0 t180_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_e_aiv0, 11264);  // online_softmax_attn.pto:19:21
-                    TileT180EAiv1 t180_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_e_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
-                    TileT187EAiv0 t187_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_e_aiv0, 27648);  // online_softmax_attn.pto:19:17
-                    TileT187EAiv1 t187_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_e_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
-                    TileT196EAiv0 t196_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_e_aiv0, 4096);  // online_softmax_attn.pto:20:32
-                    TileT196EAiv1 t196_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
-                    if (ptodsl_aiv0) {
-                        using GmView34 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView34 s_u2c1Gm34(s_u2c1 + _qb2 * 64 * 128 + _g179 * 128, GmView34::Shape(t180_e_aiv0.GetValidRow(), t180_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t180_e_aiv0, s_u2c1Gm34);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp8(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp8, 69632);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp8, t170_e_aiv0);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t187_e_aiv0, t180_e_aiv0, tmp8);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView35 p_1_u2c1Gm35(p_1_u2c1 + _qb2 * 64 * 128 + _g179 * 128, GmView35::Shape(t187_e_aiv0.GetValidRow(), t187_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c1Gm35, t187_e_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp11, 69632);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t196_e_aiv1, t187_e_aiv1, tmp11);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp9;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp9, 69632);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t196_e_aiv0, t187_e_aiv0, tmp9);  // online_softmax_attn.pto:20:32
+                    if (!ptodsl_aiv0) {
+                        TADD(t193_e_aiv1, t193_e_aiv1, t196_e_aiv1);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TADD(t193_e_aiv0, t193_e_aiv0, t196_e_aiv0);  // online_softmax_attn.pto:20:32
-                    }
-                    for (int64_t _aiv10 = 0; _aiv10 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv10) {  // online_softmax_attn.pto:19:21
-                        if (!ptodsl_aiv0) {
-                            using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView36 s_u2c1Gm36(s_u2c1 + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView36::Shape(t180_e_aiv1.GetValidRow(), t180_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t180_e_aiv1, s_u2c1Gm36);  // online_softmax_attn.pto:19:21
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp10(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp10, 69632);  // online_softmax_attn.pto:19:17
-                            TROWEXPAND(tmp10, t170_e_aiv1);  // online_softmax_attn.pto:19:17
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                            TROWEXPANDEXPDIF(t187_e_aiv1, t180_e_aiv1, tmp10);  // online_softmax_attn.pto:19:17
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView37 p_1_u2c1Gm37(p_1_u2c1 + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView37::Shape(t187_e_aiv1.GetValidRow(), t187_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u2c1Gm37, t187_e_aiv1);  // online_softmax_attn.pto:19:17
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp11;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp11, 69632);  // online_softmax_attn.pto:20:32
-                            TROWSUM(t196_e_aiv1, t187_e_aiv1, tmp11);  // online_softmax_attn.pto:20:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TADD(t193_e_aiv1, t193_e_aiv1, t196_e_aiv1);  // online_softmax_attn.pto:20:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT200EAiv0 t200_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_e_aiv0, 4096);  // online_softmax_attn.pto:20:20
-                TileT200EAiv1 t200_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_e_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TADD(t200_e_aiv0, t191_e_aiv0, t193_e_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView38 lGm38(l + _qb2 * 64, GmView38::Shape(t200_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm38, t200_e_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv11 = 0; _aiv11 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv11) {  // online_softmax_attn.pto:20:20
                     if (!ptodsl_aiv0) {
                         TADD(t200_e_aiv1, t191_e_aiv1, t193_e_aiv1);  // online_softmax_attn.pto:20:20
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView39 lGm39(l + _qb2 * 64 + 32, GmView39::Shape(t200_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm39, t200_e_aiv1);  // online_softmax_attn.pto:20:20
-                    }
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
-                    TileT203EAiv0 t203_e_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_e_aiv0, 8192);  // online_softmax_attn.pto:21:43
-                    TileT203EAiv1 t203_e_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 2 * 2 + 2) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_e_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:21:43
-                    if (ptodsl_aiv0) {
-                        using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView40 p_1_u2c1Gm40(p_1_u2c1 + _qb2 * 64 * 128 + _g202 * 128, GmView40::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t203_e_aiv0, p_1_u2c1Gm40);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView41 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView41 t14_u2c1Gm41(t14_u2c1 + _qb2 * 64 * 128 + _g202 * 128, GmView41::Shape(t203_e_aiv0.GetValidRow(), t203_e_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c1Gm41, t203_e_aiv0);  // online_softmax_attn.pto:21:43
-                    }
-                    for (int64_t _aiv12 = 0; _aiv12 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv12) {  // online_softmax_attn.pto:21:43
-                        if (!ptodsl_aiv0) {
-                            using GmView42 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView42 p_1_u2c1Gm42(p_1_u2c1 + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView42::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t203_e_aiv1, p_1_u2c1Gm42);  // online_softmax_attn.pto:21:43
-                        }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            using GmView43 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView43 t14_u2c1Gm43(t14_u2c1 + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView43::Shape(t203_e_aiv1.GetValidRow(), t203_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t14_u2c1Gm43, t203_e_aiv1);  // online_softmax_attn.pto:21:43
-                        }
-                    }
-                }
-                if (ptodsl_aiv0) {
-                    using GmView44 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView44 mGm44(m + _qb2 * 64, GmView44::Shape(t170_e_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm44, t170_e_aiv0);  // online_softmax_attn.pto:22:13
-                }
-                for (int64_t _aiv13 = 0; _aiv13 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv13) {  // online_softmax_attn.pto:22:13
-                    if (!ptodsl_aiv0) {
-                        using GmView45 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView45 mGm45(m + _qb2 * 64 + 32, GmView45::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm45, t170_e_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView27 lGm27(l + _qb2 * 64 + 32, GmView27::Shape(t200_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm27, t200_e_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView28 t14_u2c1Gm28(t14_u2c1 + (_qb2 * 64 + 32) * 128, GmView28::Shape(t187_e_aiv1.GetValidRow(), t187_e_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c1Gm28, t187_e_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView29 mGm29(m + _qb2 * 64 + 32, GmView29::Shape(t170_e_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm29, t170_e_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(6) << 8)));
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(0) << 8)));
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
                 __gm__ float* vj_u2c0_sk2_e = v + (j_u2_sk * 2 * 2 - 1) * 128 * D;  // online_softmax_attn.pto:9:14
@@ -4015,9 +3375,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView51 accGm51(acc + _qb2 * 64 * D + _g134 * 128, GmView51::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t135_e_aiv0, accGm51);  // online_softmax_attn.pto:21:22
+                        using GmView35 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView35 accGm35(acc + _qb2 * 64 * D + _g134 * 128, GmView35::Shape(t135_e_aiv0.GetValidRow(), t135_e_aiv0.GetValidCol()), GmView35::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t135_e_aiv0, accGm35);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4032,9 +3392,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView52 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView52 t13_u2c0_twinGm52(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 128, GmView52::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView52::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t142_e_aiv0, t13_u2c0_twinGm52);  // online_softmax_attn.pto:21:22
+                        using GmView36 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView36 t13_u2c0_twinGm36(t13_u2c0_twin + _qb2 * 64 * D + _g134 * 128, GmView36::Shape(t142_e_aiv0.GetValidRow(), t142_e_aiv0.GetValidCol()), GmView36::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t142_e_aiv0, t13_u2c0_twinGm36);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
@@ -4048,20 +3408,20 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView53 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView53 accGm53(acc + _qb2 * 64 * D + _g134 * 128, GmView53::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView53::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm53, t143_e_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView37 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView37 accGm37(acc + _qb2 * 64 * D + _g134 * 128, GmView37::Shape(t143_e_aiv0.GetValidRow(), t143_e_aiv0.GetValidCol()), GmView37::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm37, t143_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                    for (int64_t _aiv14 = 0; _aiv14 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv14) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv2 = 0; _aiv2 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv2) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
-                            using GmView54 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView54 accGm54(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView54::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView54::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t135_e_aiv1, accGm54);  // online_softmax_attn.pto:21:22
+                            using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView38 accGm38(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView38::Shape(t135_e_aiv1.GetValidRow(), t135_e_aiv1.GetValidCol()), GmView38::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t135_e_aiv1, accGm38);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4072,9 +3432,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp13, t93_o_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t138_e_aiv1, t135_e_aiv1, tmp13);  // online_softmax_attn.pto:21:22
-                            using GmView55 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView55 t13_u2c0_twinGm55(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 128, GmView55::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView55::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t142_e_aiv1, t13_u2c0_twinGm55);  // online_softmax_attn.pto:21:22
+                            using GmView39 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView39 t13_u2c0_twinGm39(t13_u2c0_twin + (_qb2 * 64 + 32) * D + _g134 * 128, GmView39::Shape(t142_e_aiv1.GetValidRow(), t142_e_aiv1.GetValidCol()), GmView39::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_e_aiv1, t13_u2c0_twinGm39);  // online_softmax_attn.pto:21:22
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4086,9 +3446,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView56 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView56 accGm56(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView56::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView56::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm56, t143_e_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView40 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView40 accGm40(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView40::Shape(t143_e_aiv1.GetValidRow(), t143_e_aiv1.GetValidCol()), GmView40::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm40, t143_e_aiv1);  // online_softmax_attn.pto:21:22
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -4141,9 +3501,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView62 accGm62(acc + _qb2 * 64 * D + _g218 * 128, GmView62::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView62::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t219_e_aiv0, accGm62);  // online_softmax_attn.pto:21:22
+                        using GmView46 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView46 accGm46(acc + _qb2 * 64 * D + _g218 * 128, GmView46::Shape(t219_e_aiv0.GetValidRow(), t219_e_aiv0.GetValidCol()), GmView46::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t219_e_aiv0, accGm46);  // online_softmax_attn.pto:21:22
                     }
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4158,9 +3518,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView63 t13_u2c1_twinGm63(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 128, GmView63::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView63::Stride(D));  // online_softmax_attn.pto:21:22
-                        TLOAD(t226_e_aiv0, t13_u2c1_twinGm63);  // online_softmax_attn.pto:21:22
+                        using GmView47 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView47 t13_u2c1_twinGm47(t13_u2c1_twin + _qb2 * 64 * D + _g218 * 128, GmView47::Shape(t226_e_aiv0.GetValidRow(), t226_e_aiv0.GetValidCol()), GmView47::Stride(D));  // online_softmax_attn.pto:21:22
+                        TLOAD(t226_e_aiv0, t13_u2c1_twinGm47);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     pipe_barrier(PIPE_V);
@@ -4174,20 +3534,20 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                     if (ptodsl_aiv0) {
-                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                        GmView64 accGm64(acc + _qb2 * 64 * D + _g218 * 128, GmView64::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView64::Stride(D));  // online_softmax_attn.pto:21:22
-                        TSTORE(accGm64, t227_e_aiv0);  // online_softmax_attn.pto:21:22
+                        using GmView48 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                        GmView48 accGm48(acc + _qb2 * 64 * D + _g218 * 128, GmView48::Shape(t227_e_aiv0.GetValidRow(), t227_e_aiv0.GetValidCol()), GmView48::Stride(D));  // online_softmax_attn.pto:21:22
+                        TSTORE(accGm48, t227_e_aiv0);  // online_softmax_attn.pto:21:22
                     }
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                    for (int64_t _aiv15 = 0; _aiv15 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv15) {  // online_softmax_attn.pto:21:22
+                    for (int64_t _aiv3 = 0; _aiv3 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv3) {  // online_softmax_attn.pto:21:22
                         if (!ptodsl_aiv0) {
-                            using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView65 accGm65(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView65::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView65::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t219_e_aiv1, accGm65);  // online_softmax_attn.pto:21:22
+                            using GmView49 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView49 accGm49(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView49::Shape(t219_e_aiv1.GetValidRow(), t219_e_aiv1.GetValidCol()), GmView49::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t219_e_aiv1, accGm49);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4198,9 +3558,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             TROWEXPAND(tmp15, t177_o_aiv1);  // online_softmax_attn.pto:21:22
                             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                             TROWEXPANDMUL(t222_e_aiv1, t219_e_aiv1, tmp15);  // online_softmax_attn.pto:21:22
-                            using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView66 t13_u2c1_twinGm66(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 128, GmView66::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView66::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t226_e_aiv1, t13_u2c1_twinGm66);  // online_softmax_attn.pto:21:22
+                            using GmView50 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView50 t13_u2c1_twinGm50(t13_u2c1_twin + (_qb2 * 64 + 32) * D + _g218 * 128, GmView50::Shape(t226_e_aiv1.GetValidRow(), t226_e_aiv1.GetValidCol()), GmView50::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_e_aiv1, t13_u2c1_twinGm50);  // online_softmax_attn.pto:21:22
                         }
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4212,9 +3572,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
                         if (!ptodsl_aiv0) {
-                            using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView67 accGm67(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView67::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView67::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm67, t227_e_aiv1);  // online_softmax_attn.pto:21:22
+                            using GmView51 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView51 accGm51(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView51::Shape(t227_e_aiv1.GetValidRow(), t227_e_aiv1.GetValidCol()), GmView51::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm51, t227_e_aiv1);  // online_softmax_attn.pto:21:22
                         }
                     }
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
@@ -4229,19 +3589,21 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(3) << 8)));
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag_dev(7);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             for (int64_t _sk4 = 0; _sk4 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - (j_u2_sk * 2 + 1), 0), 1); ++_sk4) {  // online_softmax_attn.pto:7:5
-                for (int64_t _br0 = 0; _br0 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 64), 0), 1); ++_br0) {  // online_softmax_attn.pto:10:13
-                }
                 __gm__ float* kj_u2c0_sk0_o = k + (j_u2_sk * 4 + 3) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 64); ++_g63) {  // online_softmax_attn.pto:10:13
                     for (int64_t _k69 = 1; _k69 < (D + 127) / 128; ++_k69) {  // online_softmax_attn.pto:10:13
@@ -4251,119 +3613,81 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 TASSIGN(t79_o_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT79OAiv1 t79_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
                 TASSIGN(t79_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
+                TileT76OAiv0 t76_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_o_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                TileT76OAiv1 t76_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t76_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                TileT77OAiv0 t77_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_o_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                TileT77OAiv1 t77_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t77_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
+                TileT82OAiv0 t82_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_o_aiv0, 37888);  // online_softmax_attn.pto:17:32
+                TileT82OAiv1 t82_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t82_o_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
+                TileT84OAiv0 t84_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv0, 38912);  // online_softmax_attn.pto:17:21
+                TileT84OAiv1 t84_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t84_o_aiv1, ptodsl_aiv1_ub + 38912);  // online_softmax_attn.pto:17:21
+                TileT86OAiv0 t86_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv0, 39936);  // online_softmax_attn.pto:17:21
+                TileT86OAiv1 t86_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t86_o_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:21
+                TileT90OAiv0 t90_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv0, 40960);  // online_softmax_attn.pto:18:25
+                TileT90OAiv1 t90_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t90_o_aiv1, ptodsl_aiv1_ub + 40960);  // online_softmax_attn.pto:18:25
+                TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_o_aiv0, 41984);  // online_softmax_attn.pto:19:17
+                TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 3) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t103_o_aiv1, ptodsl_aiv1_ub + 41984);  // online_softmax_attn.pto:19:17
+                TileT105OAiv0 t105_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv0, 58368);  // online_softmax_attn.pto:20:20
+                TileT105OAiv1 t105_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t105_o_aiv1, ptodsl_aiv1_ub + 58368);  // online_softmax_attn.pto:20:20
+                TileT107OAiv0 t107_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv0, 59392);  // online_softmax_attn.pto:20:20
+                TileT107OAiv1 t107_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t107_o_aiv1, ptodsl_aiv1_ub + 59392);  // online_softmax_attn.pto:20:20
+                TileT109OAiv0 t109_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_o_aiv0, 60416);  // online_softmax_attn.pto:20:32
+                TileT109OAiv1 t109_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t109_o_aiv1, ptodsl_aiv1_ub + 60416);  // online_softmax_attn.pto:20:32
+                TileT112OAiv0 t112_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_o_aiv0, 61440);  // online_softmax_attn.pto:20:32
+                TileT112OAiv1 t112_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t112_o_aiv1, ptodsl_aiv1_ub + 61440);  // online_softmax_attn.pto:20:32
+                TileT116OAiv0 t116_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv0, 62464);  // online_softmax_attn.pto:20:20
+                TileT116OAiv1 t116_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t116_o_aiv1, ptodsl_aiv1_ub + 62464);  // online_softmax_attn.pto:20:20
                 if (ptodsl_aiv0) {
                     TEXPANDS(t79_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                for (int64_t _aiv16 = 0; _aiv16 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv16) {  // online_softmax_attn.pto:17:32
-                    if (!ptodsl_aiv0) {
-                        TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    }
+                wait_flag_dev(7);
+                if (ptodsl_aiv0) {
+                    using GmView57 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView57 t0_u2c0_twinGm57(t0_u2c0_twin + _qb2 * 64 * 128, GmView57::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t76_o_aiv0, t0_u2c0_twinGm57);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TMULS(t77_o_aiv0, t76_o_aiv0, scale);  // online_softmax_attn.pto:10:13
                 }
                 pipe_barrier(PIPE_V);
-                wait_flag_dev(7);
-                for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g75) {  // online_softmax_attn.pto:10:13
-                    TileT76OAiv0 t76_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_o_aiv0, 5120);  // online_softmax_attn.pto:10:13
-                    TileT76OAiv1 t76_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t76_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
-                    TileT77OAiv0 t77_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_o_aiv0, 21504);  // online_softmax_attn.pto:10:13
-                    TileT77OAiv1 t77_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g75 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t77_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
-                    TileT82OAiv0 t82_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_o_aiv0, 37888);  // online_softmax_attn.pto:17:32
-                    TileT82OAiv1 t82_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t82_o_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
-                    if (ptodsl_aiv0) {
-                        using GmView73 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView73 t0_u2c0_twinGm73(t0_u2c0_twin + _qb2 * 64 * 128 + _g75 * 128, GmView73::Shape(t76_o_aiv0.GetValidRow(), t76_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t76_o_aiv0, t0_u2c0_twinGm73);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        TMULS(t77_o_aiv0, t76_o_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView74 s_u2c0_twinGm74(s_u2c0_twin + _qb2 * 64 * 128 + _g75 * 128, GmView74::Shape(t77_o_aiv0.GetValidRow(), t77_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c0_twinGm74, t77_o_aiv0);  // online_softmax_attn.pto:10:13
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp16;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp16, 69632);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t82_o_aiv0, t77_o_aiv0, tmp16);  // online_softmax_attn.pto:17:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
-                    }
-                    for (int64_t _aiv17 = 0; _aiv17 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv17) {  // online_softmax_attn.pto:10:13
-                        if (!ptodsl_aiv0) {
-                            using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView75 t0_u2c0_twinGm75(t0_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView75::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t76_o_aiv1, t0_u2c0_twinGm75);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            TMULS(t77_o_aiv1, t76_o_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView76 s_u2c0_twinGm76(s_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g75 * 128, GmView76::Shape(t77_o_aiv1.GetValidRow(), t77_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u2c0_twinGm76, t77_o_aiv1);  // online_softmax_attn.pto:10:13
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp17;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp17, 69632);  // online_softmax_attn.pto:17:32
-                            TROWMAX(t82_o_aiv1, t77_o_aiv1, tmp17);  // online_softmax_attn.pto:17:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TMAX(t79_o_aiv1, t79_o_aiv1, t82_o_aiv1);  // online_softmax_attn.pto:17:32
-                        }
-                    }
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TileT84OAiv0 t84_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_o_aiv0, 5120);  // online_softmax_attn.pto:17:21
-                TileT84OAiv1 t84_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t84_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:21
-                TileT86OAiv0 t86_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_o_aiv0, 6144);  // online_softmax_attn.pto:17:21
-                TileT86OAiv1 t86_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t86_o_aiv1, ptodsl_aiv1_ub + 6144);  // online_softmax_attn.pto:17:21
-                TileT90OAiv0 t90_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_o_aiv0, 7168);  // online_softmax_attn.pto:18:25
-                TileT90OAiv1 t90_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t90_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:18:25
-                TileT105OAiv0 t105_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_o_aiv0, 8192);  // online_softmax_attn.pto:20:20
-                TileT105OAiv1 t105_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t105_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:20:20
-                TileT107OAiv0 t107_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_o_aiv0, 9216);  // online_softmax_attn.pto:20:20
-                TileT107OAiv1 t107_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t107_o_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
-                TileT109OAiv0 t109_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_o_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT109OAiv1 t109_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t109_o_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 if (ptodsl_aiv0) {
-                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                    GmView77 mGm77(m + _qb2 * 64, GmView77::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
-                    TLOAD(t84_o_aiv0, mGm77);  // online_softmax_attn.pto:17:21
+                    TileTmp0 tmp16;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp16, 69632);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t82_o_aiv0, t77_o_aiv0, tmp16);  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TMAX(t79_o_aiv0, t79_o_aiv0, t82_o_aiv0);  // online_softmax_attn.pto:17:32
+                    using GmView58 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                    GmView58 mGm58(m + _qb2 * 64, GmView58::Shape(t84_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:17:21
+                    TLOAD(t84_o_aiv0, mGm58);  // online_softmax_attn.pto:17:21
                 }
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -4378,29 +3702,87 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXP(t93_o_aiv0, t90_o_aiv0);  // online_softmax_attn.pto:18:21
-                    using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView78 lGm78(l + _qb2 * 64, GmView78::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TLOAD(t105_o_aiv0, lGm78);  // online_softmax_attn.pto:20:20
                 }
                 pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp17(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp17, 69632);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp17, t86_o_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t103_o_aiv0, t77_o_aiv0, tmp17);  // online_softmax_attn.pto:19:17
+                    using GmView59 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView59 lGm59(l + _qb2 * 64, GmView59::Shape(t105_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TLOAD(t105_o_aiv0, lGm59);  // online_softmax_attn.pto:20:20
+                }
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 if (ptodsl_aiv0) {
                     TMUL(t107_o_aiv0, t105_o_aiv0, t93_o_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
                     TEXPANDS(t109_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv18 = 0; _aiv18 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv18) {  // online_softmax_attn.pto:17:21
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp18;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp18, 69632);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t112_o_aiv0, t103_o_aiv0, tmp18);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t109_o_aiv0, t109_o_aiv0, t112_o_aiv0);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t116_o_aiv0, t107_o_aiv0, t109_o_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                if (ptodsl_aiv0) {
+                    using GmView60 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView60 lGm60(l + _qb2 * 64, GmView60::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm60, t116_o_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView61 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView61 t14_u2c0_twinGm61(t14_u2c0_twin + _qb2 * 64 * 128, GmView61::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c0_twinGm61, t103_o_aiv0);  // online_softmax_attn.pto:21:43
+                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView62 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView62 mGm62(m + _qb2 * 64, GmView62::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm62, t86_o_aiv0);  // online_softmax_attn.pto:22:13
+                }
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                for (int64_t _aiv4 = 0; _aiv4 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv4) {  // online_softmax_attn.pto:17:32
                     if (!ptodsl_aiv0) {
-                        using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-                        GmView79 mGm79(m + _qb2 * 64 + 32, GmView79::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
-                        TLOAD(t84_o_aiv1, mGm79);  // online_softmax_attn.pto:17:21
+                        TEXPANDS(t79_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                        using GmView63 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView63 t0_u2c0_twinGm63(t0_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView63::Shape(t76_o_aiv1.GetValidRow(), t76_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t76_o_aiv1, t0_u2c0_twinGm63);  // online_softmax_attn.pto:10:13
                     }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TMULS(t77_o_aiv1, t76_o_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp19;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp19, 69632);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t82_o_aiv1, t77_o_aiv1, tmp19);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t79_o_aiv1, t79_o_aiv1, t82_o_aiv1);  // online_softmax_attn.pto:17:32
+                        using GmView64 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+                        GmView64 mGm64(m + _qb2 * 64 + 32, GmView64::Shape(t84_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:17:21
+                        TLOAD(t84_o_aiv1, mGm64);  // online_softmax_attn.pto:17:21
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (!ptodsl_aiv0) {
                         TMAX(t86_o_aiv1, t84_o_aiv1, t79_o_aiv1);  // online_softmax_attn.pto:17:21
                     }
@@ -4411,304 +3793,134 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TEXP(t93_o_aiv1, t90_o_aiv1);  // online_softmax_attn.pto:18:21
-                        using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView80 lGm80(l + _qb2 * 64 + 32, GmView80::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TLOAD(t105_o_aiv1, lGm80);  // online_softmax_attn.pto:20:20
                     }
                     pipe_barrier(PIPE_V);
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+                    if (!ptodsl_aiv0) {
+                        TileTmp1 tmp20(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp20, 69632);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t103_o_aiv1, t77_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
+                        using GmView65 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView65 lGm65(l + _qb2 * 64 + 32, GmView65::Shape(t105_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TLOAD(t105_o_aiv1, lGm65);  // online_softmax_attn.pto:20:20
+                    }
+                    pipe_barrier(PIPE_V);
+                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     if (!ptodsl_aiv0) {
                         TMUL(t107_o_aiv1, t105_o_aiv1, t93_o_aiv1);  // online_softmax_attn.pto:20:20
                         TEXPANDS(t109_o_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
                     }
-                }
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g95) {  // online_softmax_attn.pto:19:21
-                    TileT96OAiv0 t96_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_o_aiv0, 11264);  // online_softmax_attn.pto:19:21
-                    TileT96OAiv1 t96_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t96_o_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
-                    TileT103OAiv0 t103_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_o_aiv0, 27648);  // online_softmax_attn.pto:19:17
-                    TileT103OAiv1 t103_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g95 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t103_o_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
-                    TileT112OAiv0 t112_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_o_aiv0, 4096);  // online_softmax_attn.pto:20:32
-                    TileT112OAiv1 t112_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t112_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
-                    if (ptodsl_aiv0) {
-                        using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView81 s_u2c0_twinGm81(s_u2c0_twin + _qb2 * 64 * 128 + _g95 * 128, GmView81::Shape(t96_o_aiv0.GetValidRow(), t96_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t96_o_aiv0, s_u2c0_twinGm81);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp18(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp18, 69632);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp18, t86_o_aiv0);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t103_o_aiv0, t96_o_aiv0, tmp18);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView82 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView82 p_1_u2c0_twinGm82(p_1_u2c0_twin + _qb2 * 64 * 128 + _g95 * 128, GmView82::Shape(t103_o_aiv0.GetValidRow(), t103_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c0_twinGm82, t103_o_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp21;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp21, 69632);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t112_o_aiv1, t103_o_aiv1, tmp21);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp19;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp19, 69632);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t112_o_aiv0, t103_o_aiv0, tmp19);  // online_softmax_attn.pto:20:32
+                    if (!ptodsl_aiv0) {
+                        TADD(t109_o_aiv1, t109_o_aiv1, t112_o_aiv1);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TADD(t109_o_aiv0, t109_o_aiv0, t112_o_aiv0);  // online_softmax_attn.pto:20:32
-                    }
-                    for (int64_t _aiv19 = 0; _aiv19 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv19) {  // online_softmax_attn.pto:19:21
-                        if (!ptodsl_aiv0) {
-                            using GmView83 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView83 s_u2c0_twinGm83(s_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView83::Shape(t96_o_aiv1.GetValidRow(), t96_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t96_o_aiv1, s_u2c0_twinGm83);  // online_softmax_attn.pto:19:21
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID4);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp20(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp20, 69632);  // online_softmax_attn.pto:19:17
-                            TROWEXPAND(tmp20, t86_o_aiv1);  // online_softmax_attn.pto:19:17
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                            TROWEXPANDEXPDIF(t103_o_aiv1, t96_o_aiv1, tmp20);  // online_softmax_attn.pto:19:17
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            using GmView84 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView84 p_1_u2c0_twinGm84(p_1_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g95 * 128, GmView84::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u2c0_twinGm84, t103_o_aiv1);  // online_softmax_attn.pto:19:17
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp21;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp21, 69632);  // online_softmax_attn.pto:20:32
-                            TROWSUM(t112_o_aiv1, t103_o_aiv1, tmp21);  // online_softmax_attn.pto:20:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TADD(t109_o_aiv1, t109_o_aiv1, t112_o_aiv1);  // online_softmax_attn.pto:20:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT116OAiv0 t116_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_o_aiv0, 4096);  // online_softmax_attn.pto:20:20
-                TileT116OAiv1 t116_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t116_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TADD(t116_o_aiv0, t107_o_aiv0, t109_o_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView85 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView85 lGm85(l + _qb2 * 64, GmView85::Shape(t116_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm85, t116_o_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv20 = 0; _aiv20 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv20) {  // online_softmax_attn.pto:20:20
                     if (!ptodsl_aiv0) {
                         TADD(t116_o_aiv1, t107_o_aiv1, t109_o_aiv1);  // online_softmax_attn.pto:20:20
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (!ptodsl_aiv0) {
-                        using GmView86 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView86 lGm86(l + _qb2 * 64 + 32, GmView86::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm86, t116_o_aiv1);  // online_softmax_attn.pto:20:20
-                    }
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g118 = 0; _g118 < ceil_div(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128), 128); ++_g118) {  // online_softmax_attn.pto:21:43
-                    TileT119OAiv0 t119_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_o_aiv0, 7168);  // online_softmax_attn.pto:21:43
-                    TileT119OAiv1 t119_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 3) * 128, 128) - _g118 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t119_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:21:43
-                    if (ptodsl_aiv0) {
-                        using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView87 p_1_u2c0_twinGm87(p_1_u2c0_twin + _qb2 * 64 * 128 + _g118 * 128, GmView87::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t119_o_aiv0, p_1_u2c0_twinGm87);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView88 t14_u2c0_twinGm88(t14_u2c0_twin + _qb2 * 64 * 128 + _g118 * 128, GmView88::Shape(t119_o_aiv0.GetValidRow(), t119_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c0_twinGm88, t119_o_aiv0);  // online_softmax_attn.pto:21:43
-                    }
-                    for (int64_t _aiv21 = 0; _aiv21 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv21) {  // online_softmax_attn.pto:21:43
-                        if (!ptodsl_aiv0) {
-                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView89 p_1_u2c0_twinGm89(p_1_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView89::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t119_o_aiv1, p_1_u2c0_twinGm89);  // online_softmax_attn.pto:21:43
-                        }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView90 t14_u2c0_twinGm90(t14_u2c0_twin + (_qb2 * 64 + 32) * 128 + _g118 * 128, GmView90::Shape(t119_o_aiv1.GetValidRow(), t119_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t14_u2c0_twinGm90, t119_o_aiv1);  // online_softmax_attn.pto:21:43
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                if (ptodsl_aiv0) {
-                    using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView91 mGm91(m + _qb2 * 64, GmView91::Shape(t86_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm91, t86_o_aiv0);  // online_softmax_attn.pto:22:13
-                }
-                for (int64_t _aiv22 = 0; _aiv22 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv22) {  // online_softmax_attn.pto:22:13
                     if (!ptodsl_aiv0) {
-                        using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView92 mGm92(m + _qb2 * 64 + 32, GmView92::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm92, t86_o_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView66 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView66 lGm66(l + _qb2 * 64 + 32, GmView66::Shape(t116_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm66, t116_o_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView67 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView67 t14_u2c0_twinGm67(t14_u2c0_twin + (_qb2 * 64 + 32) * 128, GmView67::Shape(t103_o_aiv1.GetValidRow(), t103_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c0_twinGm67, t103_o_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView68 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView68 mGm68(m + _qb2 * 64 + 32, GmView68::Shape(t86_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm68, t86_o_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
-                for (int64_t _br1 = 0; _br1 < min_i64(max_i64(ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 64), 0), 1); ++_br1) {  // online_softmax_attn.pto:10:13
-                }
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 __gm__ float* kj_u2c1_sk1_o = k + (j_u2_sk * 4 + 4) * 128 * D;  // online_softmax_attn.pto:8:14
                 for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 64); ++_g147) {  // online_softmax_attn.pto:10:13
                     for (int64_t _k153 = 1; _k153 < (D + 127) / 128; ++_k153) {  // online_softmax_attn.pto:10:13
                     }
                 }
                 TileT163OAiv0 t163_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_o_aiv0, 5120);  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv0, 4096);  // online_softmax_attn.pto:17:32
                 TileT163OAiv1 t163_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                TASSIGN(t163_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:17:32
+                TASSIGN(t163_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:17:32
+                TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_o_aiv0, 5120);  // online_softmax_attn.pto:10:13
+                TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t160_o_aiv1, ptodsl_aiv1_ub + 5120);  // online_softmax_attn.pto:10:13
+                TileT161OAiv0 t161_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_o_aiv0, 21504);  // online_softmax_attn.pto:10:13
+                TileT161OAiv1 t161_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:10:13
+                TASSIGN(t161_o_aiv1, ptodsl_aiv1_ub + 21504);  // online_softmax_attn.pto:10:13
+                TileT166OAiv0 t166_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_o_aiv0, 37888);  // online_softmax_attn.pto:17:32
+                TileT166OAiv1 t166_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
+                TASSIGN(t166_o_aiv1, ptodsl_aiv1_ub + 37888);  // online_softmax_attn.pto:17:32
+                TileT170OAiv0 t170_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv0, 38912);  // online_softmax_attn.pto:17:21
+                TileT170OAiv1 t170_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
+                TASSIGN(t170_o_aiv1, ptodsl_aiv1_ub + 38912);  // online_softmax_attn.pto:17:21
+                TileT174OAiv0 t174_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv0, 40960);  // online_softmax_attn.pto:18:25
+                TileT174OAiv1 t174_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
+                TASSIGN(t174_o_aiv1, ptodsl_aiv1_ub + 40960);  // online_softmax_attn.pto:18:25
+                TileT187OAiv0 t187_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_o_aiv0, 41984);  // online_softmax_attn.pto:19:17
+                TileT187OAiv1 t187_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(L - (j_u2_sk * 4 + 4) * 128, 128));  // online_softmax_attn.pto:19:17
+                TASSIGN(t187_o_aiv1, ptodsl_aiv1_ub + 41984);  // online_softmax_attn.pto:19:17
+                TileT191OAiv0 t191_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv0, 58368);  // online_softmax_attn.pto:20:20
+                TileT191OAiv1 t191_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t191_o_aiv1, ptodsl_aiv1_ub + 58368);  // online_softmax_attn.pto:20:20
+                TileT193OAiv0 t193_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv0, 59392);  // online_softmax_attn.pto:20:32
+                TileT193OAiv1 t193_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t193_o_aiv1, ptodsl_aiv1_ub + 59392);  // online_softmax_attn.pto:20:32
+                TileT196OAiv0 t196_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_o_aiv0, 60416);  // online_softmax_attn.pto:20:32
+                TileT196OAiv1 t196_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
+                TASSIGN(t196_o_aiv1, ptodsl_aiv1_ub + 60416);  // online_softmax_attn.pto:20:32
+                TileT200OAiv0 t200_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv0, 61440);  // online_softmax_attn.pto:20:20
+                TileT200OAiv1 t200_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
+                TASSIGN(t200_o_aiv1, ptodsl_aiv1_ub + 61440);  // online_softmax_attn.pto:20:20
                 pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TEXPANDS(t163_o_aiv0, -__builtin_inff());  // online_softmax_attn.pto:17:32
                 }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                for (int64_t _aiv23 = 0; _aiv23 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv23) {  // online_softmax_attn.pto:17:32
-                    if (!ptodsl_aiv0) {
-                        TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
-                    }
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
                 wait_flag_dev(7);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g159) {  // online_softmax_attn.pto:10:13
-                    TileT160OAiv0 t160_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_o_aiv0, 7168);  // online_softmax_attn.pto:10:13
-                    TileT160OAiv1 t160_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t160_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:10:13
-                    TileT161OAiv0 t161_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_o_aiv0, 23552);  // online_softmax_attn.pto:10:13
-                    TileT161OAiv1 t161_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g159 * 128, 128));  // online_softmax_attn.pto:10:13
-                    TASSIGN(t161_o_aiv1, ptodsl_aiv1_ub + 23552);  // online_softmax_attn.pto:10:13
-                    TileT166OAiv0 t166_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_o_aiv0, 39936);  // online_softmax_attn.pto:17:32
-                    TileT166OAiv1 t166_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:32
-                    TASSIGN(t166_o_aiv1, ptodsl_aiv1_ub + 39936);  // online_softmax_attn.pto:17:32
-                    if (ptodsl_aiv0) {
-                        using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView98 t0_u2c1_twinGm98(t0_u2c1_twin + _qb2 * 64 * 128 + _g159 * 128, GmView98::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TLOAD(t160_o_aiv0, t0_u2c1_twinGm98);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                    if (ptodsl_aiv0) {
-                        TMULS(t161_o_aiv0, t160_o_aiv0, scale);  // online_softmax_attn.pto:10:13
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                        GmView99 s_u2c1_twinGm99(s_u2c1_twin + _qb2 * 64 * 128 + _g159 * 128, GmView99::Shape(t161_o_aiv0.GetValidRow(), t161_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
-                        TSTORE(s_u2c1_twinGm99, t161_o_aiv0);  // online_softmax_attn.pto:10:13
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp22;  // online_softmax_attn.pto:17:32
-                        TASSIGN(tmp22, 69632);  // online_softmax_attn.pto:17:32
-                        TROWMAX(t166_o_aiv0, t161_o_aiv0, tmp22);  // online_softmax_attn.pto:17:32
-                    }
-                    pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TMAX(t163_o_aiv0, t163_o_aiv0, t166_o_aiv0);  // online_softmax_attn.pto:17:32
-                    }
-                    for (int64_t _aiv24 = 0; _aiv24 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv24) {  // online_softmax_attn.pto:10:13
-                        if (!ptodsl_aiv0) {
-                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView100 t0_u2c1_twinGm100(t0_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView100::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TLOAD(t160_o_aiv1, t0_u2c1_twinGm100);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-                        if (!ptodsl_aiv0) {
-                            TMULS(t161_o_aiv1, t160_o_aiv1, scale);  // online_softmax_attn.pto:10:13
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
-                            GmView101 s_u2c1_twinGm101(s_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g159 * 128, GmView101::Shape(t161_o_aiv1.GetValidRow(), t161_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
-                            TSTORE(s_u2c1_twinGm101, t161_o_aiv1);  // online_softmax_attn.pto:10:13
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp23;  // online_softmax_attn.pto:17:32
-                            TASSIGN(tmp23, 69632);  // online_softmax_attn.pto:17:32
-                            TROWMAX(t166_o_aiv1, t161_o_aiv1, tmp23);  // online_softmax_attn.pto:17:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TMAX(t163_o_aiv1, t163_o_aiv1, t166_o_aiv1);  // online_softmax_attn.pto:17:32
-                        }
-                    }
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView74 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView74 t0_u2c1_twinGm74(t0_u2c1_twin + _qb2 * 64 * 128, GmView74::Shape(t160_o_aiv0.GetValidRow(), t160_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:10:13
+                    TLOAD(t160_o_aiv0, t0_u2c1_twinGm74);  // online_softmax_attn.pto:10:13
                 }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT170OAiv0 t170_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_o_aiv0, 7168);  // online_softmax_attn.pto:17:21
-                TileT170OAiv1 t170_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:17:21
-                TASSIGN(t170_o_aiv1, ptodsl_aiv1_ub + 7168);  // online_softmax_attn.pto:17:21
-                TileT174OAiv0 t174_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_o_aiv0, 8192);  // online_softmax_attn.pto:18:25
-                TileT174OAiv1 t174_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:18:25
-                TASSIGN(t174_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:18:25
-                TileT191OAiv0 t191_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_o_aiv0, 9216);  // online_softmax_attn.pto:20:20
-                TileT191OAiv1 t191_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t191_o_aiv1, ptodsl_aiv1_ub + 9216);  // online_softmax_attn.pto:20:20
-                TileT193OAiv0 t193_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_o_aiv0, 10240);  // online_softmax_attn.pto:20:32
-                TileT193OAiv1 t193_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                TASSIGN(t193_o_aiv1, ptodsl_aiv1_ub + 10240);  // online_softmax_attn.pto:20:32
                 pipe_barrier(PIPE_V);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TMULS(t161_o_aiv0, t160_o_aiv0, scale);  // online_softmax_attn.pto:10:13
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp22;  // online_softmax_attn.pto:17:32
+                    TASSIGN(tmp22, 69632);  // online_softmax_attn.pto:17:32
+                    TROWMAX(t166_o_aiv0, t161_o_aiv0, tmp22);  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TMAX(t163_o_aiv0, t163_o_aiv0, t166_o_aiv0);  // online_softmax_attn.pto:17:32
+                }
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMAX(t170_o_aiv0, t86_o_aiv0, t163_o_aiv0);  // online_softmax_attn.pto:17:21
                 }
@@ -4721,6 +3933,15 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TEXP(t177_o_aiv0, t174_o_aiv0);  // online_softmax_attn.pto:18:21
                 }
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    TileTmp1 tmp23(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
+                    TASSIGN(tmp23, 69632);  // online_softmax_attn.pto:19:17
+                    TROWEXPAND(tmp23, t170_o_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                    TROWEXPANDEXPDIF(t187_o_aiv0, t161_o_aiv0, tmp23);  // online_softmax_attn.pto:19:17
+                }
+                pipe_barrier(PIPE_V);
                 if (ptodsl_aiv0) {
                     TMUL(t191_o_aiv0, t116_o_aiv0, t177_o_aiv0);  // online_softmax_attn.pto:20:20
                 }
@@ -4729,7 +3950,58 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     TEXPANDS(t193_o_aiv0, 0.0f);  // online_softmax_attn.pto:20:32
                 }
                 pipe_barrier(PIPE_V);
-                for (int64_t _aiv25 = 0; _aiv25 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv25) {  // online_softmax_attn.pto:17:21
+                if (ptodsl_aiv0) {
+                    TileTmp0 tmp24;  // online_softmax_attn.pto:20:32
+                    TASSIGN(tmp24, 69632);  // online_softmax_attn.pto:20:32
+                    TROWSUM(t196_o_aiv0, t187_o_aiv0, tmp24);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t193_o_aiv0, t193_o_aiv0, t196_o_aiv0);  // online_softmax_attn.pto:20:32
+                }
+                pipe_barrier(PIPE_V);
+                if (ptodsl_aiv0) {
+                    TADD(t200_o_aiv0, t191_o_aiv0, t193_o_aiv0);  // online_softmax_attn.pto:20:20
+                }
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                if (ptodsl_aiv0) {
+                    using GmView75 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                    GmView75 lGm75(l + _qb2 * 64, GmView75::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
+                    TSTORE(lGm75, t200_o_aiv0);  // online_softmax_attn.pto:20:20
+                    using GmView76 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                    GmView76 t14_u2c1_twinGm76(t14_u2c1_twin + _qb2 * 64 * 128, GmView76::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
+                    TSTORE(t14_u2c1_twinGm76, t187_o_aiv0);  // online_softmax_attn.pto:21:43
+                    using GmView77 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                    GmView77 mGm77(m + _qb2 * 64, GmView77::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
+                    TSTORE(mGm77, t170_o_aiv0);  // online_softmax_attn.pto:22:13
+                }
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _aiv5 = 0; _aiv5 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv5) {  // online_softmax_attn.pto:17:32
+                    if (!ptodsl_aiv0) {
+                        TEXPANDS(t163_o_aiv1, -__builtin_inff());  // online_softmax_attn.pto:17:32
+                        using GmView78 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:10:13
+                        GmView78 t0_u2c1_twinGm78(t0_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView78::Shape(t160_o_aiv1.GetValidRow(), t160_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:10:13
+                        TLOAD(t160_o_aiv1, t0_u2c1_twinGm78);  // online_softmax_attn.pto:10:13
+                    }
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+                    if (!ptodsl_aiv0) {
+                        TMULS(t161_o_aiv1, t160_o_aiv1, scale);  // online_softmax_attn.pto:10:13
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp25;  // online_softmax_attn.pto:17:32
+                        TASSIGN(tmp25, 69632);  // online_softmax_attn.pto:17:32
+                        TROWMAX(t166_o_aiv1, t161_o_aiv1, tmp25);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TMAX(t163_o_aiv1, t163_o_aiv1, t166_o_aiv1);  // online_softmax_attn.pto:17:32
+                    }
+                    pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
                         TMAX(t170_o_aiv1, t86_o_aiv1, t163_o_aiv1);  // online_softmax_attn.pto:17:21
                     }
@@ -4743,184 +4015,58 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                     }
                     pipe_barrier(PIPE_V);
                     if (!ptodsl_aiv0) {
+                        TileTmp1 tmp26(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
+                        TASSIGN(tmp26, 69632);  // online_softmax_attn.pto:19:17
+                        TROWEXPAND(tmp26, t170_o_aiv1);  // online_softmax_attn.pto:19:17
+                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
+                        TROWEXPANDEXPDIF(t187_o_aiv1, t161_o_aiv1, tmp26);  // online_softmax_attn.pto:19:17
+                    }
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
                         TMUL(t191_o_aiv1, t116_o_aiv1, t177_o_aiv1);  // online_softmax_attn.pto:20:20
                         TEXPANDS(t193_o_aiv1, 0.0f);  // online_softmax_attn.pto:20:32
                     }
-                }
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g179) {  // online_softmax_attn.pto:19:21
-                    TileT180OAiv0 t180_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_o_aiv0, 11264);  // online_softmax_attn.pto:19:21
-                    TileT180OAiv1 t180_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:21
-                    TASSIGN(t180_o_aiv1, ptodsl_aiv1_ub + 11264);  // online_softmax_attn.pto:19:21
-                    TileT187OAiv0 t187_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_o_aiv0, 27648);  // online_softmax_attn.pto:19:17
-                    TileT187OAiv1 t187_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g179 * 128, 128));  // online_softmax_attn.pto:19:17
-                    TASSIGN(t187_o_aiv1, ptodsl_aiv1_ub + 27648);  // online_softmax_attn.pto:19:17
-                    TileT196OAiv0 t196_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_o_aiv0, 4096);  // online_softmax_attn.pto:20:32
-                    TileT196OAiv1 t196_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:32
-                    TASSIGN(t196_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:32
-                    if (ptodsl_aiv0) {
-                        using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                        GmView102 s_u2c1_twinGm102(s_u2c1_twin + _qb2 * 64 * 128 + _g179 * 128, GmView102::Shape(t180_o_aiv0.GetValidRow(), t180_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:21
-                        TLOAD(t180_o_aiv0, s_u2c1_twinGm102);  // online_softmax_attn.pto:19:21
-                    }
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    if (ptodsl_aiv0) {
-                        TileTmp1 tmp24(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:19:17
-                        TASSIGN(tmp24, 69632);  // online_softmax_attn.pto:19:17
-                        TROWEXPAND(tmp24, t170_o_aiv0);  // online_softmax_attn.pto:19:17
-                        pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                        TROWEXPANDEXPDIF(t187_o_aiv0, t180_o_aiv0, tmp24);  // online_softmax_attn.pto:19:17
-                    }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                        GmView103 p_1_u2c1_twinGm103(p_1_u2c1_twin + _qb2 * 64 * 128 + _g179 * 128, GmView103::Shape(t187_o_aiv0.GetValidRow(), t187_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:19:17
-                        TSTORE(p_1_u2c1_twinGm103, t187_o_aiv0);  // online_softmax_attn.pto:19:17
+                    pipe_barrier(PIPE_V);
+                    if (!ptodsl_aiv0) {
+                        TileTmp0 tmp27;  // online_softmax_attn.pto:20:32
+                        TASSIGN(tmp27, 69632);  // online_softmax_attn.pto:20:32
+                        TROWSUM(t196_o_aiv1, t187_o_aiv1, tmp27);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TileTmp0 tmp25;  // online_softmax_attn.pto:20:32
-                        TASSIGN(tmp25, 69632);  // online_softmax_attn.pto:20:32
-                        TROWSUM(t196_o_aiv0, t187_o_aiv0, tmp25);  // online_softmax_attn.pto:20:32
+                    if (!ptodsl_aiv0) {
+                        TADD(t193_o_aiv1, t193_o_aiv1, t196_o_aiv1);  // online_softmax_attn.pto:20:32
                     }
                     pipe_barrier(PIPE_V);
-                    if (ptodsl_aiv0) {
-                        TADD(t193_o_aiv0, t193_o_aiv0, t196_o_aiv0);  // online_softmax_attn.pto:20:32
-                    }
-                    for (int64_t _aiv26 = 0; _aiv26 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv26) {  // online_softmax_attn.pto:19:21
-                        if (!ptodsl_aiv0) {
-                            using GmView104 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:21
-                            GmView104 s_u2c1_twinGm104(s_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView104::Shape(t180_o_aiv1.GetValidRow(), t180_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:21
-                            TLOAD(t180_o_aiv1, s_u2c1_twinGm104);  // online_softmax_attn.pto:19:21
-                        }
-                        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                        if (!ptodsl_aiv0) {
-                            TileTmp1 tmp26(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:19:17
-                            TASSIGN(tmp26, 69632);  // online_softmax_attn.pto:19:17
-                            TROWEXPAND(tmp26, t170_o_aiv1);  // online_softmax_attn.pto:19:17
-                            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:17
-                            TROWEXPANDEXPDIF(t187_o_aiv1, t180_o_aiv1, tmp26);  // online_softmax_attn.pto:19:17
-                        }
-                        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            using GmView105 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:19:17
-                            GmView105 p_1_u2c1_twinGm105(p_1_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g179 * 128, GmView105::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:19:17
-                            TSTORE(p_1_u2c1_twinGm105, t187_o_aiv1);  // online_softmax_attn.pto:19:17
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TileTmp0 tmp27;  // online_softmax_attn.pto:20:32
-                            TASSIGN(tmp27, 69632);  // online_softmax_attn.pto:20:32
-                            TROWSUM(t196_o_aiv1, t187_o_aiv1, tmp27);  // online_softmax_attn.pto:20:32
-                        }
-                        pipe_barrier(PIPE_V);
-                        if (!ptodsl_aiv0) {
-                            TADD(t193_o_aiv1, t193_o_aiv1, t196_o_aiv1);  // online_softmax_attn.pto:20:32
-                        }
-                    }
-                }
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                TileT200OAiv0 t200_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_o_aiv0, 4096);  // online_softmax_attn.pto:20:20
-                TileT200OAiv1 t200_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1));  // online_softmax_attn.pto:20:20
-                TASSIGN(t200_o_aiv1, ptodsl_aiv1_ub + 4096);  // online_softmax_attn.pto:20:20
-                pipe_barrier(PIPE_V);
-                if (ptodsl_aiv0) {
-                    TADD(t200_o_aiv0, t191_o_aiv0, t193_o_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                if (ptodsl_aiv0) {
-                    using GmView106 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                    GmView106 lGm106(l + _qb2 * 64, GmView106::Shape(t200_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:20:20
-                    TSTORE(lGm106, t200_o_aiv0);  // online_softmax_attn.pto:20:20
-                }
-                pipe_barrier(PIPE_V);
-                for (int64_t _aiv27 = 0; _aiv27 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv27) {  // online_softmax_attn.pto:20:20
                     if (!ptodsl_aiv0) {
                         TADD(t200_o_aiv1, t191_o_aiv1, t193_o_aiv1);  // online_softmax_attn.pto:20:20
                     }
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                     if (!ptodsl_aiv0) {
-                        using GmView107 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-                        GmView107 lGm107(l + _qb2 * 64 + 32, GmView107::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
-                        TSTORE(lGm107, t200_o_aiv1);  // online_softmax_attn.pto:20:20
-                    }
-                }
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                for (int64_t _g202 = 0; _g202 < ceil_div(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128), 128); ++_g202) {  // online_softmax_attn.pto:21:43
-                    TileT203OAiv0 t203_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_o_aiv0, 8192);  // online_softmax_attn.pto:21:43
-                    TileT203OAiv1 t203_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(min_i64(L - (j_u2_sk * 4 + 4) * 128, 128) - _g202 * 128, 128));  // online_softmax_attn.pto:21:43
-                    TASSIGN(t203_o_aiv1, ptodsl_aiv1_ub + 8192);  // online_softmax_attn.pto:21:43
-                    if (ptodsl_aiv0) {
-                        using GmView108 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView108 p_1_u2c1_twinGm108(p_1_u2c1_twin + _qb2 * 64 * 128 + _g202 * 128, GmView108::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TLOAD(t203_o_aiv0, p_1_u2c1_twinGm108);  // online_softmax_attn.pto:21:43
-                    }
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                    if (ptodsl_aiv0) {
-                        using GmView109 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                        GmView109 t14_u2c1_twinGm109(t14_u2c1_twin + _qb2 * 64 * 128 + _g202 * 128, GmView109::Shape(t203_o_aiv0.GetValidRow(), t203_o_aiv0.GetValidCol()));  // online_softmax_attn.pto:21:43
-                        TSTORE(t14_u2c1_twinGm109, t203_o_aiv0);  // online_softmax_attn.pto:21:43
-                    }
-                    for (int64_t _aiv28 = 0; _aiv28 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv28) {  // online_softmax_attn.pto:21:43
-                        if (!ptodsl_aiv0) {
-                            using GmView110 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView110 p_1_u2c1_twinGm110(p_1_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView110::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TLOAD(t203_o_aiv1, p_1_u2c1_twinGm110);  // online_softmax_attn.pto:21:43
-                        }
-                        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                        if (!ptodsl_aiv0) {
-                            using GmView111 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
-                            GmView111 t14_u2c1_twinGm111(t14_u2c1_twin + (_qb2 * 64 + 32) * 128 + _g202 * 128, GmView111::Shape(t203_o_aiv1.GetValidRow(), t203_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
-                            TSTORE(t14_u2c1_twinGm111, t203_o_aiv1);  // online_softmax_attn.pto:21:43
-                        }
-                    }
-                }
-                if (ptodsl_aiv0) {
-                    using GmView112 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                    GmView112 mGm112(m + _qb2 * 64, GmView112::Shape(t170_o_aiv0.GetValidRow()));  // online_softmax_attn.pto:22:13
-                    TSTORE(mGm112, t170_o_aiv0);  // online_softmax_attn.pto:22:13
-                }
-                for (int64_t _aiv29 = 0; _aiv29 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv29) {  // online_softmax_attn.pto:22:13
-                    if (!ptodsl_aiv0) {
-                        using GmView113 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-                        GmView113 mGm113(m + _qb2 * 64 + 32, GmView113::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
-                        TSTORE(mGm113, t170_o_aiv1);  // online_softmax_attn.pto:22:13
+                        using GmView79 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+                        GmView79 lGm79(l + _qb2 * 64 + 32, GmView79::Shape(t200_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:20:20
+                        TSTORE(lGm79, t200_o_aiv1);  // online_softmax_attn.pto:20:20
+                        using GmView80 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 128, 1>>;  // online_softmax_attn.pto:21:43
+                        GmView80 t14_u2c1_twinGm80(t14_u2c1_twin + (_qb2 * 64 + 32) * 128, GmView80::Shape(t187_o_aiv1.GetValidRow(), t187_o_aiv1.GetValidCol()));  // online_softmax_attn.pto:21:43
+                        TSTORE(t14_u2c1_twinGm80, t187_o_aiv1);  // online_softmax_attn.pto:21:43
+                        using GmView81 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+                        GmView81 mGm81(m + _qb2 * 64 + 32, GmView81::Shape(t170_o_aiv1.GetValidRow()));  // online_softmax_attn.pto:22:13
+                        TSTORE(mGm81, t170_o_aiv1);  // online_softmax_attn.pto:22:13
                     }
                 }
             }
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(4) << 8)));
             ffts_cross_core_sync(PIPE_MTE3, (1ULL | (2ULL << 4) | ((uint64_t)(2) << 8)));
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _sk6 = 0; _sk6 < min_i64(max_i64(max_i64((L + 127) / 128 - 2, 0) / 2 - j_u2_sk * 2, 0), 1); ++_sk6) {  // online_softmax_attn.pto:7:5
                 for (int64_t _sk5 = 0; _sk5 < min_i64(max_i64(j_u2_sk * 2 + 1, 0), 1); ++_sk5) {  // online_softmax_attn.pto:7:5
@@ -4930,12 +4076,12 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                     wait_flag_dev(6);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     for (int64_t _g134 = 0; _g134 < (D + 127) / 128; ++_g134) {  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         TileT135OAiv0 t135_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
@@ -4955,11 +4101,11 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT143OAiv1 t143_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g134 * 128, 128));  // online_softmax_attn.pto:21:22
                         TASSIGN(t143_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView119 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView119 accGm119(acc + _qb2 * 64 * D + _g134 * 128, GmView119::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView119::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t135_o_aiv0, accGm119);  // online_softmax_attn.pto:21:22
+                            using GmView87 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView87 accGm87(acc + _qb2 * 64 * D + _g134 * 128, GmView87::Shape(t135_o_aiv0.GetValidRow(), t135_o_aiv0.GetValidCol()), GmView87::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t135_o_aiv0, accGm87);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4974,11 +4120,11 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView120 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView120 t13_u2c0Gm120(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView120::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView120::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t142_o_aiv0, t13_u2c0Gm120);  // online_softmax_attn.pto:21:22
+                            using GmView88 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView88 t13_u2c0Gm88(t13_u2c0 + _qb2 * 64 * D + _g134 * 128, GmView88::Shape(t142_o_aiv0.GetValidRow(), t142_o_aiv0.GetValidCol()), GmView88::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t142_o_aiv0, t13_u2c0Gm88);  // online_softmax_attn.pto:21:22
                         }
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -4990,20 +4136,20 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView121 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView121 accGm121(acc + _qb2 * 64 * D + _g134 * 128, GmView121::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView121::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm121, t143_o_aiv0);  // online_softmax_attn.pto:21:22
+                            using GmView89 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView89 accGm89(acc + _qb2 * 64 * D + _g134 * 128, GmView89::Shape(t143_o_aiv0.GetValidRow(), t143_o_aiv0.GetValidCol()), GmView89::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm89, t143_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
-                        for (int64_t _aiv30 = 0; _aiv30 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv30) {  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                        for (int64_t _aiv6 = 0; _aiv6 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv6) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
-                                using GmView122 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView122 accGm122(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView122::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView122::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t135_o_aiv1, accGm122);  // online_softmax_attn.pto:21:22
+                                using GmView90 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView90 accGm90(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView90::Shape(t135_o_aiv1.GetValidRow(), t135_o_aiv1.GetValidCol()), GmView90::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t135_o_aiv1, accGm90);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5014,9 +4160,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                                 TROWEXPAND(tmp29, t93_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t138_o_aiv1, t135_o_aiv1, tmp29);  // online_softmax_attn.pto:21:22
-                                using GmView123 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView123 t13_u2c0Gm123(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView123::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView123::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t142_o_aiv1, t13_u2c0Gm123);  // online_softmax_attn.pto:21:22
+                                using GmView91 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView91 t13_u2c0Gm91(t13_u2c0 + (_qb2 * 64 + 32) * D + _g134 * 128, GmView91::Shape(t142_o_aiv1.GetValidRow(), t142_o_aiv1.GetValidCol()), GmView91::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t142_o_aiv1, t13_u2c0Gm91);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5028,23 +4174,23 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
-                                using GmView124 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView124 accGm124(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView124::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView124::Stride(D));  // online_softmax_attn.pto:21:22
-                                TSTORE(accGm124, t143_o_aiv1);  // online_softmax_attn.pto:21:22
+                                using GmView92 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView92 accGm92(acc + (_qb2 * 64 + 32) * D + _g134 * 128, GmView92::Shape(t143_o_aiv1.GetValidRow(), t143_o_aiv1.GetValidCol()), GmView92::Stride(D));  // online_softmax_attn.pto:21:22
+                                TSTORE(accGm92, t143_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     __gm__ float* vj_u2c1_sk3_o = v + (j_u2_sk * 2 + 1) * 2 * 128 * D;  // online_softmax_attn.pto:9:14
                     for (int64_t _g206 = 0; _g206 < (D + 63) / 64; ++_g206) {  // online_softmax_attn.pto:21:36
@@ -5052,16 +4198,16 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         }
                     }
                     pipe_barrier(PIPE_V);
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                     wait_flag_dev(6);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     for (int64_t _g218 = 0; _g218 < (D + 127) / 128; ++_g218) {  // online_softmax_attn.pto:21:22
                         pipe_barrier(PIPE_V);
                         TileT219OAiv0 t219_o_aiv0(min_i64(min_i64(S - _qb2 * 64, 64), 32), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
@@ -5081,11 +4227,11 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         TileT227OAiv1 t227_o_aiv1(max_i64(min_i64(min_i64(S - _qb2 * 64, 64) - 32, 32), 1), min_i64(D - _g218 * 128, 128));  // online_softmax_attn.pto:21:22
                         TASSIGN(t227_o_aiv1, ptodsl_aiv1_ub + 53248);  // online_softmax_attn.pto:21:22
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView130 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView130 accGm130(acc + _qb2 * 64 * D + _g218 * 128, GmView130::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView130::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t219_o_aiv0, accGm130);  // online_softmax_attn.pto:21:22
+                            using GmView98 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView98 accGm98(acc + _qb2 * 64 * D + _g218 * 128, GmView98::Shape(t219_o_aiv0.GetValidRow(), t219_o_aiv0.GetValidCol()), GmView98::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t219_o_aiv0, accGm98);  // online_softmax_attn.pto:21:22
                         }
                         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5100,11 +4246,11 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView131 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView131 t13_u2c1Gm131(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView131::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView131::Stride(D));  // online_softmax_attn.pto:21:22
-                            TLOAD(t226_o_aiv0, t13_u2c1Gm131);  // online_softmax_attn.pto:21:22
+                            using GmView99 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView99 t13_u2c1Gm99(t13_u2c1 + _qb2 * 64 * D + _g218 * 128, GmView99::Shape(t226_o_aiv0.GetValidRow(), t226_o_aiv0.GetValidCol()), GmView99::Stride(D));  // online_softmax_attn.pto:21:22
+                            TLOAD(t226_o_aiv0, t13_u2c1Gm99);  // online_softmax_attn.pto:21:22
                         }
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                         pipe_barrier(PIPE_V);
                         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5116,20 +4262,20 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                         if (ptodsl_aiv0) {
-                            using GmView132 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                            GmView132 accGm132(acc + _qb2 * 64 * D + _g218 * 128, GmView132::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView132::Stride(D));  // online_softmax_attn.pto:21:22
-                            TSTORE(accGm132, t227_o_aiv0);  // online_softmax_attn.pto:21:22
+                            using GmView100 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                            GmView100 accGm100(acc + _qb2 * 64 * D + _g218 * 128, GmView100::Shape(t227_o_aiv0.GetValidRow(), t227_o_aiv0.GetValidCol()), GmView100::Stride(D));  // online_softmax_attn.pto:21:22
+                            TSTORE(accGm100, t227_o_aiv0);  // online_softmax_attn.pto:21:22
                         }
-                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-                        for (int64_t _aiv31 = 0; _aiv31 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv31) {  // online_softmax_attn.pto:21:22
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        for (int64_t _aiv7 = 0; _aiv7 < min_i64(max_i64(min_i64(S - _qb2 * 64, 64) - 32, 0), 1); ++_aiv7) {  // online_softmax_attn.pto:21:22
                             if (!ptodsl_aiv0) {
-                                using GmView133 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView133 accGm133(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView133::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView133::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t219_o_aiv1, accGm133);  // online_softmax_attn.pto:21:22
+                                using GmView101 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView101 accGm101(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView101::Shape(t219_o_aiv1.GetValidRow(), t219_o_aiv1.GetValidCol()), GmView101::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t219_o_aiv1, accGm101);  // online_softmax_attn.pto:21:22
                             }
                             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5140,9 +4286,9 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                                 TROWEXPAND(tmp31, t177_e_aiv1);  // online_softmax_attn.pto:21:22
                                 pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
                                 TROWEXPANDMUL(t222_o_aiv1, t219_o_aiv1, tmp31);  // online_softmax_attn.pto:21:22
-                                using GmView134 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView134 t13_u2c1Gm134(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView134::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView134::Stride(D));  // online_softmax_attn.pto:21:22
-                                TLOAD(t226_o_aiv1, t13_u2c1Gm134);  // online_softmax_attn.pto:21:22
+                                using GmView102 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView102 t13_u2c1Gm102(t13_u2c1 + (_qb2 * 64 + 32) * D + _g218 * 128, GmView102::Shape(t226_o_aiv1.GetValidRow(), t226_o_aiv1.GetValidCol()), GmView102::Stride(D));  // online_softmax_attn.pto:21:22
+                                TLOAD(t226_o_aiv1, t13_u2c1Gm102);  // online_softmax_attn.pto:21:22
                             }
                             pipe_barrier(PIPE_V);
                             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -5154,36 +4300,34 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ uint64_t* ptodsl_ffts, __gm
                             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                             if (!ptodsl_aiv0) {
-                                using GmView135 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                                GmView135 accGm135(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView135::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView135::Stride(D));  // online_softmax_attn.pto:21:22
-                                TSTORE(accGm135, t227_o_aiv1);  // online_softmax_attn.pto:21:22
+                                using GmView103 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+                                GmView103 accGm103(acc + (_qb2 * 64 + 32) * D + _g218 * 128, GmView103::Shape(t227_o_aiv1.GetValidRow(), t227_o_aiv1.GetValidCol()), GmView103::Stride(D));  // online_softmax_attn.pto:21:22
+                                TSTORE(accGm103, t227_o_aiv1);  // online_softmax_attn.pto:21:22
                             }
                         }
-                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+                        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                     }
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
                 }
             }
             ffts_cross_core_sync(PIPE_MTE2, (1ULL | (2ULL << 4) | ((uint64_t)(5) << 8)));
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag_dev(1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

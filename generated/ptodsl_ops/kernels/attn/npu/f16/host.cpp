@@ -16,7 +16,7 @@
 
 extern "C" void attn_f16_k0_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_first, float* s_first, float* m, float* p_first, float* l, half* t5_first, float* acc, int64_t S, int64_t D, int64_t L, float scale);
 extern "C" void attn_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
-extern "C" void attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u2c0, float* s_u2c0, float* m, float* l, float* p_1_u2c0, half* t14_u2c0, float* t13_u2c0, float* acc, float* t0_u2c1, float* s_u2c1, float* p_1_u2c1, half* t14_u2c1, float* t13_u2c1, float* t0_u2c0_twin, float* s_u2c0_twin, float* p_1_u2c0_twin, half* t14_u2c0_twin, float* t13_u2c0_twin, float* t0_u2c1_twin, float* s_u2c1_twin, float* p_1_u2c1_twin, half* t14_u2c1_twin, float* t13_u2c1_twin, int64_t S, int64_t L, int64_t D, float scale);
+extern "C" void attn_f16_k2_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u2c0, float* m, float* l, half* t14_u2c0, float* t13_u2c0, float* acc, float* t0_u2c1, half* t14_u2c1, float* t13_u2c1, float* t0_u2c0_twin, half* t14_u2c0_twin, float* t13_u2c0_twin, float* t0_u2c1_twin, half* t14_u2c1_twin, float* t13_u2c1_twin, int64_t S, int64_t L, int64_t D, float scale);
 extern "C" void attn_f16_k3_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_u1c0, float* s_u1c0, float* m, float* l, float* p_1_u1c0, half* t14_u1c0, float* t13_u1c0, float* acc, float* t0_u1c0_twin, float* s_u1c0_twin, float* p_1_u1c0_twin, half* t14_u1c0_twin, float* t13_u1c0_twin, int64_t S, int64_t L, int64_t D, float scale);
 extern "C" void attn_f16_k4_launch(uint32_t block_dim, void* stream, uint64_t* ptodsl_ffts, half* k, half* v, half* q, float* t0_last, float* s_last, float* m, float* l, float* p_1_last, half* t14_last, float* t13_last, float* acc, half* o, int64_t S, int64_t L, int64_t D, float scale);
 
@@ -299,26 +299,6 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* t0_u2c0_twin = reinterpret_cast<float*>(t0_u2c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_u2c0_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-        return -1;  // online_softmax_attn.pto:10:13
-    }
-    float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_u2c0_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-        return -1;  // online_softmax_attn.pto:10:13
-    }
-    float* s_u2c0_twin = reinterpret_cast<float*>(s_u2c0_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace p_1_u2c0_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-    if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
-        return -1;  // online_softmax_attn.pto:19:17
-    }
-    float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace p_1_u2c0_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-    if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
-        return -1;  // online_softmax_attn.pto:19:17
-    }
-    float* p_1_u2c0_twin = reinterpret_cast<float*>(p_1_u2c0_twin_bytes.data());  // online_softmax_attn.pto:19:17
     DeviceWorkspace t14_u2c0_bytes((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
@@ -349,26 +329,6 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         return -1;  // online_softmax_attn.pto:10:13
     }
     float* t0_u2c1_twin = reinterpret_cast<float*>(t0_u2c1_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_u2c1_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-        return -1;  // online_softmax_attn.pto:10:13
-    }
-    float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace s_u2c1_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-    if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-        return -1;  // online_softmax_attn.pto:10:13
-    }
-    float* s_u2c1_twin = reinterpret_cast<float*>(s_u2c1_twin_bytes.data());  // online_softmax_attn.pto:10:13
-    DeviceWorkspace p_1_u2c1_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-    if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
-        return -1;  // online_softmax_attn.pto:19:17
-    }
-    float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
-    DeviceWorkspace p_1_u2c1_twin_bytes((S * 128) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-    if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
-        return -1;  // online_softmax_attn.pto:19:17
-    }
-    float* p_1_u2c1_twin = reinterpret_cast<float*>(p_1_u2c1_twin_bytes.data());  // online_softmax_attn.pto:19:17
     DeviceWorkspace t14_u2c1_bytes((S * 128) * static_cast<int64_t>(sizeof(half)), poison);  // online_softmax_attn.pto:21:43
     if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
         return -1;  // online_softmax_attn.pto:21:43
@@ -445,7 +405,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
         if (ptodsl_failed) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
-        attn_f16_k2_launch(attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0_u2c0, s_u2c0, m, l, p_1_u2c0, t14_u2c0, t13_u2c0, acc, t0_u2c1, s_u2c1, p_1_u2c1, t14_u2c1, t13_u2c1, t0_u2c0_twin, s_u2c0_twin, p_1_u2c0_twin, t14_u2c0_twin, t13_u2c0_twin, t0_u2c1_twin, s_u2c1_twin, p_1_u2c1_twin, t14_u2c1_twin, t13_u2c1_twin, S, L, D, scale);  // online_softmax_attn.pto:7:5
+        attn_f16_k2_launch(attn_f16_k2_blocks, ptodsl_stream, ffts_1, k, v, q, t0_u2c0, m, l, t14_u2c0, t13_u2c0, acc, t0_u2c1, t14_u2c1, t13_u2c1, t0_u2c0_twin, t14_u2c0_twin, t13_u2c0_twin, t0_u2c1_twin, t14_u2c1_twin, t13_u2c1_twin, S, L, D, scale);  // online_softmax_attn.pto:7:5
         if (!launched("the launch of attn_f16_k2")) {  // online_softmax_attn.pto:7:5
             return -1;  // online_softmax_attn.pto:7:5
         }
