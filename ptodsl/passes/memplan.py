@@ -32,6 +32,7 @@ from typing import Any
 from ..diagnostics import Label
 from ..dtypes import itemsize
 from ..ir import Func, Module, Op, TileType
+from ..ir.opdefs import FUSED, spread_in_blocks
 from ..ir.queues import buffer_of
 from ..ir.schedule import schedule_of
 from ..schedule import Schedule
@@ -59,15 +60,50 @@ def tile_bytes(t: TileType, block: int) -> int:
     return r * c * itemsize(t.dtype)
 
 
-def scratch_bytes(ops: list[Op], block: int) -> int:
+# pto-isa's A2/A3 TTRANS stages the transpose in its tmp tile in rows of the source's valid rows
+# rounded up to 16 elements (32 for 1-byte ones), one such row per source column rounded up to
+# a UB block: the largest of those roundings is what the scratch must hold.
+TRANS_ROW_QUANTUM = 32
+
+
+def trans_scratch(t: TileType, block: int) -> tuple[int, int]:
+    """The rows and columns of the scratch tile a TTRANS of source tile ``t`` writes through (the C++
+    emitter's, ``backends/cpp/kernel_layout.py``): a transposed row per source column."""
+    per_block = max(1, block // itemsize(t.dtype))
+    rows, cols = prod(t.shape[:-1]) if len(t.shape) > 1 else 1, t.shape[-1]
+    return -(-cols // per_block) * per_block, -(-rows // TRANS_ROW_QUANTUM) * TRANS_ROW_QUANTUM
+
+
+def scratch_bytes(ops: list[Op], block: int, repeat: int | None = None) -> int:
     """The largest UB an instruction of ``ops`` takes above the plan for its scratch tiles (the C++
     emitter's row-reduction tmp and the like, placed above the planned peak): at most a tile as
-    large as its largest operand per scratch tile (``stack.scratch_ub_tiles``)."""
-    out = 0
+    large as its largest operand per scratch tile (``stack.scratch_ub_tiles``), and a transpose's
+    tile of its own shape (:func:`trans_scratch`: a one-row source of 4096 columns takes 4096 rows)."""
+    return _largest_scratch(ops, block, repeat)[0]
+
+
+def _largest_scratch(ops: list[Op], block: int, repeat: int | None = None) -> tuple[int, Op | None]:
+    """:func:`scratch_bytes`, and the instruction taking them. ``repeat``: the target's bytes per
+    vector repeat, which bound a row-spread fused instruction's tmp (``kernel_fused.py``): without
+    it, that tmp counts as large as its largest operand."""
+    out: tuple[int, Op | None] = (0, None)
     for op in (o for x in ops for o in x.walk()):
         tiles = [tile_bytes(v.type, block) for v in op.operands if isinstance(v.type, TileType)]
-        if tiles:
-            out = max(out, stack.scratch_ub_tiles(op) * -(-max(tiles) // block) * block)
+        size = 0
+        if op.name == "tile.trans":
+            src: TileType = op.operands[1].type
+            r, c = trans_scratch(src, block)
+            size = -(-r * c * itemsize(src.dtype) // block) * block
+        elif repeat is not None and op.name in FUSED and FUSED[op.name].spread == "row":
+            # the emitter's one scratch tile: a block per row of the destination where it expands
+            # the spread operand, else one repeat beside a column view of it
+            dst: TileType = op.operands[0].type
+            rows = physical(dst, block)[1][0]
+            size = rows * block if spread_in_blocks(op) else -(-repeat // block) * block
+        elif tiles:
+            size = stack.scratch_ub_tiles(op) * -(-max(tiles) // block) * block
+        if size > out[0]:
+            out = (size, op)
     return out
 
 
@@ -156,6 +192,17 @@ def plan(func: Func, ctx: PassContext, schedule: Schedule | None = None) -> dict
     for space, used in peak.items():
         kind = space.partition("@")[0]
         by_kind[kind] = max(by_kind.get(kind, 0), used)
+    if "ub" in by_kind and by_kind["ub"] <= ctx.target.ub_bytes:
+        # the emitter places its instructions' scratch tiles above the plan (kernel.py refuses
+        # what does not fit there too): said here, `ptodsl check` says it
+        scratch, op = _largest_scratch(func.body, block, ctx.target.vector_repeat_bytes)
+        used = -(-by_kind["ub"] // block) * block + scratch
+        if op is not None and used > ctx.target.ub_bytes:
+            ctx.diags.error(
+                "E0611", f"kernel `{func.name}` needs {used} bytes of UB with the scratch tiles of its "
+                f"instructions, more than the {ctx.target.ub_bytes} bytes of {ctx.target.name}", op.span,
+                "this instruction's scratch does not fit", notes=[f"the memory plan uses {by_kind['ub']} bytes"],
+                help="use a smaller vec_tile in the schedule")
     func.attrs = dict(func.attrs) | {f"{k}_bytes": v for k, v in sorted(by_kind.items())}
     return by_kind
 

@@ -40,7 +40,7 @@ def compiles(func: Func, ctx: PassContext, strided: set[str] | frozenset[str], s
         block = ctx.target.ub_block_bytes
         # the emitter's instruction scratch sits above the plan: it must fit too, or the backend
         # refuses the kernel (E0611) after every pass accepted it
-        scratch = memplan.scratch_bytes(trial.body, block)
+        scratch = memplan.scratch_bytes(trial.body, block, ctx.target.vector_repeat_bytes)
         fits = -(-int(trial.attrs.get("ub_bytes", 0)) // block) * block + scratch <= ctx.target.ub_bytes
         stack.check_kernel(trial, quiet, strided)
         if synchronise and not quiet.diags.has_errors:

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from ...dtypes import itemsize
 from ...ir import Op
+from ...passes.memplan import trans_scratch
 from .kernel import KERNEL, KernelEmitter, Operand, _align
-from .tiles import logical_2d, scratch_type
+from .tiles import scratch_type
 
 TRANS, CONCAT = "TTRANS", "TCONCAT"
-# pto-isa's A2/A3 TTRANS stages the transpose in its tmp tile in rows of the source's valid rows
-# rounded up to 16 elements (32 for 1-byte ones), one such row per source column rounded up to
-# a UB block: the largest of those roundings is what the scratch must hold.
-TRANS_ROW_QUANTUM = 32
 
 
 def _scratch_2d(em: KernelEmitter, dtype: str, rows: int, cols: int, op: Op, depth: int) -> str:
@@ -35,10 +32,7 @@ def _scratch_2d(em: KernelEmitter, dtype: str, rows: int, cols: int, op: Op, dep
 @KERNEL.on("trans")
 def _trans(em: KernelEmitter, op: Op, depth: int) -> None:
     dst, src = em._operands(op)
-    block = em.target.ub_block_bytes // itemsize(src.dtype)
-    rows, cols = logical_2d(src.tile_type.shape)
-    tmp_rows = -(-cols // block) * block
-    tmp_cols = -(-rows // TRANS_ROW_QUANTUM) * TRANS_ROW_QUANTUM
+    tmp_rows, tmp_cols = trans_scratch(src.tile_type, em.target.ub_block_bytes)
     tmp = _scratch_2d(em, src.dtype, tmp_rows, tmp_cols, op, depth)
     em._emit(depth, TRANS, [dst.var, src.var, tmp], op)
 
