@@ -11,7 +11,6 @@ import hashlib
 import os
 import shlex
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from math import prod
@@ -98,33 +97,49 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
            os.environ.get(ROOT_ENV), tuple(map(id, PASSES)), tuple(sorted(PASS_OPTION_DEFAULTS.items())))
     found = _MEMO.get(key)
     if found is not None and all(_file_state(p) == state for p, state in found.files):
-        _MEMO.move_to_end(key)
+        _MEMO_RANK[key] = _MEMO_CLOCK[0] + found.seconds
         for d in found.diagnostics:
             diags.add(d)
         return found.compiled.copy(diags)
     start = len(diags.items)
+    began = _clock()
     with recording_sources() as read:
         compiled = _compile(yaml_path, diags, verify_ir, choose, sources, lower, stop_after)
+    seconds = _clock() - began
     files = tuple((p, _file_state(p)) for p in sorted(read) if p not in sources)
     if all(state is not None for _, state in files):
-        _MEMO[key] = _Memo(files, tuple(diags.items[start:]), compiled.copy(Diagnostics()))
-        if len(_MEMO) > _MEMO_LIMIT:
-            _MEMO.popitem(last=False)
+        _MEMO[key] = _Memo(files, tuple(diags.items[start:]), compiled.copy(Diagnostics()), seconds)
+        _MEMO_RANK[key] = _MEMO_CLOCK[0] + seconds
+        while len(_MEMO) > _MEMO_LIMIT:
+            _evict()
     return compiled
+
+
+def _evict() -> None:
+    """Drop the entry of least rank, and age the rest by it (GreedyDual: an entry's rank is its
+    compile time plus the clock at its last use). A spec that took seconds to compile outlives
+    many that took milliseconds, yet one nobody asks for again ages out."""
+    key = min(_MEMO_RANK, key=_MEMO_RANK.__getitem__)
+    _MEMO_CLOCK[0] = _MEMO_RANK.pop(key)
+    del _MEMO[key]
 
 
 # The specs this process compiled, keyed by path, arguments and the pipeline, each with the state of
 # every file its compile read: tests, the language server and `ptodsl gen` then `test` in one
 # process compile the same specs many times, and a compile (a whole library: seconds) depends on
 # nothing else. Edited files, another pass list or other pass defaults compile afresh.
-_MEMO: OrderedDict[tuple, _Memo] = OrderedDict()
-_MEMO_LIMIT = 200  # the library is 75 specs; a compiled spec holds every pass's IR (about 4 MB): a test
-# process compiles many small specs of its own between two uses of the library
+_MEMO: dict[tuple, _Memo] = {}
+_MEMO_RANK: dict[tuple, float] = {}
+_MEMO_CLOCK = [0.0]
+_clock = time.perf_counter
+_MEMO_LIMIT = 200  # the library is 75 specs (about 300 MB with every pass's IR); a test process
+# compiles a thousand small specs of its own between uses of the library, hence the ranks
 
 
 def forget_compiled() -> None:
     """Compile every spec afresh from here on (a test of reproducibility compiles twice)."""
     _MEMO.clear()
+    _MEMO_RANK.clear()
 
 
 @dataclass(frozen=True)
@@ -132,6 +147,7 @@ class _Memo:
     files: tuple[tuple[str, tuple | None], ...]
     diagnostics: tuple[Diagnostic, ...]
     compiled: Compiled
+    seconds: float  # what compiling it took: what dropping it would cost
 
 
 def _file_state(path: str) -> tuple | None:

@@ -3,6 +3,8 @@ depends on changed: its files, the arguments, the pass list and the pass default
 
 from __future__ import annotations
 
+import os
+
 from ptodsl import driver
 from ptodsl.diagnostics import Diagnostics
 from ptodsl.schedule import PASS_OPTION_DEFAULTS
@@ -51,3 +53,34 @@ def test_forget_compiled_compiles_afresh(write_spec):
     again = driver.compile_spec(path)
     assert again.after["tensorize"] is not first.after["tensorize"]
     assert str(again.stages["block"]) == str(first.stages["block"])
+
+
+def test_a_spec_slow_to_compile_outlives_many_quick_ones(tmp_path, monkeypatch):
+    real, calls, now = driver._compile, [], [0.0]
+
+    def timed(path, *args):  # on a clock of its own: 1 s for the slow spec, 10 ms for the others
+        calls.append(path)
+        now[0] += 1.0 if "/slow/" in path else 0.01
+        return real(path, *args)
+
+    def spec(folder: str, factor: str) -> str:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "k.pto").write_text(PTO.format(factor=factor))
+        (tmp_path / folder / "k.yaml").write_text(YAML.format(extra=""))
+        return os.fspath(tmp_path / folder / "k.yaml")
+
+    monkeypatch.setattr(driver, "_compile", timed)
+    monkeypatch.setattr(driver, "_clock", lambda: now[0])
+    monkeypatch.setattr(driver, "_MEMO_LIMIT", 3)
+    driver.forget_compiled()
+    slow = spec("slow", "2.0")
+    driver.compile_spec(slow)
+    quick = [spec(f"q{i}", f"{i}.5") for i in range(6)]
+    for path in quick:
+        driver.compile_spec(path)
+    assert len(driver._MEMO) == 3
+    calls.clear()
+    driver.compile_spec(slow)  # kept: dropping it costs more than dropping any of the quick ones
+    driver.compile_spec(quick[0])  # the oldest quick one went
+    assert calls == [quick[0]]
+    driver.forget_compiled()
