@@ -12,6 +12,13 @@ ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "specs").glob("*.yaml"))
 
 
+def pytest_configure(config):
+    """The everyday suite builds its C++ at -O1 unless PTODSL_CPU_OPT says otherwise: g++ -O3 takes
+    two to three times as long, and the levels compute alike (backends/cpp/toolchain.py). CI runs
+    the golden matrix (`-m full`) at -O3, the level users and `ptodsl bench` build at."""
+    os.environ.setdefault("PTODSL_CPU_OPT", "1")
+
+
 @pytest.fixture(autouse=True)
 def _repo_cwd(monkeypatch):
     """Run every test from the repository root, so rendered paths are relative and stable."""

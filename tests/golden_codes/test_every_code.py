@@ -507,6 +507,15 @@ def e0885_arch_with_a_blank(env: Env) -> list[Diagnostic]:
     return compile_error(lambda: scale_rows()(x32(), w32(), alpha=2.0, backend="cpu"))
 
 
+def e0887_opt_level_with_an_option(env: Env) -> list[Diagnostic]:
+    from ptodsl.backends.cpp import load
+
+    env.mp.setattr(load, "_loaded", {})
+    env.mp.setattr(load, "_built", {})
+    env.mp.setenv("PTODSL_CPU_OPT", "3 -fno-inline")  # an option where a level goes
+    return compile_error(lambda: scale_rows()(x32(), w32(), alpha=2.0, backend="cpu"))
+
+
 # The probe of a -march compiled by a stand-in: a script that reports the feature it misses, as the
 # real probe does on a CPU without AVX-512.
 PROBE_MISSES_AVX512 = (
@@ -903,6 +912,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0885_arch_with_a_blank,
     e0886_cpu_without_avx512,
     e0886_compiler_rejects_the_name,
+    e0887_opt_level_with_an_option,
     e0900_no_compiler_installed,
     e0901_tile_row_not_32_byte_aligned,
     e0902_pto_isa_checkout_lacks_an_instruction,
@@ -953,7 +963,7 @@ def normalise(text: str, env: Env) -> str:
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("PTODSL_CACHE_DIR", str(tmp_path / "cache"))
-    for var in ("PTO_ISA_ROOT", "PTODSL_CXX", "PTODSL_BUILD_TIMEOUT", "PTODSL_CPU_ARCH"):
+    for var in ("PTO_ISA_ROOT", "PTODSL_CXX", "PTODSL_BUILD_TIMEOUT", "PTODSL_CPU_ARCH", "PTODSL_CPU_OPT"):
         monkeypatch.delenv(var, raising=False)
     return Env(tmp_path, monkeypatch)
 

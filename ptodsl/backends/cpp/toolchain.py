@@ -32,7 +32,14 @@ from .buildcache import STATS, cache_error, cache_root, cpp_dir, write_atomic
 log = logging.getLogger(__name__)
 
 HEADER_DIR = Path(__file__).resolve().parent / "include"
-BASE_FLAGS = ("-O3", "-fPIC", "-shared")
+BASE_FLAGS = ("-fPIC", "-shared")
+# The optimisation level: $PTODSL_CPU_OPT, 3 by default (what `ptodsl bench`, the generated
+# packages and every user build get: -O3 vectorises the tile loops). A lower level only makes
+# builds quicker (g++ -O1 builds attention's kernel about 2.5 times faster): no flag below changes a
+# computed value at any level, so the everyday test suite builds at 1 and CI's golden matrix at 3.
+OPT_ENV = "PTODSL_CPU_OPT"
+DEFAULT_OPT = "3"
+OPT_LEVELS = ("0", "1", "2", "3")
 # The pto-isa programming model places tiles of different element types in the same buffer;
 # strict aliasing would let the optimiser reorder those accesses.
 # g++ contracts a * b + c into a fused multiply-add wherever the instruction set has one (its
@@ -134,6 +141,20 @@ def _identify(path: str, real: str, mtime_ns: int, size: int, root: str) -> Tool
         log.info("cannot remember the toolchain in %s: %s", record, exc)
     log.debug("toolchain %s: %s, OpenMP %s", path, version, "yes" if openmp else "no")
     return Toolchain(path, version, openmp)
+
+
+def opt_flag() -> str:
+    """``-O`` and the level $PTODSL_CPU_OPT names (blanks ignored; 3 when unset or empty). Any
+    other value is E0887: it would reach the compiler command."""
+    value = (os.environ.get(OPT_ENV) or "").strip() or DEFAULT_OPT
+    if value not in OPT_LEVELS:
+        raise CompileError([Diagnostic(
+            "E0887", f"{OPT_ENV}={value!r} is not an optimisation level",
+            notes=(f"{OPT_ENV} takes {', '.join(OPT_LEVELS)} (g++'s -O levels); unset, the kernels build at "
+                   f"-O{DEFAULT_OPT}",),
+            help=f"set {OPT_ENV} to one of {', '.join(OPT_LEVELS)}, or unset it",
+        )])
+    return f"-O{value}"
 
 
 def build_timeout() -> float:
@@ -257,6 +278,7 @@ def compile_flags(toolchain: Toolchain, mode: IncludeMode, flags: Sequence[str],
     instruction set's ``-march`` is part of it, so it is part of the cache key too: a library built
     for AVX-512 is never handed to a machine that lacks it."""
     return [
+        opt_flag(),
         *BASE_FLAGS,
         *(arch.flags if arch is not None else ()),
         *mode.flags,
@@ -269,6 +291,6 @@ def compile_flags(toolchain: Toolchain, mode: IncludeMode, flags: Sequence[str],
     ]
 
 
-__all__ = ["BASE_FLAGS", "DEFAULT_TIMEOUT_S", "HEADER_DIR", "IncludeMode", "Toolchain", "build_timeout",
-           "compile_flags", "compiler_name", "find_toolchain", "include_mode", "native_bf16", "pto_isa_bf16_gap",
+__all__ = ["BASE_FLAGS", "DEFAULT_TIMEOUT_S", "HEADER_DIR", "IncludeMode", "OPT_ENV", "Toolchain", "build_timeout",
+           "compile_flags", "compiler_name", "find_toolchain", "include_mode", "native_bf16", "opt_flag", "pto_isa_bf16_gap",
            "run_tool", "target_arch"]

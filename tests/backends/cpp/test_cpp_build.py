@@ -50,8 +50,23 @@ def test_build_load_and_cache_location(cache):
     assert path.name == "libanswer.so" and path.is_relative_to(cache / "cpp" / "kernels")
     assert load_library(path).answer() == 42
     manifest = json.loads((path.parent / "entry.json").read_text())
-    assert manifest["library"] == "libanswer.so" and "-O3" in manifest["command"]
+    assert manifest["library"] == "libanswer.so" and build.opt_flag() in manifest["command"]
     assert (path.parent / "answer.cpp").read_text() == ANSWER  # the sources stay beside the library
+
+
+def test_the_optimisation_level_is_the_environments_and_part_of_the_key(cache, monkeypatch):
+    monkeypatch.delenv("PTODSL_CPU_OPT")
+    default = build_shared({"answer.cpp": ANSWER}, "answer")
+    monkeypatch.setenv("PTODSL_CPU_OPT", " 1 ")
+    low = build_shared({"answer.cpp": ANSWER}, "answer")
+    commands = [json.loads((p.parent / "entry.json").read_text())["command"] for p in (default, low)]
+    assert [[f for f in c if f.startswith("-O")] for c in commands] == [["-O3"], ["-O1"]]
+    assert default.parent != low.parent and load_library(low).answer() == 42
+    for bad in ("4", "fast", "3 -DX"):
+        monkeypatch.setenv("PTODSL_CPU_OPT", bad)
+        with pytest.raises(CompileError) as info:
+            build_shared({"answer.cpp": ANSWER}, "answer")
+        assert [d.code for d in info.value.diagnostics] == ["E0887"]
 
 
 def test_cache_hit_runs_no_compiler(cache, monkeypatch):

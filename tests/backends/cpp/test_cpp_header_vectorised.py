@@ -87,7 +87,8 @@ extern "C" void row_extremes(float* maxima, float* minima, float* x, int n) {
 
 @pytest.fixture(scope="module")
 def lib(cpp):
-    return cpp.build({"vectorised.cpp": SOURCE}, "vectorised")[1]
+    # at -O3 whatever the suite builds at (PTODSL_CPU_OPT): the level that vectorises
+    return cpp.build({"vectorised.cpp": SOURCE}, "vectorised", flags=("-O3",))[1]
 
 
 def pointer(a: np.ndarray) -> ctypes.c_void_p:
@@ -184,6 +185,7 @@ def line_after(path: Path, anchor: str, pattern: str) -> int:
                     reason="needs g++ on x86-64")
 def test_the_hot_loops_vectorise(tmp_path, monkeypatch):
     monkeypatch.delenv("PTODSL_CPU_ARCH", raising=False)
+    monkeypatch.delenv("PTODSL_CPU_OPT", raising=False)  # what users build with: -O3
     toolchain = build.find_toolchain()
     flags = build.compile_flags(toolchain, build.include_mode(), (), {}, build.target_arch(toolchain))
     assert any(f.startswith("-march=") for f in flags), "this x86-64 machine should build for a newer level"
