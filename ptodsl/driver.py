@@ -136,10 +136,12 @@ _MEMO_LIMIT = 200  # the library is 75 specs (about 300 MB with every pass's IR)
 # compiles a thousand small specs of its own between uses of the library, hence the ranks
 
 
-def forget_compiled() -> None:
-    """Compile every spec afresh from here on (a test of reproducibility compiles twice)."""
-    _MEMO.clear()
-    _MEMO_RANK.clear()
+def forget_compiled(*paths: str) -> None:
+    """Compile the specs at ``paths`` (as given to compile_spec), or every spec, afresh from here
+    on (a test of reproducibility compiles twice)."""
+    for key in [k for k in _MEMO if not paths or k[0] in paths]:
+        del _MEMO[key]
+        del _MEMO_RANK[key]
 
 
 @dataclass(frozen=True)

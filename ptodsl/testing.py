@@ -52,6 +52,17 @@ def _wanted(config, path) -> bool:
     return not roots or any(path.is_relative_to(r) for r in roots)
 
 
+def _as_named(path) -> str:
+    """The spec's path as a command run here names it: relative to the working directory when it
+    is under it (its diagnostics then read as `ptodsl check`'s, and a test compiling the same spec
+    by that path shares the compile: ``driver.compile_spec`` keeps specs by the path given)."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        return os.fspath(path)
+    return os.fspath(path) if relative.startswith("..") else relative
+
+
 def pytest_collect_file(parent, file_path):
     if _is_spec(file_path) and _wanted(parent.config, file_path):
         return SpecFile.from_parent(parent, path=file_path)
@@ -90,7 +101,7 @@ class SpecFile(pytest.File):
             from .diagnostics import CompileError
 
             try:
-                self._compiled = api.load(str(self.path))
+                self._compiled = api.load(_as_named(self.path))
             except CompileError as e:
                 self._compiled = e
         if isinstance(self._compiled, Exception):

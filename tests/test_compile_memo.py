@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from ptodsl import driver
 from ptodsl.diagnostics import Diagnostics
 from ptodsl.schedule import PASS_OPTION_DEFAULTS
@@ -46,16 +48,28 @@ def test_other_pass_defaults_compile_again(write_spec, monkeypatch):
     assert str(single.stages["block"]) != str(doubled.stages["block"])
 
 
-def test_forget_compiled_compiles_afresh(write_spec):
+@pytest.fixture
+def private_memo(monkeypatch):
+    """A memo of the test's own: the worker's (the library it compiled) stays as it was."""
+    monkeypatch.setattr(driver, "_MEMO", {})
+    monkeypatch.setattr(driver, "_MEMO_RANK", {})
+    monkeypatch.setattr(driver, "_MEMO_CLOCK", [0.0])
+
+
+def test_forget_compiled_compiles_afresh(write_spec, private_memo):
     path = write_spec("k", PTO.format(factor="2.0"), YAML.format(extra=""))
-    first = driver.compile_spec(path)
-    driver.forget_compiled()
+    other = "tests/golden_codes/fixtures/w0330_unused_dtype_var/w0330_unused_dtype_var.yaml"
+    first, kept = driver.compile_spec(path), driver.compile_spec(other, Diagnostics())
+    driver.forget_compiled(path)  # that spec alone
+    assert len(driver._MEMO) == 1 and next(iter(driver._MEMO))[0] == other
     again = driver.compile_spec(path)
     assert again.after["tensorize"] is not first.after["tensorize"]
     assert str(again.stages["block"]) == str(first.stages["block"])
+    driver.forget_compiled()  # every spec
+    assert not driver._MEMO and not driver._MEMO_RANK and kept
 
 
-def test_a_spec_slow_to_compile_outlives_many_quick_ones(tmp_path, monkeypatch):
+def test_a_spec_slow_to_compile_outlives_many_quick_ones(tmp_path, monkeypatch, private_memo):
     real, calls, now = driver._compile, [], [0.0]
 
     def timed(path, *args):  # on a clock of its own: 1 s for the slow spec, 10 ms for the others
@@ -72,7 +86,6 @@ def test_a_spec_slow_to_compile_outlives_many_quick_ones(tmp_path, monkeypatch):
     monkeypatch.setattr(driver, "_compile", timed)
     monkeypatch.setattr(driver, "_clock", lambda: now[0])
     monkeypatch.setattr(driver, "_MEMO_LIMIT", 3)
-    driver.forget_compiled()
     slow = spec("slow", "2.0")
     driver.compile_spec(slow)
     quick = [spec(f"q{i}", f"{i}.5") for i in range(6)]
@@ -83,4 +96,3 @@ def test_a_spec_slow_to_compile_outlives_many_quick_ones(tmp_path, monkeypatch):
     driver.compile_spec(slow)  # kept: dropping it costs more than dropping any of the quick ones
     driver.compile_spec(quick[0])  # the oldest quick one went
     assert calls == [quick[0]]
-    driver.forget_compiled()

@@ -49,7 +49,7 @@ def test_the_repro_of_a_broken_pass_stops_after_it(monkeypatch, capsys):
     ran: list[str] = []
     later = [dataclasses.replace(p, run=_recording(p, ran)) for p in driver.PASSES]
     monkeypatch.setattr(driver, "PASSES", later)
-    driver.forget_compiled()
+    driver.forget_compiled("specs/add_one.yaml")
     assert cli.main(["ir", "specs/add_one.yaml", "--after", "fuse", "--no-verify"]) == 0
     assert ran[-1] == "fuse" and "memplan" not in ran
     assert "level tile" in capsys.readouterr().out
