@@ -30,7 +30,7 @@ from .dryrun import MAX_OPS, TooLong, estimate
 # (rows, cols) of a vector tile's two trailing dims; leading dims are 1. Every row is a multiple
 # of 32 bytes for every dtype (64 one-byte elements and up).
 VEC_2D = ((1, 256), (1, 1024), (1, 2048), (4, 256), (4, 512), (4, 1024), (8, 256), (8, 512), (16, 128),
-          (16, 256), (32, 64), (64, 64))
+          (16, 256), (32, 64), (64, 64), (64, 128))
 VEC_1D = (256, 1024, 2048, 4096)
 # L0 extents (m, k, n); the L1 tile along each axis is twice the L0 one.
 CUBE = ((64, 64, 64), (128, 64, 128), (128, 128, 128), (64, 128, 64))
