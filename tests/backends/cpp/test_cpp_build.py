@@ -55,7 +55,7 @@ def test_build_load_and_cache_location(cache):
 
 
 def test_the_optimisation_level_is_the_environments_and_part_of_the_key(cache, monkeypatch):
-    monkeypatch.delenv("PTODSL_CPU_OPT")
+    monkeypatch.delenv("PTODSL_CPU_OPT", raising=False)
     default = build_shared({"answer.cpp": ANSWER}, "answer")
     monkeypatch.setenv("PTODSL_CPU_OPT", " 1 ")
     low = build_shared({"answer.cpp": ANSWER}, "answer")
