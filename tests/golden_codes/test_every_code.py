@@ -498,22 +498,24 @@ def gcc_says(*lines: str) -> str:
     return "printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines) + " >&2\nexit 1\n"
 
 
-def e0885_arch_with_a_blank(env: Env) -> list[Diagnostic]:
+def fresh_cpu_call(env: Env) -> list[Diagnostic]:
+    """The diagnostics of a cpu call that builds its library afresh: a library an earlier test of
+    this process built or loaded is not reused."""
     from ptodsl.backends.cpp import load
 
     env.mp.setattr(load, "_loaded", {})
     env.mp.setattr(load, "_built", {})
-    env.mp.setenv("PTODSL_CPU_ARCH", "x86-64-v3 -O0")  # two options where one -march name goes
     return compile_error(lambda: scale_rows()(x32(), w32(), alpha=2.0, backend="cpu"))
+
+
+def e0885_arch_with_a_blank(env: Env) -> list[Diagnostic]:
+    env.mp.setenv("PTODSL_CPU_ARCH", "x86-64-v3 -O0")  # two options where one -march name goes
+    return fresh_cpu_call(env)
 
 
 def e0887_opt_level_with_an_option(env: Env) -> list[Diagnostic]:
-    from ptodsl.backends.cpp import load
-
-    env.mp.setattr(load, "_loaded", {})
-    env.mp.setattr(load, "_built", {})
     env.mp.setenv("PTODSL_CPU_OPT", "3 -fno-inline")  # an option where a level goes
-    return compile_error(lambda: scale_rows()(x32(), w32(), alpha=2.0, backend="cpu"))
+    return fresh_cpu_call(env)
 
 
 # The probe of a -march compiled by a stand-in: a script that reports the feature it misses, as the
@@ -538,15 +540,10 @@ def e0886_compiler_rejects_the_name(env: Env) -> list[Diagnostic]:
 
 
 def e0900_no_compiler_installed(env: Env) -> list[Diagnostic]:
-    from ptodsl.backends.cpp import load
-
-    # a library an earlier test of this process built or loaded is not reused
-    env.mp.setattr(load, "_loaded", {})
-    env.mp.setattr(load, "_built", {})
     env.mp.delenv("PTODSL_CXX", raising=False)
     (env.tmp / "empty").mkdir()
     env.mp.setenv("PATH", str(env.tmp / "empty"))
-    return compile_error(lambda: scale_rows()(x32(), w32(), alpha=2.0, backend="cpu"))
+    return fresh_cpu_call(env)
 
 
 # A tile whose row is 12 bytes: pto-isa's static check wants a multiple of 32 (ptodsl's CPU header
