@@ -86,12 +86,20 @@ class _Deps:
             cur = self.parent[id(cur)][0]
         return chain
 
-    def region(self, ops: list[Op]) -> None:
+    def region(self, ops: list[Op], again: bool = False) -> None:
+        """Walk ``ops``; ``again``: a loop around them is on its second walk.
+
+        A loop's second walk exposes the dependencies it carries. Inside a loop's second walk, a
+        loop needs one walk only: its own second walk would find the same pairs of ops as during
+        the first walk of the loop around it (the ops between the two are the same, so what they
+        cover is too), and no pair with an op before it that its first walk did not (each op's
+        earlier writers and readers then are a subset of those its first walk saw). Walking every
+        loop twice at every depth made a nest of depth d 2^d walks of its body."""
         for op in ops:
             if op.name == "loop":
-                self.region(op.regions[0])
-                if not self.once(op):
-                    self.region(op.regions[0])  # a second iteration exposes carried dependencies
+                self.region(op.regions[0], again)
+                if not again and not self.once(op):
+                    self.region(op.regions[0], True)  # a second iteration exposes carried dependencies
                 continue
             pipe = self.unit(op)
             if pipe is None:
@@ -174,7 +182,7 @@ def insert(func: Func, ctx: PassContext, same: Mapping[str, str] | None = None) 
     parameters that launches pass views of one tensor (``pipes.param_aliases``)."""
     deps = _Deps(func, same)
     deps.credits()
-    inserts: list[tuple[list[Op], int, int, Op]] = []  # (list, index, order, op); applied back to front
+    inserts: list[tuple[list[Op], int, float, Op]] = []  # (list, index, order, op); see _place
     pairs: list[tuple[int, int, str, str, list[Op]]] = []  # (set pos, wait pos, src, dst, ops)
 
     def level_pair(a: Op, b: Op) -> tuple[Op, Op]:
@@ -227,8 +235,28 @@ def insert(func: Func, ctx: PassContext, same: Mapping[str, str] | None = None) 
         # the previous iteration's vector ops finish before this iteration's start
         inserts.append((loop.regions[0], 0, -2, Op("sync.barrier", [], {"pipe": "V"})))
     _colour(pairs, func, ctx)
-    for region, index, _order, op in sorted(inserts, key=lambda t: (id(t[0]), t[1], t[2]), reverse=True):
-        region.insert(index, op)
+    _place(inserts)
+
+
+def _place(inserts: list[tuple[list[Op], int, float, Op]]) -> None:
+    """Put each op before the op at its index in its list (at the end for the list's length), the
+    ops of one index in ascending order and, of equal order, the one asked for last first. Each
+    list is rebuilt once: inserting one op at a time made a long kernel body quadratic."""
+    by_list: dict[int, tuple[list[Op], list[tuple[int, float, int, Op]]]] = {}
+    for seq, (ops, index, order, op) in enumerate(inserts):
+        by_list.setdefault(id(ops), (ops, []))[1].append((index, order, -seq, op))
+    for ops, wanted in by_list.values():
+        wanted.sort(key=lambda t: t[:3])
+        merged: list[Op] = []
+        k = 0
+        for i in range(len(ops) + 1):
+            while k < len(wanted) and wanted[k][0] == i:
+                merged.append(wanted[k][3])
+                k += 1
+            if i < len(ops):
+                merged.append(ops[i])
+        assert k == len(wanted), "an op is placed past the end of its list"
+        ops[:] = merged
 
 
 def _carried_flags(deps: _Deps) -> list[tuple[Op, str, str, Op, Op]]:

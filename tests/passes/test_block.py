@@ -211,3 +211,39 @@ def test_library_summary_explains_what_is_over_the_minimum(tmp_path, capsys):
     assert "at rmsnorm[f32-long_rows]" in line
     assert "`x` read 2.00x (2 passes, each after a reduction it needs)" in line
     assert "`gamma` read" in line and "repeated per iteration of loop `rows`" in line
+
+
+def _nest(depth: int) -> str:
+    """A vector kernel whose load, add and store sit in ``depth`` nested loops of four trips."""
+    head = ('module @m level block attributes {target = "ascend910b"} {\n'
+            '  vector @k(%x: tensor<f32 [8, 64]>, %y: tensor<f32 [8, 64]> out) {\n'
+            '    %t = tile.alloc() {offset = 0, bytes = 2048, layout = "row", rows = 8, cols = 64} : '
+            'tile<ub f32 [8, 64] valid [8, 64]>\n')
+    opens = "".join(f'{"  " * (2 + d)}loop() {{index = "i{d}", lo = 0, hi = 4, step = 1, name = "i{d}", kind = "grid"}} '
+                    "region {\n" for d in range(depth))
+    pad = "  " * (2 + depth)
+    body = (f"{pad}tile.load(%t, %x) {{offsets = [0, 0]}}\n{pad}tile.add(%t, %t) {{scalar = 1.0}}\n"
+            f"{pad}tile.store(%y, %t) {{offsets = [0, 0]}}\n")
+    closes = "".join(f'{"  " * (2 + d)}}}\n' for d in reversed(range(depth)))
+    control = "  control @m(%x: tensor<f32 [8, 64]>, %y: tensor<f32 [8, 64]> out) {\n" \
+              '    launch(%x, %y) {kernel = "k", scalars = []}\n  }\n}\n'
+    return head + opens + body + closes + "  }\n" + control
+
+
+@pytest.mark.parametrize("depth", [1, 3, 6])
+def test_sync_walks_a_loop_nest_once_per_level_not_twice_per_loop(monkeypatch, depth):
+    """Each loop is walked a second time to expose what it carries, but inside a loop's second
+    walk one walk of an inner loop finds every pair of ops: a nest of depth d is d + 1 walks of
+    its body (it was 2^d), with the same flags, which the checker proves."""
+    from ptodsl.passes import sync
+
+    walked = []
+    real = sync.reads_writes
+    monkeypatch.setattr(sync, "reads_writes", lambda op, placement: (walked.append(op.name), real(op, placement))[1])
+    out = _synchronised(_nest(depth))
+    assert walked.count("tile.load") == depth + 1
+    assert syncheck.check(out, MAX_EVENTS) == []
+    flags = [op.attrs["src"] + ">" + op.attrs["dst"] for op in out.func("k").walk() if op.name == "sync.wait"]
+    # the add waits for the load and the store for the add; the next load for the last store and
+    # add, carried by the innermost loop (a wait in its body and one draining it after)
+    assert sorted(flags) == ["MTE2>V", "MTE3>MTE2", "MTE3>MTE2", "V>MTE2", "V>MTE2", "V>MTE3"]
