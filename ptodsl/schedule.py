@@ -33,6 +33,12 @@ PASS_OPTION_DEFAULTS: dict[str, int] = {
     # state (attention's KV loop), when every op is row-wise (passes/rowgrid.py). Opt-in until a
     # loop mixing cube and vector work runs as one kernel: before that it launches per row block
     "row_interchange": 0,
+    # 1 (with row_interchange): consecutive statements that row_interchange proves one at a time over
+    # the same row blocks (a KV loop and its peeled first and last blocks) share one row block loop,
+    # so one kernel runs them and what they hand each other stays in the block (passes/rowgrid.py).
+    # Opt-in: the kernel holding all three has a larger stack frame, so passes/skew.py may no
+    # longer pipeline its KV loop (the library's online_softmax_attn models slower fused)
+    "row_fusion": 0,
     # 1: a mixed kernel's row-wise vector work is shared by the two vector cores of its block, each
     # on half of every tile's rows (passes/aivsplit.py); 0 runs it all on sub-block 0
     "aiv_split": 1,

@@ -75,6 +75,10 @@ PASS_OPTIONS = Obj(
                                 desc="make the output's row blocks the outer loop of a body whose user loops "
                                      "carry state, or of a run of statements doing cube and vector work, when "
                                      "every op in it is row-wise"),
+        "row_fusion": Bool(default=bool(PASS_OPTION_DEFAULTS["row_fusion"]),
+                           desc="with row_interchange, run consecutive statements it proves over the same row "
+                                "blocks (a KV loop and its peeled first and last blocks) in one row block loop, "
+                                "one kernel"),
         "aiv_split": Bool(default=bool(PASS_OPTION_DEFAULTS["aiv_split"]),
                           desc="share a mixed kernel's row-wise vector work between the two vector cores of "
                                "its block, each on half of every tile's rows"),

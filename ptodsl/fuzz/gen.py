@@ -1164,6 +1164,8 @@ class Gen:
                 out["row_interchange"] = True  # row blocks outside the user loops, mixed kernels
             if r.random() < 0.2:
                 out["aiv_split"] = False  # on by default: a mixed kernel's vector rows on both vector cores
+            if out.get("row_interchange") and r.random() < 0.5:
+                out["row_fusion"] = True  # (drawn last: the draws above stay what they were)
         cut = random.Random(f"cycle_bound:{self.seed}")  # a stream of its own: the draws above stay
         if self.has("kernel_budget") and cut.random() < 0.1:
             # a small kernel budget: runs of tile work are cut into several kernels, and loops of

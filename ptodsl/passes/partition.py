@@ -172,6 +172,7 @@ class _Partitioner:
                     # a loop whose iterations may run as blocks gets a kernel of its own
                     out.extend(self.kernel(mixed, MIXED))
                     mixed = []
+                self.over_budget(op)
                 mixed.append(op)
                 continue
             if mixed:
@@ -249,6 +250,19 @@ class _Partitioner:
             return []
         alone = [loop for loop in loops if len(loops) > 1 and not self.compiles([loop], _kind([loop]))]
         return alone or loops
+
+    def over_budget(self, loop: Op) -> None:
+        """Warn of a row block loop whose body passes the cycle budget: it runs as one kernel all
+        the same, since its row blocks, its kernel's blocks, are the point of the interchange and a
+        kernel per iteration would launch one per row block (``passes/persistent.py``)."""
+        if loop.attrs.get("rows_interchanged") != 1:
+            return
+        total = sum(cycles(o, self.ctx.target) for o in loop.regions[0])
+        if total > self.bound:
+            self.ctx.diags.warning(
+                "W0610", f"a compute kernel is estimated at {total} cycles, over cycle_upper_bound "
+                f"{self.bound}, and runs its row blocks as one kernel all the same", loop.span,
+                help="raise `pass_options: {cycle_upper_bound: ...}` or use smaller tiles")
 
     def compiles(self, ops: list[Op], kind: str | None = None) -> bool:
         """Whether the kernel made of (a copy of) ``ops`` plans and synchronises. The stack frame

@@ -159,8 +159,10 @@ class Placement:
             if o.name == "alloc" and ("fill" in o.attrs or any(sym.free_symbols(d) & bound for d in
                                                                o.result.type.shape)):
                 return None  # its size names what the loop binds: it cannot move before the launch
-        if not self.fits(loop.regions[0]):
-            return None  # its body is cut into several kernels, launched per iteration
+        if not self.fits(loop.regions[0]) and loop.attrs.get("rows_interchanged") != 1:
+            # its body is cut into several kernels, launched per iteration; not a row block loop's,
+            # whose iterations would each be a launch (partitioning warns of it, W0610)
+            return None
         kinds = kinds_in(loop)
         return kinds or None  # a loop with no tile work (reads, guards) has nothing to launch
 

@@ -379,7 +379,8 @@ class _Wrapper:
                 run = []
                 out.append(Op("if", [], dict(op.attrs), [], [self.ops(r, at) for r in op.regions], op.span))
             elif op.name == "loop" and op.attrs.get("kind") not in ("grid", "split") and any(
-                    o.name == "if" for o in op.walk()):
+                    o.name == "if" and (self.inside is None or trips_of(o.attrs["cond"], self.inside) is None)
+                    for o in op.walk()):
                 # (a loop holding a branch, a peeled KV block that may also be the last, keeps the
                 # branch outside the row block loops too)
                 out.extend(self.loop(run, at))
@@ -405,10 +406,12 @@ class _Wrapper:
         return [Op("loop", [], attrs, [], [body], span)]
 
 
-def interchange(func: Func) -> Func | None:
+def interchange(func: Func, fuse: bool = False) -> Func | None:
     """``func`` with the row blocks of each statement :func:`row_bands` proves as the outer loops
     of its work, or None when it proves none (or a GM workspace of such a statement could not be
-    allocated once for all row blocks: that statement is left as it is)."""
+    allocated once for all row blocks: that statement is left as it is). ``fuse``
+    (``pass_options.row_fusion``): consecutive statements proved over the same row blocks share
+    one row block loop (:func:`_peers`)."""
     proofs = row_bands(func)
     dtypes = {p.name: p.dtype for p in func.params if not p.is_tensor}
     dtypes |= {o.attrs["sym"]: o.attrs["dtype"] for o in func.walk() if o.name == "read"}
@@ -426,6 +429,8 @@ def interchange(func: Func) -> Func | None:
                 k += 1
                 continue
             n, proof = runs.get(id(op), (1, proofs.get(id(op))))
+            if n == 1 and proof is not None and fuse:
+                n, proof = _peers(ops, k, proof, proofs, func, dtypes)
             if proof is None:
                 out.append(op)
                 k += 1
@@ -454,6 +459,32 @@ def interchange(func: Func) -> Func | None:
     if count == 0:
         return None
     return Func(func.name, func.params, body, func.kind, dict(func.attrs), func.span)
+
+
+def _peers(ops: list[Op], k: int, proof: Proof, proofs: dict[int, Proof], func: Func,
+           dtypes: dict[str, str]) -> tuple[int, Proof]:
+    """The statements from ``ops[k]`` on that one row block loop can hold: the longest run of
+    consecutive statements each proved on its own over the same rows (a KV loop and its peeled
+    first and last blocks) that is proved as a whole too, with every branch in it comparing
+    integers, so that it runs inside the kernel (``passes/branches.py``). One row block loop
+    keeps what they hand each other (the running max, sum and accumulator) in the block, rather
+    than in GM between launches."""
+    rows, tile_rows, _ = proof
+    end = k + 1
+    while end < len(ops) and (p := proofs.get(id(ops[end]))) is not None and p[1] == tile_rows \
+            and sym.sub(p[0], rows) == 0:
+        end += 1
+    origins = origins_of(func)
+    roots: dict[str, TensorType] = {p.name: p.type for p in func.params if p.is_tensor}
+    roots |= {o.result.name: o.result.type for o in func.walk() if o.name == "alloc"}
+    while end > k + 1:
+        run = ops[k:end]
+        if all(trips_of(o.attrs["cond"], dtypes) is not None for op in run for o in op.walk() if o.name == "if"):
+            whole = statement_bands(run, origins, roots) if origins is not None else None
+            if whole is not None and whole[1] == tile_rows:
+                return end - k, whole
+        end -= 1
+    return 1, proof
 
 
 def _localize(loop: Op, rows: sym.Expr, tile_rows: int, elsewhere: set[str]) -> Op:
@@ -532,11 +563,12 @@ def unwrap_one_trip(ops: list[Op], ranges: dict[str, tuple[sym.Expr, sym.Expr]] 
 
 def run(module: Module, ctx: PassContext) -> Module:
     fresh = module.clone()
-    if not schedule_of(module).pass_options.get("row_interchange", 0):
+    options = schedule_of(module).pass_options
+    if not options.get("row_interchange", 0):
         return fresh
     funcs = []
     for f in fresh.funcs:
-        g = interchange(f)
+        g = interchange(f, bool(options.get("row_fusion", 0)))
         if g is not None:
             # the statements fusion saw apart are now one row block's straight-line work: a tile one
             # of them stored and the next loads again is forwarded (attention's rescaled accumulator)

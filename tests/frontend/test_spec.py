@@ -104,7 +104,8 @@ def test_defaults_of_a_minimal_spec() -> None:
 
 def test_pass_option_defaults_are_ints() -> None:
     assert set(PASS_OPTION_DEFAULTS) == {"cycle_upper_bound", "max_paths", "double_buffer", "fused_ops",
-                                         "multiply_add", "split_reduction", "row_interchange", "aiv_split", "skew"}
+                                         "multiply_add", "split_reduction", "row_interchange", "row_fusion", "aiv_split",
+                                         "skew"}
     assert all(isinstance(v, int) for v in PASS_OPTION_DEFAULTS.values())
     assert PASS_OPTION_DEFAULTS["cycle_upper_bound"] > 0 and PASS_OPTION_DEFAULTS["max_paths"] > 0
     assert PASS_OPTION_DEFAULTS["double_buffer"] == 1  # a flag, on by default
@@ -112,6 +113,7 @@ def test_pass_option_defaults_are_ints() -> None:
     assert PASS_OPTION_DEFAULTS["multiply_add"] == 0  # a flag, opt-in
     assert PASS_OPTION_DEFAULTS["split_reduction"] == 1  # a flag, on by default
     assert PASS_OPTION_DEFAULTS["row_interchange"] == 0  # a flag, opt-in
+    assert PASS_OPTION_DEFAULTS["row_fusion"] == 0  # a flag, opt-in
     assert PASS_OPTION_DEFAULTS["skew"] == 1  # a flag, on by default
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import ptodsl
 from ptodsl import ir
+from ptodsl.diagnostics import Diagnostics
 from ptodsl.driver import compile_spec
 from ptodsl.golden import run_case
 from ptodsl.passes import rowgrid
@@ -88,12 +89,19 @@ def test_without_the_option_nothing_changes():
     assert str(rowgrid.run(module, PassContext(load_target("ascend910b")))) == str(module)
 
 
-def _flash_attn(tmp_path: Path) -> ptodsl.Operator:
-    """specs/flash_attn (which turns the option on), and cases of several row blocks (a partial last one)."""
+LIBRARY = "pass_options: {row_interchange: true}"
+FUSED = "{row_interchange: true, row_fusion: true, cycle_upper_bound: 16384}"
+
+
+def _flash_attn(tmp_path: Path, options: str | None = None) -> ptodsl.Operator:
+    """specs/flash_attn (which turns the option on), and cases of several row blocks (a partial
+    last one); ``options``: its ``pass_options`` instead."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     for name in ("flash_attn.pto", "refs.py"):
         shutil.copy(SPECS / name, tmp_path / name)
     text = (SPECS / "flash_attn.yaml").read_text()
-    assert "row_interchange: true" in text
+    assert LIBRARY in text
+    text = text.replace(LIBRARY, f"pass_options: {options}" if options else LIBRARY)
     text = text.replace("bench:", "  - {shapes: {S: 200, D: 64, L: 192}, dtypes: {T: f16}, scalars: {scale: 0.125}, "
                         "name: row-blocks}\n  - {shapes: {S: 130, D: 32, L: 64}, dtypes: {T: f32}, "
                         "scalars: {scale: 0.2}, rtol: 1e-4, atol: 1e-5, name: one-kv-block}\nbench:", 1)
@@ -121,6 +129,42 @@ def test_flash_attention_runs_its_kv_loop_in_mixed_kernels_over_row_blocks(tmp_p
     # at the bench size, 64 query blocks: 3 to each of 22 blocks on the 24 cube cores
     chips = [c for vs in collect(operator, bench=True) for c in vs.chip]
     assert [(c.launches, c.block_dim, c.cores_used) for c in chips] == [(3, 22, 22)]
+
+
+def test_row_fusion_runs_the_peeled_kv_blocks_in_the_kv_loops_kernel(tmp_path):
+    """With row_fusion the first KV block, the loop and the last block (three statements, each a
+    kernel of its own above, handing the running max, sum and accumulator on through GM) share one
+    row block loop: one kernel, launched once, the branches on the number of KV blocks inside it;
+    the same results, and faster in the model."""
+    apart = _flash_attn(tmp_path / "apart")
+    fused = _flash_attn(tmp_path / "fused", FUSED)
+    block = fused.compiled.stages["block"]
+    assert sum(f.kind == "mixed" for f in block.funcs) == 2  # one per variant
+    assert sum(f.kind == "mixed" for f in apart.compiled.stages["block"].funcs) == 8
+    for control in (f for f in block.funcs if f.kind == "control"):
+        assert not any(o.name in ("loop", "if") for o in control.walk())
+        assert sum(o.name == "launch" for o in control.walk()) == 1
+    results = [run_case(fused, case) for case in fused.spec.tests]
+    assert all(r.ok for r in results), [r.report for r in results]
+    chips = {name: [c for vs in collect(op, bench=True) for c in vs.chip] for name, op in
+             (("fused", fused), ("apart", apart))}
+    assert [(c.launches, c.block_dim) for c in chips["fused"]] == [(1, 22)]
+    assert chips["fused"][0].modelled_us < chips["apart"][0].modelled_us
+
+
+def test_a_row_block_loop_over_the_cycle_budget_is_one_kernel_and_warns(tmp_path):
+    """A row block loop is not cut into kernels launched per iteration, which would launch one per
+    row block, whatever the budget (a kernel of its body cut in two once failed to compile: a tile
+    the row block hoisted was used in a kernel that did not define it, E0990)."""
+    for fusion in ("true", "false"):
+        folder = tmp_path / fusion
+        operator = _flash_attn(folder, f"{{row_interchange: true, row_fusion: {fusion}, cycle_upper_bound: 2000}}")
+        assert all(f.kind in ("mixed", "control") for f in operator.compiled.stages["block"].funcs)
+        diags = Diagnostics()
+        compile_spec(str(folder / "flash_attn.yaml"), diags)
+        assert any(d.code == "W0610" and "as one kernel all the same" in d.message for d in diags.items)
+        results = [run_case(operator, case) for case in operator.spec.tests[:2]]
+        assert all(r.ok for r in results), [r.report for r in results]
 
 
 @pytest.mark.slow
