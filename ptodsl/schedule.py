@@ -35,7 +35,7 @@ PASS_OPTION_DEFAULTS: dict[str, int] = {
     "row_interchange": 0,
     # 1 (with row_interchange): consecutive statements that row_interchange proves one at a time over
     # the same row blocks (a KV loop and its peeled first and last blocks) share one row block loop,
-    # so one kernel runs them and what they hand each other stays in the block (passes/rowgrid.py).
+    # so one kernel runs them, launched once, not one kernel each (passes/rowgrid.py).
     # Opt-in: the kernel holding all three has a larger stack frame, so passes/skew.py may no
     # longer pipeline its KV loop (the library's online_softmax_attn models slower fused)
     "row_fusion": 0,

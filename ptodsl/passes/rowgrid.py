@@ -99,8 +99,7 @@ def row_bands(func: Func) -> dict[int, Proof]:
     origins = origins_of(func)
     if origins is None:
         return {}
-    roots: dict[str, TensorType] = {p.name: p.type for p in func.params if p.is_tensor}
-    roots |= {o.result.name: o.result.type for o in func.walk() if o.name == "alloc"}
+    roots = _roots(func)
     out: dict[int, Proof] = {}
     for op in _statements(func.body):
         proof = statement_bands([op], origins, roots)
@@ -121,8 +120,7 @@ def statement_runs(func: Func, single: dict[int, Proof], dtypes: dict[str, str])
     origins = origins_of(func)
     if origins is None:
         return {}
-    roots: dict[str, TensorType] = {p.name: p.type for p in func.params if p.is_tensor}
-    roots |= {o.result.name: o.result.type for o in func.walk() if o.name == "alloc"}
+    roots = _roots(func)
     out: dict[int, tuple[int, Proof]] = {}
     for ops in _statement_lists(func.body):
         k = 0
@@ -141,6 +139,13 @@ def statement_runs(func: Func, single: dict[int, Proof], dtypes: dict[str, str])
             out[id(ops[k])] = found
             k += found[0]
     return out
+
+
+def _roots(func: Func) -> dict[str, TensorType]:
+    """Each GM tensor of ``func`` a view or access may have as its root: parameters and workspaces."""
+    roots: dict[str, TensorType] = {p.name: p.type for p in func.params if p.is_tensor}
+    roots |= {o.result.name: o.result.type for o in func.walk() if o.name == "alloc"}
+    return roots
 
 
 def _statement_lists(ops: list[Op]) -> Iterator[list[Op]]:
@@ -466,20 +471,21 @@ def _peers(ops: list[Op], k: int, proof: Proof, proofs: dict[int, Proof], func: 
     """The statements from ``ops[k]`` on that one row block loop can hold: the longest run of
     consecutive statements each proved on its own over the same rows (a KV loop and its peeled
     first and last blocks) that is proved as a whole too, with every branch in it comparing
-    integers, so that it runs inside the kernel (``passes/branches.py``). One row block loop
-    keeps what they hand each other (the running max, sum and accumulator) in the block, rather
-    than in GM between launches."""
+    integers, so that it runs inside the kernel (``passes/branches.py``), and no tile it defines
+    used after it. One row block loop makes them one kernel: what they hand each other (the
+    running max, sum and accumulator) crosses GM in the block's own rows inside it, rather than
+    between launches, and the launches between them go."""
     rows, tile_rows, _ = proof
     end = k + 1
     while end < len(ops) and (p := proofs.get(id(ops[end]))) is not None and p[1] == tile_rows \
             and sym.sub(p[0], rows) == 0:
         end += 1
     origins = origins_of(func)
-    roots: dict[str, TensorType] = {p.name: p.type for p in func.params if p.is_tensor}
-    roots |= {o.result.name: o.result.type for o in func.walk() if o.name == "alloc"}
+    roots = _roots(func)
     while end > k + 1:
         run = ops[k:end]
-        if all(trips_of(o.attrs["cond"], dtypes) is not None for op in run for o in op.walk() if o.name == "if"):
+        if not _escapes(run, func) and all(trips_of(o.attrs["cond"], dtypes) is not None
+                                           for op in run for o in op.walk() if o.name == "if"):
             whole = statement_bands(run, origins, roots) if origins is not None else None
             if whole is not None and whole[1] == tile_rows:
                 return end - k, whole
